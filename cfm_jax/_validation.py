@@ -1,0 +1,33 @@
+"""Input checks shared by the public API: clear errors at the boundary, not NaNs inside XLA."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+
+def is_concrete(x) -> bool:
+    """True when `x` holds actual values (not a tracer inside jit/vmap/grad)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def check_finite(name: str, x) -> None:
+    """Raise `ValueError` naming `name` if a concrete array has nan/inf entries."""
+    if is_concrete(x) and not bool(np.isfinite(np.asarray(x)).all()):
+        raise ValueError(f"`{name}` contains non-finite values (nan/inf).")
+
+
+def check_shape(name: str, x, expected: tuple, what: str = "") -> None:
+    """`expected` may contain None for free axes."""
+    shape = tuple(np.shape(x))
+    ok = len(shape) == len(expected) and all(e is None or e == s for e, s in zip(expected, shape))
+    if not ok:
+        spec = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
+        raise ValueError(f"`{name}` must have shape {spec}{' ' + what if what else ''}, got {shape}.")
+
+
+def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
+    v = float(value)
+    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"`{name}` must be finite and {bound}, got {value!r}.")

@@ -1,0 +1,140 @@
+"""A resumable sweep runner shared by every experiment.
+
+Each finished configuration is appended as one JSON line to ``rows.jsonl`` and flushed to disk
+(``fsync``) before the next one starts, so an interrupted sweep (Ctrl-C, a killed job) loses at
+most the configuration in flight. Resuming skips the configurations whose key is already on
+disk, so the final file holds each configuration exactly once, in the order of the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """Canonical, order-independent string identifying a configuration."""
+    return json.dumps(_jsonable(dict(config)), sort_keys=True)
+
+
+def _jsonable(x):
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):
+        return _jsonable(np.asarray(x).tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return repr(x)
+    return x
+
+
+def read_rows(path: str | os.PathLike) -> list[dict]:
+    """All complete rows of a JSON-lines file (a torn last line from a crash is ignored)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with path.open() as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return rows
+
+
+class Sweep:
+    """Run ``fn(config) -> dict`` over configurations, appending each result to a JSONL file.
+
+    Args:
+        path: the ``.jsonl`` file (its folder is created).
+        resume: keep rows already on disk and skip their configurations; otherwise start over.
+        progress: show a tqdm progress bar.
+
+    Every row is ``{"config": config, "key": key, **result}``.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, resume: bool = True, progress: bool = True):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not resume and self.path.exists():
+            self.path.unlink()
+        self._repair()
+        self.progress = progress
+
+    def _repair(self):
+        """Drop a torn trailing line left by a crash, so appends stay valid JSONL."""
+        if not self.path.exists():
+            return
+        rows = read_rows(self.path)
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        if text != self.path.read_text():
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, self.path)
+
+    @property
+    def rows(self) -> list[dict]:
+        return read_rows(self.path)
+
+    def done_keys(self) -> set[str]:
+        return {r["key"] for r in self.rows if "key" in r}
+
+    def run(
+        self,
+        configs: Iterable[Mapping[str, Any]],
+        fn: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+        *,
+        desc: str = "sweep",
+        stop_after: int | None = None,
+    ) -> list[dict]:
+        """Run the pending configurations; return all rows (old and new) in sweep order.
+
+        ``stop_after`` runs at most that many new configurations (to test resumption).
+        """
+        configs = [dict(c) for c in configs]
+        done = self.done_keys()
+        pending = [c for c in configs if config_key(c) not in done]
+        if stop_after is not None:
+            pending = pending[:stop_after]
+        bar = None
+        if self.progress and pending:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(pending), desc=desc, leave=False)
+        try:
+            for config in pending:
+                result = dict(fn(config))
+                row = {"config": _jsonable(config), "key": config_key(config), **_jsonable(result)}
+                with self.path.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        order = {config_key(c): i for i, c in enumerate(configs)}
+        rows = [r for r in self.rows if r.get("key") in order]
+        return sorted(rows, key=lambda r: order[r["key"]])
+
+
+def write_summary(out_dir: str | os.PathLike, summary: Mapping[str, Any]) -> Path:
+    """Write ``out_dir/summary.json`` atomically."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(_jsonable(dict(summary)), indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, out / "summary.json")
+    return out / "summary.json"

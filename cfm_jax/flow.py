@@ -1,0 +1,231 @@
+"""Forward solve of the contextual flow map (SPEC §1) with diffrax.
+
+    dx/ds = V(x, μ_s; θ(s)),   dz_i/ds = V(z_i, μ_s; θ(s)),   μ_s = Σ_i w_i δ_{z_i(s)}.
+
+The state is the pytree ``(x, z)``: ``x: (B, d)`` passive target tokens and ``z: (n, d)`` the
+context support (the weights are carried along unchanged). Both are evaluated in one call of the
+field on the stacked queries ``[x; z]``.
+
+For piecewise-constant paths the solve is a ``lax.scan`` over layers with one diffrax solve per
+layer, so no step ever straddles a parameter jump and higher-order solvers keep their order.
+With the default ``diffrax.Euler()`` and one step per layer this is exactly the L-layer
+residual transformer x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._validation import check_finite
+from .measures import EmpiricalMeasure, as_measure
+from .paths import AbstractCFM
+
+
+class SaveAt(eqx.Module):
+    """What :func:`forward` returns besides the final state.
+
+    ``SaveAt()`` – only ``x1, z1``; ``SaveAt(layers=True)`` – the states at every layer
+    boundary s = l/L (L + 1 depths); ``SaveAt(steps=True)`` – the states after every solver step
+    (fixed-step solves only; ``L·k + 1`` depths).
+    """
+
+    layers: bool = eqx.field(static=True, default=False)
+    steps: bool = eqx.field(static=True, default=False)
+
+
+class FlowSolution(eqx.Module):
+    """Result of :func:`forward`.
+
+    Attributes:
+        x1: final target tokens, shaped like ``x0`` (``(d,)`` or ``(B, d)``).
+        z1: final context points ``(n, d)``.
+        weights: the context weights ``(n,)`` (unchanged by the flow).
+        ss: depths of the saved states ``(S,)`` or None.
+        xs: target trajectory ``(S,) + x0.shape`` or None.
+        zs: context trajectory ``(S, n, d)`` or None.
+        num_steps: total accepted solver steps.
+    """
+
+    x1: Array
+    z1: Float[Array, "n d"]
+    weights: Float[Array, " n"]
+    ss: Array | None = None
+    xs: Array | None = None
+    zs: Array | None = None
+    num_steps: Array | None = None
+
+    @property
+    def measure(self) -> EmpiricalMeasure:
+        """Final context measure μ_1."""
+        return EmpiricalMeasure(self.z1, self.weights)
+
+
+def _stacked_velocity(model: AbstractCFM, weights, params, state):
+    x, z = state
+    B = x.shape[0]
+    v = model.velocity(jnp.concatenate([x, z], axis=0), EmpiricalMeasure(z, weights), params)
+    return v[:B], v[B:]
+
+
+def _validate(model, x0, context, steps):
+    if not isinstance(model, AbstractCFM):
+        raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
+    context = as_measure(context)
+    x0 = jnp.asarray(x0)
+    if x0.ndim not in (1, 2):
+        raise ValueError(f"`x0` must have shape (d,) or (B, d), got {x0.shape}.")
+    d = model.dim
+    if x0.shape[-1] != d:
+        raise ValueError(f"`x0` has dimension {x0.shape[-1]} but the model has d = {d}.")
+    if context.dim != d:
+        raise ValueError(f"`context` has dimension {context.dim} but the model has d = {d}.")
+    if not jnp.issubdtype(x0.dtype, jnp.floating):
+        raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
+    check_finite("x0", x0)
+    L = model.num_layers
+    if steps is None:
+        steps = L
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"`steps` must be a positive int, got {steps!r}.")
+    if model.piecewise_constant and steps % L:
+        raise ValueError(
+            f"`steps`={steps} must be a multiple of the number of layers L={L} so that no step "
+            "straddles a parameter jump."
+        )
+    return x0, context, steps
+
+
+def forward(
+    model: AbstractCFM,
+    x0: Float[Array, "*B d"],
+    context,
+    *,
+    solver: diffrax.AbstractSolver | None = None,
+    steps: int | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    saveat: SaveAt = SaveAt(),
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    max_steps: int = 4096,
+) -> FlowSolution:
+    """Integrate the contextual flow map over s ∈ [0, 1].
+
+    Args:
+        model: a :class:`~cfm_jax.Transformer` or any :class:`~cfm_jax.paths.AbstractCFM`.
+        x0: target token(s), ``(d,)`` or ``(B, d)``; passive, they do not enter the context.
+        context: :class:`~cfm_jax.EmpiricalMeasure` (or an ``(n, d)`` array, uniform weights).
+        solver: any diffrax ODE solver; default ``diffrax.Euler()``.
+        steps: total number of (initial) steps over [0, 1]; default one per layer. For
+            piecewise-constant paths it must be a multiple of L.
+        stepsize_controller: default fixed steps; pass e.g. ``diffrax.PIDController(rtol, atol)``
+            for adaptive stepping (then ``steps`` sets the first trial step).
+        saveat: :class:`SaveAt`.
+        adjoint: diffrax adjoint used when differentiating through the solve
+            (default ``diffrax.RecursiveCheckpointAdjoint()``).
+        max_steps: step cap per layer for adaptive solves.
+
+    Returns:
+        :class:`FlowSolution`.
+    """
+    x0, context, steps = _validate(model, x0, context, steps)
+    dtype = jnp.result_type(x0, context.points, *jax.tree.leaves(model.stacked_params()))
+    single = x0.ndim == 1
+    x = jnp.atleast_2d(x0).astype(dtype)
+    z = context.points.astype(dtype)
+    w = context.weights.astype(dtype)
+    solver = diffrax.Euler() if solver is None else solver
+    adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
+    adaptive = stepsize_controller is not None and not isinstance(
+        stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)
+    )
+    if saveat.steps and adaptive:
+        raise ValueError("`SaveAt(steps=True)` needs fixed steps; use `SaveAt(layers=True)` with adaptive solves.")
+    L = model.num_layers
+
+    def term_fn(s, state, args):
+        return _stacked_velocity(model, w, model.params_at(s) if args is None else args, state)
+
+    term = diffrax.ODETerm(term_fn)
+
+    def solve(t0, t1, k, y0, args):
+        if adaptive:
+            controller, dt0, cap = stepsize_controller, (t1 - t0) / k, max_steps
+        else:
+            controller = diffrax.StepTo(ts=t0 + (t1 - t0) * jnp.arange(k + 1, dtype=dtype) / k)
+            dt0, cap = None, k
+        sol = diffrax.diffeqsolve(
+            term,
+            solver,
+            t0=t0,
+            t1=t1,
+            dt0=dt0,
+            y0=y0,
+            args=args,
+            stepsize_controller=controller,
+            saveat=diffrax.SaveAt(steps=True) if saveat.steps else diffrax.SaveAt(t1=True),
+            adjoint=adjoint,
+            max_steps=cap,
+        )
+        final = jax.tree.map(lambda a: a[-1], sol.ys)
+        return final, sol.ys, sol.ts, sol.stats["num_accepted_steps"]
+
+    if model.piecewise_constant:
+        k = steps // L
+
+        def layer(state, l):
+            t0 = l.astype(dtype) / L
+            t1 = (l + 1).astype(dtype) / L
+            final, ys, ts, nsteps = solve(t0, t1, k, state, model.layer_params(l))
+            return final, (ys, ts, nsteps)
+
+        (x1, z1), (ys, ts, nsteps) = jax.lax.scan(layer, (x, z), jnp.arange(L))
+        num_steps = nsteps.sum()
+        ys = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), ys)
+        ts = ts.reshape(-1)
+    else:
+        (x1, z1), ys, ts, num_steps = solve(jnp.asarray(0.0, dtype), jnp.asarray(1.0, dtype), steps, (x, z), None)
+
+    ss = xs = zs = None
+    if saveat.steps or saveat.layers:
+        xs_, zs_ = ys
+        if saveat.layers and not saveat.steps and not model.piecewise_constant:
+            raise ValueError("`SaveAt(layers=True)` needs a piecewise-constant path; use steps=True.")
+        ss = jnp.concatenate([jnp.zeros((1,), dtype), ts])
+        xs = jnp.concatenate([x[None], xs_], axis=0)
+        zs = jnp.concatenate([z[None], zs_], axis=0)
+        if single:
+            xs = xs[:, 0]
+    return FlowSolution(
+        x1=x1[0] if single else x1,
+        z1=z1,
+        weights=w,
+        ss=ss,
+        xs=xs,
+        zs=zs,
+        num_steps=num_steps,
+    )
+
+
+def residual_forward(model: AbstractCFM, x0, context) -> tuple[Array, Array]:
+    """Reference L-layer residual network x_{l+1} = x_l + V(x_l, μ_l; θ_l)/L as a bare ``lax.scan``.
+
+    Returns ``(x1, z1)``. Same maths as ``forward(model, x0, context)`` with Euler; kept as an
+    independent code path for tests and for the diffrax-overhead benchmark.
+    """
+    x0, context, _ = _validate(model, x0, context, None)
+    x = jnp.atleast_2d(x0)
+    w = context.weights
+    L = model.num_layers
+
+    def layer(state, l):
+        vx, vz = _stacked_velocity(model, w, model.layer_params(l), state)
+        return (state[0] + vx / L, state[1] + vz / L), None
+
+    (x1, z1), _ = jax.lax.scan(layer, (x, context.points), jnp.arange(L))
+    return (x1[0] if x0.ndim == 1 else x1), z1
+
+
+__all__ = ["FlowSolution", "SaveAt", "forward", "residual_forward"]

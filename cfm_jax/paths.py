@@ -1,0 +1,303 @@
+"""Parameter paths θ(s), s ∈ [0, 1], bundled with the velocity field they drive.
+
+A *model* is an Equinox module with
+
+- ``field``: an :class:`~cfm_jax.fields.AbstractField`;
+- ``num_layers``: L, the number of equal depth segments on which θ is smooth (the default
+  solver takes one step per segment; segment boundaries are never stepped across);
+- ``layer_params(l)``: the parameters of segment ``l`` as a mapping (for piecewise-constant
+  paths), and ``params_at(s)`` for any depth;
+- ``piecewise_constant``: whether θ is constant on every segment.
+
+:class:`Transformer` is the canonical piecewise-constant path of SPEC §1 with the attention +
+MLP field; :class:`CFM` takes any field and any stacked parameter mapping;
+:class:`PiecewiseLinearCFM` interpolates linearly between L + 1 nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._validation import check_finite
+from .fields import AbstractField, AttentionField, MLPField
+
+_TRANSFORMER_KEYS = ("Q", "K", "V", "W1", "b1", "W2", "b2")
+
+
+class AbstractCFM(eqx.Module):
+    """Interface shared by all models (see the module docstring)."""
+
+    @property
+    def num_layers(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def dim(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def piecewise_constant(self) -> bool:
+        return True
+
+    @property
+    def field(self) -> AbstractField:
+        raise NotImplementedError
+
+    def stacked_params(self) -> dict[str, Array]:
+        """All parameters, stacked on a leading layer (or node) axis."""
+        raise NotImplementedError
+
+    def layer_params(self, layer) -> dict[str, Array]:
+        """Parameters of segment ``layer`` (may be a traced integer)."""
+        return jax.tree.map(lambda a: a[layer], self.stacked_params())
+
+    def params_at(self, s) -> dict[str, Array]:
+        """θ(s); for piecewise-constant paths the layer ⌊s·L⌋ (clipped to [0, L−1])."""
+        L = self.num_layers
+        layer = jnp.clip(jnp.floor(s * L).astype(jnp.int32), 0, L - 1)
+        return self.layer_params(layer)
+
+    def velocity(self, x, measure, params):
+        """V(x, μ; params) for query points ``x: (q, d)``."""
+        return self.field(x, measure, params)
+
+
+def _check_stack(name, a, L=None, trailing=None):
+    a = jnp.asarray(a)
+    if L is not None and (a.ndim < 1 or a.shape[0] != L):
+        raise ValueError(f"`{name}` must be stacked on a leading layer axis of size L={L}, got {a.shape}.")
+    if trailing is not None and a.shape[1:] != tuple(trailing):
+        exp = "(L, " + ", ".join(map(str, trailing)) + ")"
+        raise ValueError(f"`{name}` must have shape {exp}, got {a.shape}.")
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        raise ValueError(f"`{name}` must be a floating array, got dtype {a.dtype}.")
+    check_finite(name, a)
+    return a
+
+
+class Transformer(AbstractCFM):
+    """Piecewise-constant transformer path: L layers, H heads, MLP width m (0: no MLP).
+
+    Fields (stacked on the leading layer axis): ``Q, K, V: (L, H, d, d)``,
+    ``W1: (L, m, d)``, ``b1: (L, m)``, ``W2: (L, d, m)``, ``b2: (L, d)`` (``None`` without MLP).
+    ``activation`` is the MLP's σ; ``chunk_size``/``key_chunk_size`` select the attention path
+    (see :class:`~cfm_jax.fields.AttentionField`).
+    """
+
+    Q: Float[Array, "L H d d"]
+    K: Float[Array, "L H d d"]
+    V: Float[Array, "L H d d"]
+    W1: Float[Array, "L m d"] | None
+    b1: Float[Array, "L m"] | None
+    W2: Float[Array, "L d m"] | None
+    b2: Float[Array, "L d"] | None
+    activation: Callable = eqx.field(static=True)
+    chunk_size: int | str | None = eqx.field(static=True)
+    key_chunk_size: int | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        *,
+        Q,
+        K,
+        V,
+        W1=None,
+        b1=None,
+        W2=None,
+        b2=None,
+        activation: Callable = jax.nn.gelu,
+        chunk_size: int | str | None = "auto",
+        key_chunk_size: int | None = None,
+    ):
+        Q = jnp.asarray(Q)
+        if Q.ndim != 4 or Q.shape[-1] != Q.shape[-2]:
+            raise ValueError(f"`Q` must have shape (L, H, d, d), got {Q.shape}.")
+        L, H, d, _ = Q.shape
+        if L == 0 or H == 0 or d == 0:
+            raise ValueError(f"`Q` has an empty axis: shape {Q.shape} (need L, H, d >= 1).")
+        self.Q = _check_stack("Q", Q, L, (H, d, d))
+        self.K = _check_stack("K", K, L, (H, d, d))
+        self.V = _check_stack("V", V, L, (H, d, d))
+        mlp = [W1, b1, W2, b2]
+        if all(a is None for a in mlp):
+            self.W1 = self.b1 = self.W2 = self.b2 = None
+        elif any(a is None for a in mlp):
+            raise ValueError("`W1`, `b1`, `W2`, `b2` must be given together (or all omitted for no MLP).")
+        else:
+            W1 = jnp.asarray(W1)
+            if W1.ndim != 3:
+                raise ValueError(f"`W1` must have shape (L, m, d), got {W1.shape}.")
+            m = W1.shape[1]
+            self.W1 = _check_stack("W1", W1, L, (m, d))
+            self.b1 = _check_stack("b1", b1, L, (m,))
+            self.W2 = _check_stack("W2", W2, L, (d, m))
+            self.b2 = _check_stack("b2", b2, L, (d,))
+        if not callable(activation):
+            raise ValueError(f"`activation` must be callable, got {activation!r}.")
+        if chunk_size not in (None, "auto") and not (isinstance(chunk_size, int) and chunk_size > 0):
+            raise ValueError(f"`chunk_size` must be None, 'auto' or a positive int, got {chunk_size!r}.")
+        self.activation = activation
+        self.chunk_size = chunk_size
+        self.key_chunk_size = key_chunk_size
+
+    @classmethod
+    def init(
+        cls,
+        key,
+        dim: int,
+        heads: int = 1,
+        mlp_width: int = 0,
+        layers: int = 8,
+        *,
+        qk_scale: float = 1.0,
+        v_scale: float = 1.0,
+        mlp_scale: float = 1.0,
+        activation: Callable = jax.nn.gelu,
+        dtype=None,
+        chunk_size: int | str | None = "auto",
+        key_chunk_size: int | None = None,
+    ) -> "Transformer":
+        """Random transformer with variance-scaled Gaussian weights.
+
+        Q, K have entries N(0, qk_scale²/d) (logits ~ qk_scale²·‖x‖‖z‖/√d), V has entries
+        N(0, v_scale²/(H·d)) so the summed heads move tokens by O(v_scale·‖z‖/√d) per unit
+        depth, W1 ~ N(0, mlp_scale²/d), W2 ~ N(0, mlp_scale²/m), biases zero.
+        """
+        for name, v in (("dim", dim), ("heads", heads), ("layers", layers)):
+            if int(v) < 1:
+                raise ValueError(f"`{name}` must be >= 1, got {v}.")
+        if int(mlp_width) < 0:
+            raise ValueError(f"`mlp_width` must be >= 0, got {mlp_width}.")
+        dtype = dtype or jnp.result_type(float)
+        kq, kk, kv, k1, k2 = jax.random.split(key, 5)
+        shape = (layers, heads, dim, dim)
+        g = lambda k, s, std: std * jax.random.normal(k, s, dtype)  # noqa: E731
+        kwargs = dict(
+            Q=g(kq, shape, qk_scale / dim**0.5),
+            K=g(kk, shape, qk_scale / dim**0.5),
+            V=g(kv, shape, v_scale / (heads * dim) ** 0.5),
+        )
+        if mlp_width:
+            kwargs.update(
+                W1=g(k1, (layers, mlp_width, dim), mlp_scale / dim**0.5),
+                b1=jnp.zeros((layers, mlp_width), dtype),
+                W2=g(k2, (layers, dim, mlp_width), mlp_scale / mlp_width**0.5),
+                b2=jnp.zeros((layers, dim), dtype),
+            )
+        return cls(**kwargs, activation=activation, chunk_size=chunk_size, key_chunk_size=key_chunk_size)
+
+    @property
+    def num_layers(self) -> int:
+        return self.Q.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.Q.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.Q.shape[-1]
+
+    @property
+    def mlp_width(self) -> int:
+        return 0 if self.W1 is None else self.W1.shape[1]
+
+    @property
+    def dtype(self):
+        return self.Q.dtype
+
+    @property
+    def field(self) -> AbstractField:
+        attn = AttentionField(chunk_size=self.chunk_size, key_chunk_size=self.key_chunk_size)
+        return attn if self.W1 is None else attn + MLPField(activation=self.activation)
+
+    def stacked_params(self) -> dict[str, Array]:
+        return {k: getattr(self, k) for k in _TRANSFORMER_KEYS if getattr(self, k) is not None}
+
+    def with_chunking(self, chunk_size, key_chunk_size=None) -> "Transformer":
+        """Same parameters, other attention path (dense: ``chunk_size=None``)."""
+        return Transformer(
+            **self.stacked_params(),
+            activation=self.activation,
+            chunk_size=chunk_size,
+            key_chunk_size=key_chunk_size,
+        )
+
+    def astype(self, dtype) -> "Transformer":
+        return jax.tree.map(lambda a: a.astype(dtype), self)
+
+
+class CFM(AbstractCFM):
+    """Any field with a piecewise-constant parameter path stored as a stacked mapping.
+
+    Args:
+        field: an :class:`~cfm_jax.fields.AbstractField` (user-defined fields welcome).
+        params: mapping name -> array with a leading layer axis of common size L.
+        dim: the token dimension d.
+    """
+
+    params: dict[str, Array]
+    _field: AbstractField
+    _dim: int = eqx.field(static=True)
+
+    def __init__(self, field: AbstractField, params: Mapping[str, Array], dim: int):
+        if not isinstance(field, AbstractField):
+            raise ValueError(f"`field` must be an AbstractField module, got {type(field).__name__}.")
+        params = {k: jnp.asarray(v) for k, v in dict(params).items()}
+        sizes = {v.shape[0] if v.ndim else None for v in params.values()}
+        if len(sizes) != 1 or None in sizes:
+            raise ValueError(
+                "`params` arrays must share a leading layer axis; got shapes "
+                f"{ {k: v.shape for k, v in params.items()} }."
+            )
+        for k, v in params.items():
+            check_finite(f"params[{k!r}]", v)
+        self.params = params
+        self._field = field
+        self._dim = int(dim)
+
+    @property
+    def field(self) -> AbstractField:
+        return self._field
+
+    @property
+    def num_layers(self) -> int:
+        return next(iter(self.params.values())).shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def stacked_params(self) -> dict[str, Array]:
+        return self.params
+
+
+class PiecewiseLinearCFM(CFM):
+    """θ(s) linear between L + 1 nodes at s = l/L (``params`` stacked on a node axis of L + 1).
+
+    The field is continuous in s, so a single solve over [0, 1] with any step count works;
+    ``num_layers`` (= nodes − 1) still sets the default number of steps.
+    """
+
+    @property
+    def num_layers(self) -> int:
+        return next(iter(self.params.values())).shape[0] - 1
+
+    @property
+    def piecewise_constant(self) -> bool:
+        return False
+
+    def params_at(self, s):
+        L = self.num_layers
+        t = jnp.clip(s, 0.0, 1.0) * L
+        left = jnp.clip(jnp.floor(t).astype(jnp.int32), 0, L - 1)
+        frac = t - left
+        return jax.tree.map(lambda a: (1 - frac) * a[left] + frac * a[left + 1], self.params)
+
+    def layer_params(self, layer):
+        raise TypeError("A piecewise-linear path has no constant layers; use params_at(s).")

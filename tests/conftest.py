@@ -1,0 +1,35 @@
+"""Shared test configuration.
+
+float64 is enabled for the whole test session (tight tolerances need it); float32 behaviour is
+tested by passing ``dtype=jnp.float32`` explicitly. Keep shapes tiny and shared: JAX compiles
+once per shape.
+"""
+
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import pytest  # noqa: E402
+
+import cfm_jax  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def small_model():
+    """Float64 transformer: d=3, H=2 heads, MLP width 5, L=4 layers."""
+    return cfm_jax.Transformer.init(jax.random.key(0), 3, heads=2, mlp_width=5, layers=4, dtype=jnp.float64)
+
+
+@pytest.fixture(scope="session")
+def small_problem(small_model):
+    """(model, x0 (B=2, d=3), non-uniform context n=7)."""
+    kx, kz, kw = jax.random.split(jax.random.key(1), 3)
+    x0 = jax.random.normal(kx, (2, 3), jnp.float64)
+    z = jax.random.normal(kz, (7, 3), jnp.float64)
+    w = jax.random.uniform(kw, (7,), jnp.float64, 0.5, 1.5)
+    return small_model, x0, cfm_jax.EmpiricalMeasure(z, w / w.sum())
