@@ -1,0 +1,196 @@
+"""Forward solver (issue 2): exactness of the residual scheme, invariances, chunking, stability."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cfm_jax
+from cfm_jax import EmpiricalMeasure, SaveAt, Transformer, forward, split_atom
+
+
+def _naive_velocity(model, l, q, z, w):
+    """V(q, μ; θ_l) written out head by head with an explicit softmax (independent path)."""
+    out = np.zeros_like(q)
+    for h in range(model.num_heads):
+        Q, K, V = (np.asarray(a[l, h]) for a in (model.Q, model.K, model.V))
+        for i in range(q.shape[0]):
+            logits = (Q @ q[i]) @ (K @ z.T)
+            a = w * np.exp(logits - logits.max())
+            a /= a.sum()
+            out[i] += V @ (a @ z)
+    if model.W1 is not None:
+        W1, b1, W2, b2 = (np.asarray(a[l]) for a in (model.W1, model.b1, model.W2, model.b2))
+        out += np.asarray(model.activation(jnp.asarray(q @ W1.T + b1))) @ W2.T + b2
+    return out
+
+
+def test_euler_one_step_per_layer_is_the_residual_network(small_problem):
+    model, x0, ctx = small_problem
+    x, z, w = (np.asarray(a, np.float64) for a in (x0, ctx.points, ctx.weights))
+    L = model.num_layers
+    for l in range(L):
+        vx = _naive_velocity(model, l, x, z, w)
+        vz = _naive_velocity(model, l, z, z, w)
+        x, z = x + vx / L, z + vz / L
+    sol = forward(model, x0, ctx)
+    np.testing.assert_allclose(sol.x1, x, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sol.z1, z, rtol=0, atol=1e-12)
+    x1_scan, z1_scan = cfm_jax.residual_forward(model, x0, ctx)
+    np.testing.assert_allclose(sol.x1, x1_scan, rtol=0, atol=1e-13)
+
+
+def test_single_token_and_saveat(small_problem):
+    model, x0, ctx = small_problem
+    batch = forward(model, x0, ctx, saveat=SaveAt(layers=True))
+    single = forward(model, x0[1], ctx)
+    assert single.x1.shape == (3,)
+    np.testing.assert_allclose(single.x1, batch.x1[1], atol=1e-13)
+    assert batch.ss.shape == (model.num_layers + 1,)
+    np.testing.assert_allclose(batch.ss, np.arange(model.num_layers + 1) / model.num_layers, atol=1e-14)
+    np.testing.assert_allclose(batch.xs[-1], batch.x1, atol=0)
+    np.testing.assert_allclose(batch.zs[0], ctx.points, atol=0)
+    steps = forward(model, x0, ctx, steps=3 * model.num_layers, saveat=SaveAt(steps=True))
+    assert steps.xs.shape == (3 * model.num_layers + 1, 2, 3)
+    np.testing.assert_allclose(steps.ss[::3], batch.ss, atol=1e-14)
+
+
+def test_context_permutation_invariance(small_problem):
+    model, x0, ctx = small_problem
+    perm = jax.random.permutation(jax.random.key(5), ctx.size)
+    a = forward(model, x0, ctx)
+    b = forward(model, x0, EmpiricalMeasure(ctx.points[perm], ctx.weights[perm]))
+    np.testing.assert_allclose(a.x1, b.x1, atol=1e-13)
+    np.testing.assert_allclose(a.z1[perm], b.z1, atol=1e-13)
+
+
+def test_splitting_an_atom_changes_nothing(small_problem):
+    model, x0, ctx = small_problem
+    a = forward(model, x0, ctx)
+    split = split_atom(ctx, 3, fraction=0.3)
+    b = forward(model, x0, split)
+    np.testing.assert_allclose(a.x1, b.x1, atol=1e-13)
+    np.testing.assert_allclose(b.z1[3], b.z1[-1], atol=1e-13)  # the two copies move together
+    np.testing.assert_allclose(a.z1, b.z1[:-1], atol=1e-13)
+
+
+def test_uniform_weights_equal_unweighted(small_problem):
+    model, x0, ctx = small_problem
+    n = ctx.size
+    a = forward(model, x0, ctx.points)
+    b = forward(model, x0, EmpiricalMeasure(ctx.points, jnp.full((n,), 1.0 / n)))
+    np.testing.assert_allclose(a.x1, b.x1, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 1e-6), (jnp.float64, 1e-12)])
+def test_chunked_attention_matches_dense(dtype, tol):
+    d, n = 4, 37  # n not divisible by any chunk below
+    model = Transformer.init(jax.random.key(3), d, heads=2, mlp_width=0, layers=2, dtype=dtype, chunk_size=None)
+    z = jax.random.normal(jax.random.key(4), (n, d), dtype)
+    x0 = jax.random.normal(jax.random.key(6), (3, d), dtype)
+    dense = forward(model, x0, z)
+    scale = float(jnp.abs(dense.z1).max())
+    for chunk, key_chunk in [(8, None), (5, 16), (None, 7), (64, 64)]:
+        sol = forward(model.with_chunking(chunk, key_chunk), x0, z)
+        np.testing.assert_allclose(sol.z1, dense.z1, atol=tol * scale, rtol=0)
+        np.testing.assert_allclose(sol.x1, dense.x1, atol=tol * scale, rtol=0)
+
+
+def test_auto_chunking_switches_on_large_contexts():
+    from cfm_jax.fields.attention import resolve_chunk_size
+
+    assert resolve_chunk_size("auto", 1, 100, 100) is None
+    chunk = resolve_chunk_size("auto", 4, 70000, 70000)
+    assert chunk is not None and chunk * 4 * 70000 <= cfm_jax.fields.attention.AUTO_DENSE_LIMIT
+
+
+def test_huge_logits_do_not_overflow_float32():
+    d, n = 3, 9
+    key = jax.random.split(jax.random.key(7), 3)
+    Q = 100.0 * jnp.eye(d)[None, None]
+    z64 = jax.random.normal(key[0], (n, d), jnp.float64) * 10
+    x64 = jax.random.normal(key[1], (2, d), jnp.float64) * 10
+    kw = dict(K=Q, V=0.1 * jnp.eye(d)[None, None])
+    m64 = Transformer(Q=Q.astype(jnp.float64), K=kw["K"].astype(jnp.float64), V=kw["V"].astype(jnp.float64), chunk_size=None)
+    m32 = m64.astype(jnp.float32)
+    logits = (x64 @ (Q[0, 0] @ Q[0, 0])) @ z64.T
+    assert float(jnp.abs(logits).max()) > 1e4
+    ref = forward(m64, x64, z64)
+    for chunk in (None, 4):
+        sol = forward(m32.with_chunking(chunk, 4 if chunk else None), x64.astype(jnp.float32), z64.astype(jnp.float32))
+        assert bool(jnp.isfinite(sol.x1).all() and jnp.isfinite(sol.z1).all())
+        np.testing.assert_allclose(sol.x1, ref.x1, rtol=1e-4, atol=1e-3)
+
+
+def test_weighted_measure_matches_repeated_points(small_problem):
+    """w = (1/2, 1/4, 1/4) equals the uniform measure on (z0, z0, z1, z2)."""
+    model, x0, _ = small_problem
+    z = jax.random.normal(jax.random.key(8), (3, 3))
+    weighted = EmpiricalMeasure(z, jnp.array([0.5, 0.25, 0.25]))
+    repeated = EmpiricalMeasure(jnp.concatenate([z[:1], z]))
+    np.testing.assert_allclose(forward(model, x0, weighted).x1, forward(model, x0, repeated).x1, atol=1e-13)
+
+
+@pytest.mark.parametrize("solver,order", [(diffrax.Heun(), 2), (diffrax.Ralston(), 2), (diffrax.RK4() if hasattr(diffrax, "RK4") else diffrax.Bosh3(), 3)])
+def test_higher_order_solvers_converge_at_their_order(small_problem, solver, order):
+    model, x0, ctx = small_problem
+    exact = forward(model, x0, ctx, solver=diffrax.Tsit5(), steps=64 * model.num_layers).x1
+    ks = np.array([2, 4, 8, 16])
+    errs = [float(jnp.abs(forward(model, x0, ctx, solver=solver, steps=int(k) * model.num_layers).x1 - exact).max()) for k in ks]
+    slope = np.polyfit(np.log(ks), np.log(errs), 1)[0]
+    assert slope < -(order - 0.3), (slope, errs)
+
+
+def test_euler_converges_at_first_order(small_problem):
+    model, x0, ctx = small_problem
+    exact = forward(model, x0, ctx, solver=diffrax.Tsit5(), steps=32 * model.num_layers).x1
+    ks = np.array([4, 8, 16, 32])
+    errs = [float(jnp.abs(forward(model, x0, ctx, steps=int(k) * model.num_layers).x1 - exact).max()) for k in ks]
+    slope = np.polyfit(np.log(ks), np.log(errs), 1)[0]
+    assert -1.2 < slope < -0.8, (slope, errs)
+
+
+def test_adaptive_solver(small_problem):
+    model, x0, ctx = small_problem
+    exact = forward(model, x0, ctx, solver=diffrax.Tsit5(), steps=64 * model.num_layers).x1
+    sol = forward(
+        model, x0, ctx, solver=diffrax.Tsit5(), stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-9),
+        saveat=SaveAt(layers=True),
+    )
+    np.testing.assert_allclose(sol.x1, exact, atol=1e-7)
+    assert int(sol.num_steps) >= model.num_layers
+
+
+def test_piecewise_linear_path_and_user_field():
+    """A user field plugs into the solver; a constant-in-s linear path reproduces the constant one."""
+
+    class Linear(cfm_jax.AbstractField):
+        def __call__(self, x, measure, params):
+            return x @ params["A"].T + measure.mean() @ params["B"].T
+
+    d, L = 3, 4
+    A = 0.3 * jax.random.normal(jax.random.key(9), (d, d))
+    B = 0.3 * jax.random.normal(jax.random.key(10), (d, d))
+    const = cfm_jax.CFM(Linear(), {"A": jnp.stack([A] * L), "B": jnp.stack([B] * L)}, dim=d)
+    lin = cfm_jax.PiecewiseLinearCFM(Linear(), {"A": jnp.stack([A] * (L + 1)), "B": jnp.stack([B] * (L + 1))}, dim=d)
+    x0 = jnp.ones((1, d))
+    z = jax.random.normal(jax.random.key(11), (5, d))
+    exact_const = forward(const, x0, z, solver=diffrax.Tsit5(), steps=16 * L).x1
+    exact_lin = forward(lin, x0, z, solver=diffrax.Tsit5(), steps=16 * L).x1
+    np.testing.assert_allclose(exact_const, exact_lin, atol=1e-12)
+    # Linear system: x and the context mean obey a closed-form ODE; compare with expm.
+    from jax.scipy.linalg import expm
+
+    Mbig = jnp.block([[A, B], [jnp.zeros((d, d)), A + B]])
+    y1 = expm(Mbig) @ jnp.concatenate([x0[0], z.mean(0)])
+    np.testing.assert_allclose(exact_const[0], y1[:d], atol=1e-10)
+
+
+def test_jit_and_vmap_over_samples(small_model):
+    kx, kz = jax.random.split(jax.random.key(12))
+    x0 = jax.random.normal(kx, (5, 2, 3))
+    zs = jax.random.normal(kz, (5, 6, 3))
+    batched = jax.jit(jax.vmap(lambda x, z: forward(small_model, x, z).x1))(x0, zs)
+    for i in (0, 4):
+        np.testing.assert_allclose(batched[i], forward(small_model, x0[i], zs[i]).x1, atol=1e-13)
