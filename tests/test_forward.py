@@ -132,28 +132,35 @@ def test_weighted_measure_matches_repeated_points(small_problem):
     np.testing.assert_allclose(forward(model, x0, weighted).x1, forward(model, x0, repeated).x1, atol=1e-13)
 
 
-@pytest.mark.parametrize("solver,order", [(diffrax.Heun(), 2), (diffrax.Ralston(), 2), (diffrax.RK4() if hasattr(diffrax, "RK4") else diffrax.Bosh3(), 3)])
-def test_higher_order_solvers_converge_at_their_order(small_problem, solver, order):
+@pytest.fixture(scope="module")
+def exact_x1(small_problem):
+    """The exact flow, to ~1e-13: Tsit5 with 64 steps per layer (the field is smooth within a layer)."""
     model, x0, ctx = small_problem
-    exact = forward(model, x0, ctx, solver=diffrax.Tsit5(), steps=64 * model.num_layers).x1
-    ks = np.array([2, 4, 8, 16])
-    errs = [float(jnp.abs(forward(model, x0, ctx, solver=solver, steps=int(k) * model.num_layers).x1 - exact).max()) for k in ks]
-    slope = np.polyfit(np.log(ks), np.log(errs), 1)[0]
-    assert slope < -(order - 0.3), (slope, errs)
+    return forward(model, x0, ctx, solver=diffrax.Tsit5(), steps=64 * model.num_layers).x1
 
 
-def test_euler_converges_at_first_order(small_problem):
+def _fitted_order(small_problem, exact, solver, ks):
     model, x0, ctx = small_problem
-    exact = forward(model, x0, ctx, solver=diffrax.Tsit5(), steps=32 * model.num_layers).x1
-    ks = np.array([4, 8, 16, 32])
-    errs = [float(jnp.abs(forward(model, x0, ctx, steps=int(k) * model.num_layers).x1 - exact).max()) for k in ks]
-    slope = np.polyfit(np.log(ks), np.log(errs), 1)[0]
-    assert -1.2 < slope < -0.8, (slope, errs)
+    errs = [
+        float(jnp.abs(forward(model, x0, ctx, solver=solver, steps=int(k) * model.num_layers).x1 - exact).max())
+        for k in ks
+    ]
+    return np.polyfit(np.log(ks), np.log(errs), 1)[0], errs
 
 
-def test_adaptive_solver(small_problem):
+@pytest.mark.parametrize(
+    "solver,order,ks",
+    [(diffrax.Euler(), 1, [4, 8, 16]), (diffrax.Heun(), 2, [2, 4, 8]), (diffrax.Bosh3(), 3, [2, 4, 8])],
+    ids=["euler", "heun", "bosh3"],
+)
+def test_solvers_converge_at_their_order(small_problem, exact_x1, solver, order, ks):
+    slope, errs = _fitted_order(small_problem, exact_x1, solver, np.array(ks))
+    assert -(order + 0.4) < slope < -(order - 0.25), (slope, errs)
+
+
+def test_adaptive_solver(small_problem, exact_x1):
     model, x0, ctx = small_problem
-    exact = forward(model, x0, ctx, solver=diffrax.Tsit5(), steps=64 * model.num_layers).x1
+    exact = exact_x1
     sol = forward(
         model, x0, ctx, solver=diffrax.Tsit5(), stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-9),
         saveat=SaveAt(layers=True),
@@ -176,8 +183,8 @@ def test_piecewise_linear_path_and_user_field():
     lin = cfm_jax.PiecewiseLinearCFM(Linear(), {"A": jnp.stack([A] * (L + 1)), "B": jnp.stack([B] * (L + 1))}, dim=d)
     x0 = jnp.ones((1, d))
     z = jax.random.normal(jax.random.key(11), (5, d))
-    exact_const = forward(const, x0, z, solver=diffrax.Tsit5(), steps=16 * L).x1
-    exact_lin = forward(lin, x0, z, solver=diffrax.Tsit5(), steps=16 * L).x1
+    exact_const = forward(const, x0, z, solver=diffrax.Tsit5(), steps=8 * L).x1
+    exact_lin = forward(lin, x0, z, solver=diffrax.Tsit5(), steps=8 * L).x1
     np.testing.assert_allclose(exact_const, exact_lin, atol=1e-12)
     # Linear system: x and the context mean obey a closed-form ODE; compare with expm.
     from jax.scipy.linalg import expm
