@@ -1,0 +1,286 @@
+"""Covariance kernel of the random-MLP common noise (SPEC §5).
+
+A random MLP ξ(x) = m^{-1/2} A σ(B x + c), A ~ N(0, s_a²), B ~ N(0, s_b²), c ~ N(0, s_c²), has
+E[ξ(x) ξ(y)ᵀ] = κ(<x, y>) I_d for every width m, with
+
+    κ(ρ) = s_a² E[σ(u) σ(u')],   Var u = Var u' = v := s_b² + s_c²,   Cov(u, u') = s_b² ρ + s_c².
+
+By Price's theorem κ'(ρ) = s_a² s_b² E[σ'(u) σ'(u')], so κ(1) = s_a² E σ(u)², κ'(1) = s_a² s_b² E σ'(u)².
+
+Closed forms: ReLU (arc-cosine kernel at correlation c = (s_b² ρ + s_c²)/v, with or without bias)
+and the linear activation. Any other activation uses a tensor Gauss–Hermite rule; because the
+sampler evaluates κ on N² pairs per step, those kernels are tabulated once on a grid of ρ and
+evaluated by cubic Hermite interpolation (values *and* slopes from quadrature, so κ(1) and
+κ'(1) — which fix the Lyapunov exponent — are reproduced exactly at the grid end).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+#: Activations known by name. Closed forms exist for "relu" and "linear".
+ACTIVATIONS: dict[str, Callable] = {
+    "relu": jax.nn.relu,
+    "linear": lambda u: u,
+    "tanh": jnp.tanh,
+    "gelu": jax.nn.gelu,
+    "sigmoid": jax.nn.sigmoid,
+    "erf": jax.scipy.special.erf,
+    "sin": jnp.sin,
+}
+_CLOSED_FORM = ("relu", "linear")
+
+
+def get_activation(name: str) -> Callable:
+    """The activation function called ``name`` (see :data:`ACTIVATIONS`)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"`activation` must be one of {sorted(ACTIVATIONS)}, got {name!r}.")
+    return ACTIVATIONS[name]
+
+
+def _gauss_hermite(order: int):
+    """Probabilists' Gauss–Hermite nodes and weights normalised to a N(0, 1) expectation."""
+    z, w = np.polynomial.hermite_e.hermegauss(order)
+    return z, w / w.sum()
+
+
+class NoiseKernel(eqx.Module):
+    """κ for a random MLP with activation ``activation`` and weight scales ``s_a, s_b, s_c``.
+
+    Args:
+        activation: a name in :data:`ACTIVATIONS`.
+        s_a, s_b, s_c: standard deviations of the output weights, input weights and biases.
+        method: ``"auto"`` (closed form for relu/linear, interpolated table otherwise),
+            ``"quadrature"`` (direct Gauss–Hermite at every call: slow, an independent path
+            for tests) or ``"table"``.
+        order: Gauss–Hermite order per dimension.
+        grid: number of table nodes on [-1, 1] (clustered at ±1).
+
+    ``kernel(rho)`` evaluates κ elementwise; ``kernel.derivative(rho)`` evaluates κ'.
+    """
+
+    activation: str = eqx.field(static=True)
+    s_a: float = eqx.field(static=True)
+    s_b: float = eqx.field(static=True)
+    s_c: float = eqx.field(static=True)
+    method: str = eqx.field(static=True)
+    order: int = eqx.field(static=True)
+    _moments: tuple = eqx.field(static=True)  # (κ(1), κ'(1), κ''(1)) as Python floats
+    _nodes: Array | None
+    _values: Array | None
+    _slopes: Array | None
+
+    def __init__(
+        self,
+        activation: str = "relu",
+        s_a: float = 1.0,
+        s_b: float = 1.0,
+        s_c: float = 0.0,
+        *,
+        method: str = "auto",
+        order: int = 64,
+        grid: int = 257,
+    ):
+        get_activation(activation)
+        for name, val in (("s_a", s_a), ("s_b", s_b), ("s_c", s_c)):
+            if not (math.isfinite(float(val)) and float(val) >= 0):
+                raise ValueError(f"`{name}` must be finite and >= 0, got {val!r}.")
+        if float(s_b) == 0 and float(s_c) == 0:
+            raise ValueError("`s_b` and `s_c` cannot both be 0 (the MLP input would vanish).")
+        if method not in ("auto", "quadrature", "table"):
+            raise ValueError(f"`method` must be 'auto', 'quadrature' or 'table', got {method!r}.")
+        if int(order) < 2 or int(grid) < 3:
+            raise ValueError(f"`order` must be >= 2 and `grid` >= 3, got {order!r}, {grid!r}.")
+        self.activation = activation
+        self.s_a, self.s_b, self.s_c = float(s_a), float(s_b), float(s_c)
+        self.method, self.order = method, int(order)
+        with jax.ensure_compile_time_eval():  # plain floats even if built under a trace
+            self._moments = self._compute_moments()
+        if method == "table" or (method == "auto" and activation not in _CLOSED_FORM):
+            # Chebyshev–Lobatto nodes: dense near ρ = ±1 where the kernel is least smooth.
+            nodes = -np.cos(np.linspace(0.0, np.pi, int(grid)))
+            nodes[0], nodes[-1] = -1.0, 1.0
+            self._nodes = jnp.asarray(nodes)
+            self._values = self.quadrature(self._nodes)
+            self._slopes = self.quadrature_derivative(self._nodes)
+        else:
+            self._nodes = self._values = self._slopes = None
+
+    # ----------------------------------------------------------------- basic quantities
+    @property
+    def variance(self) -> float:
+        """v = s_b² + s_c², the variance of each pre-activation."""
+        return self.s_b**2 + self.s_c**2
+
+    @property
+    def closed_form(self) -> bool:
+        return self.activation in _CLOSED_FORM and self.method == "auto"
+
+    def _correlation(self, rho):
+        return (self.s_b**2 * rho + self.s_c**2) / self.variance
+
+    def __call__(self, rho: Float[Array, "..."]) -> Float[Array, "..."]:
+        """κ(ρ), elementwise; ρ is clipped to [-1, 1]."""
+        rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
+        if self.method == "quadrature":
+            return self.quadrature(rho)
+        if self._nodes is not None:
+            return _hermite_interp(rho, self._nodes, self._values, self._slopes)
+        c = self._correlation(rho)
+        if self.activation == "linear":
+            return self.s_a**2 * self.variance * c
+        # ReLU: arc-cosine kernel of degree 1 at correlation c.
+        c = jnp.clip(c, -1.0, 1.0)
+        return (self.s_a**2 * self.variance / (2 * jnp.pi)) * (
+            jnp.sqrt(jnp.maximum(1 - c**2, 0.0)) + (jnp.pi - jnp.arccos(c)) * c
+        )
+
+    def derivative(self, rho: Float[Array, "..."]) -> Float[Array, "..."]:
+        """κ'(ρ), elementwise."""
+        rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
+        if self.method == "quadrature" or self._nodes is not None:
+            if self.method == "quadrature":
+                return self.quadrature_derivative(rho)
+            return _hermite_interp_slope(rho, self._nodes, self._values, self._slopes)
+        if self.activation == "linear":
+            return jnp.full_like(rho, self.s_a**2 * self.s_b**2)
+        c = jnp.clip(self._correlation(rho), -1.0, 1.0)
+        return (self.s_a**2 * self.s_b**2 / (2 * jnp.pi)) * (jnp.pi - jnp.arccos(c))
+
+    def deficit(self, r: Float[Array, "..."]) -> Float[Array, "..."]:
+        """κ(1) − κ(1 − r) for r = ½‖x − y‖² ∈ [0, 2], with full relative precision as r → 0.
+
+        Closed forms are rearranged to avoid the cancellation κ(1) − κ(ρ); other kernels use
+        κ'(1) r − ½κ''(1) r² below r = 1e-3 (relative error O(r²)).
+        """
+        r = jnp.clip(jnp.asarray(r, dtype=jnp.result_type(r, float)), 0.0, 2.0)
+        if self.closed_form and self.activation == "linear":
+            return self.s_a**2 * self.s_b**2 * r
+        if self.closed_form:
+            # c = 1 − q: π(1−c) − √(1−c²) + c·arccos c with arccos(1−q) = 2 arcsin √(q/2).
+            q = jnp.clip(self.s_b**2 * r / self.variance, 0.0, 2.0)
+            return (self.s_a**2 * self.variance / (2 * jnp.pi)) * (
+                jnp.pi * q - jnp.sqrt(q * (2 - q)) + 2 * (1 - q) * jnp.arcsin(jnp.sqrt(q / 2))
+            )
+        taylor = self.dkappa1 * r - 0.5 * self.kappa2 * r**2
+        return jnp.where(r < 1e-3, taylor, self.kappa1 - self(1.0 - r))
+
+    def _compute_moments(self):
+        if self.closed_form:
+            half = 0.5 if self.activation == "relu" else 1.0
+            k2 = 0.0 if self.activation == "linear" else float("inf")
+            return (self.s_a**2 * self.variance * half, self.s_a**2 * self.s_b**2 * half, k2)
+        z, w = _gauss_hermite(self.order)
+        z = jnp.asarray(z, jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+        u = math.sqrt(self.variance) * z
+        sig = get_activation(self.activation)
+        d1 = jax.vmap(jax.grad(sig))
+        d2 = jax.vmap(jax.grad(jax.grad(sig)))
+        e = lambda f: float(np.sum(w * np.asarray(f(u), np.float64) ** 2))  # noqa: E731
+        return (self.s_a**2 * e(sig), self.s_a**2 * self.s_b**2 * e(d1), self.s_a**2 * self.s_b**4 * e(d2))
+
+    @property
+    def kappa1(self) -> float:
+        """κ(1) = s_a² E σ(u)²."""
+        return self._moments[0]
+
+    @property
+    def dkappa1(self) -> float:
+        """κ'(1) = s_a² s_b² E σ'(u)²."""
+        return self._moments[1]
+
+    @property
+    def kappa2(self) -> float:
+        """κ''(1) = s_a² s_b⁴ E σ''(u)² (infinite for ReLU: its κ has an r^{3/2} term)."""
+        return self._moments[2]
+
+    def lyapunov(self, d: int) -> float:
+        """Top Lyapunov exponent of the noise flow on S^{d-1}: ½[(d−3)κ'(1) − (d−1)κ(1)]."""
+        return lyapunov_exponent(self, d)
+
+    def moment_rate(self, d: int, p: float) -> float:
+        """Exponential rate of E‖x − y‖^{2p} for two nearby tokens under the noise flow.
+
+        With r = 1 − <x, y>, dr = a r dt + σ r dB near the diagonal, a = (d−1)κ'(1) − (d−3)κ(1),
+        σ² = 4(κ(1) + κ'(1)); so E r^p grows at p[a + 2(p − 1)(κ(1) + κ'(1))] and the
+        rate of log r is 2λ₁ (the p → 0 limit).
+        """
+        k1, dk1 = self.kappa1, self.dkappa1
+        a = (d - 1) * dk1 - (d - 3) * k1
+        return float(p * (a + 2 * (p - 1) * (k1 + dk1)))
+
+    # ------------------------------------------------------------------- quadrature paths
+    def quadrature(self, rho: Float[Array, "..."], order: int | None = None) -> Float[Array, "..."]:
+        """κ(ρ) by a tensor Gauss–Hermite rule (any activation; slow: order² points per ρ)."""
+        return self._bivariate(rho, get_activation(self.activation), self.s_a**2, order)
+
+    def quadrature_derivative(self, rho, order: int | None = None):
+        """κ'(ρ) = s_a² s_b² E[σ'(u) σ'(u')] by the same rule (Price's theorem)."""
+        dsig = jnp.vectorize(jax.grad(get_activation(self.activation)))
+        return self._bivariate(rho, dsig, self.s_a**2 * self.s_b**2, order)
+
+    def _bivariate(self, rho, f, scale, order):
+        z, w = _gauss_hermite(order or self.order)
+        rho = jnp.asarray(rho, dtype=jnp.result_type(rho, float))
+        z1 = jnp.asarray(z, rho.dtype)[:, None]
+        z2 = jnp.asarray(z, rho.dtype)[None, :]
+        ww = jnp.asarray(np.outer(w, w), rho.dtype)
+        c = jnp.clip(self._correlation(rho), -1.0, 1.0)[..., None, None]
+        sd = math.sqrt(self.variance)
+        u = sd * z1
+        u2 = sd * (c * z1 + jnp.sqrt(jnp.maximum(1 - c**2, 0.0)) * z2)
+        return scale * jnp.sum(ww * f(u) * f(u2), axis=(-2, -1))
+
+
+def lyapunov_exponent(kernel: NoiseKernel, d: int) -> float:
+    """λ₁ = ½[(d − 3) κ'(1) − (d − 1) κ(1)] (SPEC §5; checked by ``stochastic.lyapunov``)."""
+    if int(d) < 2:
+        raise ValueError(f"`d` must be >= 2, got {d!r}.")
+    return 0.5 * ((d - 3) * kernel.dkappa1 - (d - 1) * kernel.kappa1)
+
+
+def kappa_monte_carlo(key, kernel: NoiseKernel, rho, samples: int = 100_000):
+    """Monte Carlo estimate of κ(ρ) from the pre-activations (mean and standard error).
+
+    ``rho``: ``(K,)``. Returns two ``(K,)`` arrays.
+    """
+    rho = jnp.atleast_1d(jnp.asarray(rho, dtype=float))
+    sig = get_activation(kernel.activation)
+    k1, k2 = jax.random.split(key)
+    z1 = jax.random.normal(k1, (samples, 1), rho.dtype)
+    z2 = jax.random.normal(k2, (samples, 1), rho.dtype)
+    c = jnp.clip(kernel._correlation(rho), -1.0, 1.0)[None]
+    sd = math.sqrt(kernel.variance)
+    prod = kernel.s_a**2 * sig(sd * z1) * sig(sd * (c * z1 + jnp.sqrt(1 - c**2) * z2))
+    return prod.mean(0), prod.std(0) / math.sqrt(samples)
+
+
+def _locate(rho, nodes):
+    nodes = nodes.astype(rho.dtype)  # a float64 table must not promote float32 states
+    i = jnp.clip(jnp.searchsorted(nodes, rho, side="right") - 1, 0, nodes.shape[0] - 2)
+    x0, x1 = nodes[i], nodes[i + 1]
+    h = x1 - x0
+    return i, (rho - x0) / h, h
+
+
+def _hermite_interp(rho, nodes, values, slopes):
+    i, t, h = _locate(rho, nodes)
+    values, slopes = values.astype(rho.dtype), slopes.astype(rho.dtype)
+    t2, t3 = t * t, t * t * t
+    h00, h10, h01, h11 = 2 * t3 - 3 * t2 + 1, t3 - 2 * t2 + t, -2 * t3 + 3 * t2, t3 - t2
+    return h00 * values[i] + h10 * h * slopes[i] + h01 * values[i + 1] + h11 * h * slopes[i + 1]
+
+
+def _hermite_interp_slope(rho, nodes, values, slopes):
+    i, t, h = _locate(rho, nodes)
+    values, slopes = values.astype(rho.dtype), slopes.astype(rho.dtype)
+    t2 = t * t
+    d00, d10, d01, d11 = 6 * t2 - 6 * t, 3 * t2 - 4 * t + 1, -6 * t2 + 6 * t, 3 * t2 - 2 * t
+    return (d00 * values[i] + d01 * values[i + 1]) / h + d10 * slopes[i] + d11 * slopes[i + 1]

@@ -1,0 +1,198 @@
+"""The discrete stochastic transformer on the sphere (SPEC §5): post-norm attention + random MLP.
+
+One layer, Δt = T/L, tokens x_i ∈ S^{d−1}:
+
+    x_i ← 𝒩(x_i + Δt · A_i(x))                    (attention: SA, USA or none)
+    x_i ← 𝒩(x_i + √Δt · ξ_ℓ(x_i)),   ξ_ℓ(x) = m^{-1/2} A_ℓ σ(B_ℓ x + c_ℓ)
+
+with fresh Gaussian (A_ℓ, B_ℓ, c_ℓ) in every layer shared by all tokens (the common noise).
+All models here expose ``step(x, key)``, ``num_steps``, ``dt`` and ``horizon`` so that
+:func:`simulate` (a ``lax.scan``) and the Lyapunov estimators treat the discrete model and the
+limit SDE alike. The layer key is the only source of randomness: calling ``step`` twice with the
+same key uses the same MLP weights, which is how systems of different sizes share one noise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from ..fields.attention import attention_means
+from .kernels import NoiseKernel
+from .noise import mlp_noise, sample_mlp
+
+_SPHERE_ATOL = 1e-5
+
+
+def normalise(x: Float[Array, "... d"]) -> Float[Array, "... d"]:
+    """Radial projection 𝒩(y) = y/‖y‖ of each row."""
+    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def random_tokens(key: PRNGKeyArray, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
+    """``n`` i.i.d. uniform points on S^{d−1}."""
+    return normalise(jax.random.normal(key, (n, d), dtype or jnp.result_type(float)))
+
+
+class SphereAttention(eqx.Module):
+    """Attention drift A_i(x) of SPEC §5.
+
+    ``kind``: ``"SA"`` (softmax) A_i = Σ_j e^{β<Q x_i, K x_j>} V x_j / Σ_k e^{β<Q x_i, K x_k>},
+    ``"USA"`` (unnormalised) A_i = (1/N) Σ_j e^{β<Q x_i, K x_j>} V x_j, or ``"none"``.
+    ``Q, K, V``: ``(d, d)`` or None (identity). SA reuses the core's log-sum-exp attention means.
+    """
+
+    kind: str = eqx.field(static=True, default="none")
+    beta: float = eqx.field(static=True, default=1.0)
+    Q: Array | None = None
+    K: Array | None = None
+    V: Array | None = None
+
+    def __check_init__(self):
+        if self.kind not in ("SA", "USA", "none"):
+            raise ValueError(f"`attention` must be 'SA', 'USA' or 'none', got {self.kind!r}.")
+        if not (math.isfinite(self.beta) and self.beta >= 0):
+            raise ValueError(f"`beta` must be finite and >= 0, got {self.beta!r}.")
+        for name in ("Q", "K", "V"):
+            M = getattr(self, name)
+            if M is not None and (np.ndim(M) != 2 or np.shape(M)[0] != np.shape(M)[1]):
+                raise ValueError(f"`{name}` must be a square (d, d) matrix, got shape {np.shape(M)}.")
+
+    @property
+    def active(self) -> bool:
+        return self.kind != "none"
+
+    def __call__(self, x: Float[Array, "N d"]) -> Float[Array, "N d"]:
+        if self.kind == "none":
+            return jnp.zeros_like(x)
+        d = x.shape[-1]
+        eye = jnp.eye(d, dtype=x.dtype)
+        Q = eye if self.Q is None else self.Q.astype(x.dtype)
+        K = eye if self.K is None else self.K.astype(x.dtype)
+        V = eye if self.V is None else self.V.astype(x.dtype)
+        M = self.beta * Q.T @ K  # logit of (i, j) = x_i · M x_j
+        if self.kind == "SA":
+            n = x.shape[0]
+            logw = jnp.full((n,), -math.log(n), x.dtype)
+            return attention_means(x, x, logw, M[None])[0] @ V.T
+        # USA: unnormalised; logits are at most β‖Q‖‖K‖ on the sphere, no overflow for sane β.
+        weights = jnp.exp(x @ M @ x.T) / x.shape[0]
+        return weights @ (x @ V.T)
+
+
+def _check_common(kernel, attention, steps_name, steps, horizon):
+    if not isinstance(kernel, NoiseKernel):
+        raise ValueError(f"`kernel` must be a NoiseKernel, got {type(kernel).__name__}.")
+    if not isinstance(attention, SphereAttention):
+        raise ValueError(f"`attention` must be a SphereAttention, got {type(attention).__name__}.")
+    if int(steps) < 1:
+        raise ValueError(f"`{steps_name}` must be >= 1, got {steps!r}.")
+    if not (math.isfinite(float(horizon)) and float(horizon) > 0):
+        raise ValueError(f"`horizon` must be finite and > 0, got {horizon!r}.")
+
+
+class StochasticTransformer(eqx.Module):
+    """Discrete post-norm transformer with random-MLP common noise (SPEC §5).
+
+    Args:
+        kernel: activation and weight scales of the random MLP (:class:`NoiseKernel`).
+        width: MLP width m.
+        layers: depth L (Δt = horizon / L).
+        horizon: T.
+        attention: :class:`SphereAttention` (default: none).
+    """
+
+    kernel: NoiseKernel
+    attention: SphereAttention
+    width: int = eqx.field(static=True)
+    layers: int = eqx.field(static=True)
+    horizon: float = eqx.field(static=True)
+
+    def __init__(self, kernel=None, width=64, layers=100, horizon=1.0, attention=None):
+        self.kernel = NoiseKernel() if kernel is None else kernel
+        self.attention = SphereAttention() if attention is None else attention
+        _check_common(self.kernel, self.attention, "layers", layers, horizon)
+        if int(width) < 1:
+            raise ValueError(f"`width` must be >= 1, got {width!r}.")
+        self.width, self.layers, self.horizon = int(width), int(layers), float(horizon)
+
+    @property
+    def num_steps(self) -> int:
+        return self.layers
+
+    @property
+    def dt(self) -> float:
+        return self.horizon / self.layers
+
+    def step(self, x: Float[Array, "N d"], key: PRNGKeyArray) -> Float[Array, "N d"]:
+        """One layer: attention sublayer then MLP sublayer, each followed by 𝒩."""
+        return self.step_systems(x[None], key)[0]
+
+    def step_systems(self, xs: Float[Array, "S N d"], key: PRNGKeyArray) -> Float[Array, "S N d"]:
+        """One layer for S systems sharing the same MLP weights (the same common noise)."""
+        if self.attention.active:
+            xs = normalise(xs + self.dt * jax.vmap(self.attention)(xs))
+        w = sample_mlp(key, self.kernel, xs.shape[-1], self.width, xs.dtype)
+        return normalise(xs + math.sqrt(self.dt) * mlp_noise(w, xs, self.kernel.activation))
+
+
+def check_tokens(x0, d: int | None = None) -> Array:
+    """Validate tokens ``(N, d)`` on the unit sphere (ValueError naming ``x0`` otherwise)."""
+    x0 = jnp.asarray(x0)
+    if x0.ndim != 2 or x0.shape[0] < 1 or x0.shape[1] < 2:
+        raise ValueError(f"`x0` must have shape (N, d) with N >= 1, d >= 2, got {x0.shape}.")
+    if d is not None and x0.shape[1] != d:
+        raise ValueError(f"`x0` must have d = {d} columns, got {x0.shape[1]}.")
+    if not isinstance(x0, jax.core.Tracer):
+        a = np.asarray(x0, dtype=np.float64)
+        if not np.isfinite(a).all():
+            raise ValueError("`x0` contains non-finite values.")
+        if np.abs(np.linalg.norm(a, axis=-1) - 1).max() > _SPHERE_ATOL:
+            raise ValueError("`x0` rows must be unit vectors (tokens on the sphere); use `normalise`.")
+    return x0
+
+
+def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: int | None = None):
+    """Run ``model`` (discrete or SDE) from ``x0`` over its ``num_steps`` steps with one key.
+
+    Returns ``(ts, xs)``: with ``save_every=k`` (must divide ``num_steps``), the times
+    ``(S + 1,)`` and states ``(S + 1, N, d)`` every k steps (including t = 0); with None only
+    the final state ``(N, d)`` is returned as ``(T, x_T)``. jit/vmap-able (vmap over ``key``
+    for realisations; see :func:`simulate_many`).
+    """
+    x0 = check_tokens(x0)
+    n = model.num_steps
+    keys = jax.random.split(key, n)
+    body = lambda x, k: (model.step(x, k), None)  # noqa: E731
+    if save_every is None:
+        x1, _ = jax.lax.scan(body, x0, keys)
+        return jnp.asarray(model.horizon, x0.dtype), x1
+    if n % int(save_every):
+        raise ValueError(f"`save_every` ({save_every}) must divide the number of steps ({n}).")
+    k = int(save_every)
+
+    def outer(x, kk):
+        x, _ = jax.lax.scan(body, x, kk)
+        return x, x
+
+    _, xs = jax.lax.scan(outer, x0, keys.reshape(n // k, k, *keys.shape[1:]))
+    xs = jnp.concatenate([x0[None], xs], axis=0)
+    ts = jnp.arange(n // k + 1, dtype=x0.dtype) * (k * model.dt)
+    return ts, xs
+
+
+def simulate_many(model, x0, keys, *, save_every: int | None = None):
+    """:func:`simulate` vmapped over a batch of keys ``(R,)``: states gain a leading ``R`` axis.
+
+    ``x0`` may be ``(N, d)`` (shared) or ``(R, N, d)`` (one start per realisation).
+    """
+    x0 = jnp.asarray(x0)
+    in_x = 0 if x0.ndim == 3 else None
+    check_tokens(x0 if in_x is None else x0.reshape(-1, x0.shape[-1]))
+    ts, xs = jax.vmap(lambda x, k: simulate(model, x, k, save_every=save_every), in_axes=(in_x, 0))(x0, keys)
+    return ts[0], xs

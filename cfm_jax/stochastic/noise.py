@@ -1,0 +1,99 @@
+"""Samplers of the common Gaussian-field noise at the token positions (SPEC §5).
+
+Exact: for each coordinate a, (ΔW_i^a)_i ~ N(0, Δt C) with C_ij = κ(<x_i, x_j>). C loses rank as
+tokens synchronise, so a plain Cholesky fails. We factor C = F Fᵀ by anchoring at token 0 and
+taking the *symmetric* square root (eigendecomposition, clipped eigenvalues) of the Schur
+complement of the differences (see :func:`field_factor`): exact in law, continuous in x (the
+strong coupling of two schemes through one Brownian matrix ΔB, ΔW = F(x) ΔB, needs that) and
+accurate relative to the cluster diameter. ρ_ij is never formed as <x_i, x_j>: everything goes
+through r_ij = ½‖x_i − x_j‖² and κ(1) − κ(1 − r). Cost O(N³) per step.
+
+Random features: the random MLP itself, ξ(x) = m^{-1/2} A σ(B x + c) — covariance κ exactly for
+every m, Gaussian as m → ∞, cost O(N m d) per step and trivially shared by any set of points.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .kernels import NoiseKernel, get_activation
+
+
+def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
+    """C_ij = κ(<x_i, x_j>) for unit vectors x_i, with ρ = 1 − ½‖x_i − x_j‖²."""
+    diff = x[:, None, :] - x[None, :, :]
+    rho = 1.0 - 0.5 * jnp.sum(diff * diff, axis=-1)
+    return kernel(jnp.clip(rho, -1.0, 1.0))
+
+
+def psd_sqrt(C: Float[Array, "N N"]) -> Float[Array, "N N"]:
+    """Symmetric square root of a (numerically) PSD matrix; negative eigenvalues clipped to 0."""
+    lam, U = jnp.linalg.eigh(0.5 * (C + C.T))
+    return (U * jnp.sqrt(jnp.maximum(lam, 0.0))) @ U.T
+
+
+def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
+    """F(x) with F Fᵀ = C(x), so that ΔW = F(x) ΔB with ΔB ~ N(0, Δt)^{N×d} is the exact increment.
+
+    Anchored construction, stable for nearly synchronised tokens: with token 0 as anchor,
+    W_0 = √κ(1) z_0 and the differences W_i − W_0 (covariance G_ij = D_i0 + D_0j − D_ij, where
+    D_ij = κ(1) − κ(ρ_ij) is computed without cancellation by ``kernel.deficit``) are sampled
+    conditionally on W_0 through the symmetric square root of the Schur complement
+    S = G − d dᵀ/κ(1), d_i = D_i0. Eigenvalue round-off is then relative to the *cluster size*
+    (‖S‖ ~ diameter²) instead of κ(1): a plain eigendecomposition of C injects spurious
+    independent noise of size √(eps·κ(1)) ≈ 1e-8 that stops synchronisation at distances ~1e-8,
+    this one resolves distances down to ~1e-8 × diameter, i.e. the cluster keeps contracting.
+    F is continuous in x (no eigenvector sign ambiguity), as the strong coupling needs.
+    """
+    N = x.shape[0]
+    if kernel.kappa1 == 0.0:  # s_a = 0: no noise at all
+        return jnp.zeros((N, N), x.dtype)
+    k1 = jnp.asarray(kernel.kappa1, x.dtype)
+    if N == 1:
+        return jnp.sqrt(k1).reshape(1, 1)
+    diff = x[:, None, :] - x[None, :, :]
+    D = kernel.deficit(0.5 * jnp.sum(diff * diff, axis=-1))  # (N, N), D_ii = 0
+    d = D[1:, 0]
+    G = d[:, None] + d[None, :] - D[1:, 1:]
+    S = G - jnp.outer(d, d) / k1
+    sk = jnp.sqrt(k1)
+    top = jnp.zeros((1, N), x.dtype).at[0, 0].set(sk)
+    bottom = jnp.concatenate([(sk - d / sk)[:, None], psd_sqrt(S)], axis=1)
+    return jnp.concatenate([top, bottom], axis=0)
+
+
+def exact_increment(
+    key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt
+) -> Float[Array, "N d"]:
+    """One exact increment ΔW of the common field at the N positions: Cov = Δt κ(<x_i,x_j>) δ_ab."""
+    dB = jnp.sqrt(dt) * jax.random.normal(key, x.shape, x.dtype)
+    return field_factor(x, kernel) @ dB
+
+
+def sample_mlp(key: PRNGKeyArray, kernel: NoiseKernel, d: int, width: int, dtype=None):
+    """Fresh MLP weights ``(A (d, m), B (m, d), c (m,))`` with the kernel's scales."""
+    dtype = dtype or jnp.result_type(float)
+    ka, kb, kc = jax.random.split(key, 3)
+    A = kernel.s_a * jax.random.normal(ka, (d, width), dtype)
+    B = kernel.s_b * jax.random.normal(kb, (width, d), dtype)
+    c = kernel.s_c * jax.random.normal(kc, (width,), dtype)
+    return A, B, c
+
+
+def mlp_noise(weights, x: Float[Array, "... d"], activation: str) -> Float[Array, "... d"]:
+    """ξ(x) = m^{-1/2} A σ(B x + c) for a batch of points (shared weights)."""
+    A, B, c = weights
+    h = get_activation(activation)(x @ B.T + c)
+    return (h @ A.T) / math.sqrt(A.shape[1])
+
+
+def feature_increment(
+    key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt, width: int
+) -> Float[Array, "N d"]:
+    """Random-feature increment √Δt ξ(x) (covariance exact, Gaussian only as width → ∞)."""
+    w = sample_mlp(key, kernel, x.shape[-1], width, x.dtype)
+    return jnp.sqrt(dt) * mlp_noise(w, x, kernel.activation)

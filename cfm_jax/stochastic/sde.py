@@ -1,0 +1,188 @@
+"""The limit SDE on the sphere (SPEC §5), L → ∞ at any width:
+
+    dx_i = P_{x_i} A_i(x) dt + P_{x_i} ∘ W(dt, x_i),   E[W^a(t,x) W^b(s,y)] = (t∧s) κ(<x,y>) δ_ab.
+
+Scheme ("add the increment, then normalise"): x ← 𝒩(x + Δt A(x) + ΔW(x)). Expanding 𝒩 to
+second order gives the drift P_x A − ½(d−1)κ(1) x, i.e. exactly the Itô correction of the
+Stratonovich equation, so no explicit correction term is added (strong order ½, weak order 1).
+
+ΔW is sampled exactly at the token positions (``noise="exact"``: ΔW = C(x)^{1/2} ΔB, O(N³)) or
+by random features (``noise="features"``: the random MLP of width m, O(N m d)).
+
+Two integrators, same scheme: :func:`simulate` (a ``lax.scan``, used everywhere) and
+:func:`solve_diffrax` (``diffrax.diffeqsolve`` with a shared ``UnsafeBrownianPath`` or
+``VirtualBrownianTree`` as control, a ``ControlTerm`` whose vector field is the lineax operator
+ΔB ↦ C(x)^{1/2} ΔB, and an Euler solver that retracts to the sphere after each step).
+:func:`integrate_increments` drives the scan with given Brownian increments: it reproduces the
+diffrax solve to round-off on the same path, and couples schemes of different step sizes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax as lx
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .kernels import NoiseKernel
+from .model import SphereAttention, _check_common, check_tokens, normalise
+from .noise import field_factor, mlp_noise, sample_mlp
+
+
+class SphereSDE(eqx.Module):
+    """Limit SDE with common Gaussian-field noise, discretised with ``steps`` steps on [0, T].
+
+    Args:
+        kernel: the noise covariance κ (:class:`NoiseKernel`).
+        steps: number of time steps (Δt = horizon / steps).
+        horizon: T.
+        attention: :class:`SphereAttention` (default none).
+        noise: ``"exact"`` (eigendecomposition sampler) or ``"features"`` (random MLP, ``width``).
+        width: random-feature width for ``noise="features"``.
+    """
+
+    kernel: NoiseKernel
+    attention: SphereAttention
+    steps: int = eqx.field(static=True)
+    horizon: float = eqx.field(static=True)
+    noise: str = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+
+    def __init__(self, kernel=None, steps=100, horizon=1.0, attention=None, noise="exact", width=1024):
+        self.kernel = NoiseKernel() if kernel is None else kernel
+        self.attention = SphereAttention() if attention is None else attention
+        _check_common(self.kernel, self.attention, "steps", steps, horizon)
+        if noise not in ("exact", "features"):
+            raise ValueError(f"`noise` must be 'exact' or 'features', got {noise!r}.")
+        if int(width) < 1:
+            raise ValueError(f"`width` must be >= 1, got {width!r}.")
+        self.steps, self.horizon, self.noise, self.width = int(steps), float(horizon), noise, int(width)
+
+    @property
+    def num_steps(self) -> int:
+        return self.steps
+
+    @property
+    def dt(self) -> float:
+        return self.horizon / self.steps
+
+    def drift(self, xs: Float[Array, "S N d"]) -> Float[Array, "S N d"]:
+        return jax.vmap(self.attention)(xs)
+
+    def step(self, x: Float[Array, "N d"], key: PRNGKeyArray) -> Float[Array, "N d"]:
+        return self.step_systems(x[None], key)[0]
+
+    def step_systems(self, xs: Float[Array, "S N d"], key: PRNGKeyArray) -> Float[Array, "S N d"]:
+        """One step for S systems driven by the same field (sampled jointly at all S·N points)."""
+        S, N, d = xs.shape
+        if self.noise == "features":
+            w = sample_mlp(key, self.kernel, d, self.width, xs.dtype)
+            dW = math.sqrt(self.dt) * mlp_noise(w, xs, self.kernel.activation)
+        else:
+            dB = math.sqrt(self.dt) * jax.random.normal(key, (S * N, d), xs.dtype)
+            dW = (field_factor(xs.reshape(S * N, d), self.kernel) @ dB).reshape(S, N, d)
+        return self.step_increment_systems(xs, dW, exact=False)
+
+    def step_increment_systems(self, xs, dB, *, exact: bool = True):
+        """𝒩(x + Δt A(x) + ΔW) with ΔW = C^{1/2} ΔB (``exact``) or ΔW = ΔB as given."""
+        S, N, d = xs.shape
+        dW = (field_factor(xs.reshape(S * N, d), self.kernel) @ dB.reshape(S * N, d)).reshape(xs.shape) if exact else dB
+        drift = self.drift(xs) * self.dt if self.attention.active else 0.0
+        return normalise(xs + drift + dW)
+
+
+def brownian_increments(key: PRNGKeyArray, steps: int, shape, horizon: float, dtype=None):
+    """``(steps,) + shape`` i.i.d. N(0, horizon/steps) increments of a Brownian matrix."""
+    dtype = dtype or jnp.result_type(float)
+    return math.sqrt(horizon / steps) * jax.random.normal(key, (steps,) + tuple(shape), dtype)
+
+
+def integrate_increments(sde: SphereSDE, x0, dB: Float[Array, "K N d"], *, save_every: int | None = None):
+    """Exact-noise scheme driven by given Brownian increments ``dB`` (one per step).
+
+    ``K`` must be a multiple of ``sde.steps``: consecutive increments are summed, so a coarse
+    scheme and a fine one driven by the same ``dB`` are strongly coupled. Returns the final
+    state ``(N, d)`` or, with ``save_every``, the states ``(steps/save_every + 1, N, d)``.
+    """
+    x0 = check_tokens(x0)
+    K = dB.shape[0]
+    if dB.shape[1:] != x0.shape or K % sde.steps:
+        raise ValueError(f"`dB` must have shape (k·{sde.steps}, {x0.shape[0]}, {x0.shape[1]}), got {dB.shape}.")
+    dB = dB.reshape(sde.steps, K // sde.steps, *x0.shape).sum(1)
+    body = lambda x, b: (sde.step_increment_systems(x[None], b[None])[0], None)  # noqa: E731
+    if save_every is None:
+        return jax.lax.scan(body, x0, dB)[0]
+    k = int(save_every)
+    if sde.steps % k:
+        raise ValueError(f"`save_every` ({k}) must divide `steps` ({sde.steps}).")
+
+    def outer(x, bb):
+        x = jax.lax.scan(body, x, bb)[0]
+        return x, x
+
+    xs = jax.lax.scan(outer, x0, dB.reshape(sde.steps // k, k, *x0.shape))[1]
+    return jnp.concatenate([x0[None], xs], axis=0)
+
+
+class _SphereEuler(diffrax.Euler):
+    """Euler step followed by the radial retraction 𝒩 (diffrax has no manifold support)."""
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        y1, err, _, state, result = super().step(terms, t0, t1, y0, args, solver_state, made_jump)
+        y1 = normalise(y1)
+        return y1, err, dict(y0=y0, y1=y1), state, result
+
+
+def brownian_path(key: PRNGKeyArray, sde: SphereSDE, shape, *, kind: str = "unsafe", dtype=None):
+    """The shared Brownian matrix ``B: [0, T] → R^{N×d}`` as a diffrax path."""
+    dtype = dtype or jnp.result_type(float)
+    struct = jax.ShapeDtypeStruct(tuple(shape), dtype)
+    if kind == "unsafe":
+        return diffrax.UnsafeBrownianPath(shape=struct, key=key)
+    if kind == "tree":
+        return diffrax.VirtualBrownianTree(0.0, sde.horizon, tol=sde.dt / 8, shape=struct, key=key)
+    raise ValueError(f"`kind` must be 'unsafe' or 'tree', got {kind!r}.")
+
+
+def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
+    """The same scheme as :func:`simulate` through ``diffrax.diffeqsolve`` (exact noise only).
+
+    ``path``: a diffrax Brownian path of shape ``(N, d)`` (see :func:`brownian_path`).
+    Returns the final state ``(N, d)`` or the states every ``save_every`` steps.
+    """
+    if sde.noise != "exact":
+        raise ValueError("`solve_diffrax` needs `noise='exact'` (the field is a Brownian control).")
+    x0 = check_tokens(x0)
+    struct = jax.ShapeDtypeStruct(x0.shape, x0.dtype)
+
+    def diffusion(t, y, args):
+        F = field_factor(y, sde.kernel)
+        return lx.FunctionLinearOperator(lambda b: F @ b, struct)
+
+    terms = [diffrax.ControlTerm(diffusion, path)]
+    if sde.attention.active:
+        terms.insert(0, diffrax.ODETerm(lambda t, y, args: sde.attention(y)))
+    term = diffrax.MultiTerm(*terms) if len(terms) > 1 else terms[0]
+    if save_every is None:
+        saveat = diffrax.SaveAt(t1=True)
+    else:
+        if sde.steps % int(save_every):
+            raise ValueError(f"`save_every` ({save_every}) must divide `steps` ({sde.steps}).")
+        saveat = diffrax.SaveAt(ts=jnp.linspace(0.0, sde.horizon, sde.steps // int(save_every) + 1))
+    sol = diffrax.diffeqsolve(
+        term,
+        _SphereEuler(),
+        0.0,
+        sde.horizon,
+        sde.dt,
+        x0,
+        saveat=saveat,
+        stepsize_controller=diffrax.ConstantStepSize(),
+        max_steps=sde.steps,
+        adjoint=diffrax.DirectAdjoint(),
+    )
+    return sol.ys[-1] if save_every is None else sol.ys
