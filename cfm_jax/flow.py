@@ -154,7 +154,9 @@ def forward(
         if adaptive:
             controller, dt0, cap = stepsize_controller, (t1 - t0) / k, max_steps
         else:
-            controller = diffrax.StepTo(ts=t0 + (t1 - t0) * jnp.arange(k + 1, dtype=dtype) / k)
+            # Pin both ends: t0 + (t1 - t0) need not round to t1, and StepTo checks the end points.
+            grid = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=dtype) / k
+            controller = diffrax.StepTo(ts=grid.at[0].set(t0).at[-1].set(t1))
             dt0, cap = None, k
         sol = diffrax.diffeqsolve(
             term,

@@ -1,0 +1,276 @@
+"""Benchmark of the gradient methods: time relative to the forward, memory, float64 accuracy.
+
+    python benchmarks/bench_gradients.py            # n in {1024, 4096, 16384}, d=16, L=16, float32
+    python benchmarks/bench_gradients.py --quick    # n in {256, 1024}
+
+Writes ``benchmarks/results/gradients.json`` and ``benchmarks/results/gradients.md``.
+Timings exclude compilation (one warm-up call, then the median of ``--repeats`` calls).
+Peak memory at n = 65536, d = 16, L = 32 comes from XLA's buffer assignment of the compiled
+gradient (``jit(...).lower(...).compile().memory_analysis()``), so nothing that large is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cfm_jax  # noqa: E402
+from cfm_jax.experiments.gradcheck import flat, make_problem, references  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+TIMED = {
+    "discrete_adjoint": dict(method="discrete_adjoint"),
+    "discrete_adjoint[checkpoint=4]": dict(method="discrete_adjoint", checkpoint=4),
+    "continuous_adjoint[Euler]": dict(method="continuous_adjoint"),
+    "autodiff[RecursiveCheckpoint]": dict(method="autodiff"),
+}
+
+
+def _setup(n, d, L, B=4, heads=1, mlp=32, seed=0):
+    km, kx, kz, ky = jax.random.split(jax.random.key(seed), 4)
+    model = cfm_jax.Transformer.init(km, d, heads=heads, mlp_width=mlp, layers=L, dtype=jnp.float32)
+    x0 = jax.random.normal(kx, (B, d), jnp.float32)
+    ctx = cfm_jax.EmpiricalMeasure(jax.random.normal(kz, (n, d), jnp.float32))
+    y = jax.random.normal(ky, (B, d), jnp.float32)
+    return model, x0, ctx, y
+
+
+def _time(fn, repeats):
+    jax.block_until_ready(fn())  # compile + warm-up
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def bench_times(sizes, d, L, repeats):
+    """Forward and gradient times; methods interleaved within each repeat, min and median kept.
+
+    Ratios use the minimum over repeats, the estimate least sensitive to other jobs' load.
+    """
+    rows = []
+    for n in sizes:
+        model, x0, ctx, y = _setup(n, d, L)
+        fwd = jax.jit(lambda m, a, c: cfm_jax.forward(m, a, c).x1)
+        fns = {"forward": lambda: fwd(model, x0, ctx)}
+        for name, kw in TIMED.items():
+            fns[name] = lambda kw=kw: cfm_jax.value_and_grad(model, x0, ctx, y, **kw)
+        for f in fns.values():
+            jax.block_until_ready(f())  # compile + warm-up
+        reps = repeats if n <= 4096 else 1
+        times = {k: [] for k in fns}
+        for _ in range(reps):
+            for k, f in fns.items():
+                t0 = time.perf_counter()
+                jax.block_until_ready(f())
+                times[k].append(time.perf_counter() - t0)
+        t_fwd = min(times["forward"])
+        row = {"n": n, "d": d, "L": L, "repeats": reps, "forward_s": t_fwd, "forward_median_s": float(np.median(times["forward"]))}
+        for name in TIMED:
+            t = min(times[name])
+            row[name + "_s"] = t
+            row[name + "_median_s"] = float(np.median(times[name]))
+            row[name + "_over_forward"] = t / t_fwd
+            print(f"n={n:6d} {name:32s} {t:8.3f} s  x{t / t_fwd:5.2f} forward", flush=True)
+        row["autodiff_over_hand"] = row["autodiff[RecursiveCheckpoint]_s"] / row["discrete_adjoint_s"]
+        rows.append(row)
+    return rows
+
+
+def bench_memory(n, d, L, B=4):
+    """Compiled peak temporary memory of each gradient (no execution)."""
+    model, x0, ctx, y = _setup(n, d, L, B=B)
+    traj_bytes = (L + 1) * (n + B) * d * 4
+    out = {"n": n, "d": d, "L": L, "trajectory_bytes": traj_bytes}
+    variants = {
+        "discrete_adjoint": dict(checkpoint=None),
+        "discrete_adjoint[checkpoint=layers]": dict(checkpoint="layers"),
+        "discrete_adjoint[checkpoint=8]": dict(checkpoint=8),
+        "discrete_adjoint[recompute]": dict(checkpoint="recompute"),
+        "continuous_adjoint[Euler, layers]": dict(method="continuous_adjoint"),
+        "continuous_adjoint[Euler, backsolve]": dict(method="continuous_adjoint", checkpoint="recompute"),
+        "autodiff[RecursiveCheckpoint]": dict(method="autodiff"),
+    }
+    for name, kw in variants.items():
+        try:
+            f = jax.jit(lambda a, c, t, kw=kw: cfm_jax.value_and_grad(model, a, c, t, **kw))
+            t0 = time.perf_counter()
+            mem = f.lower(x0, ctx, y).compile().memory_analysis()
+            out[name] = {
+                "temp_bytes": int(mem.temp_size_in_bytes),
+                "argument_bytes": int(mem.argument_size_in_bytes),
+                "output_bytes": int(mem.output_size_in_bytes),
+                "compile_s": time.perf_counter() - t0,
+            }
+            print(f"memory n={n} L={L} {name:40s} temp {mem.temp_size_in_bytes / 2**20:10.1f} MiB", flush=True)
+        except Exception as e:  # report rather than crash (e.g. an allocation the compiler refuses)
+            out[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+            print(f"memory {name}: {out[name]['error']}", flush=True)
+    return out
+
+
+def bench_memory_vs_L(n, d, Ls):
+    """Temp memory of the store-all and recompute discrete adjoints as L grows."""
+    out = []
+    for L in Ls:
+        model, x0, ctx, y = _setup(n, d, L)
+        row = {"L": L}
+        for name, ck in (("store", None), ("layers", "layers"), ("recompute", "recompute")):
+            f = jax.jit(lambda a, c, t, ck=ck: cfm_jax.value_and_grad(model, a, c, t, checkpoint=ck))
+            row[name + "_temp_bytes"] = int(f.lower(x0, ctx, y).compile().memory_analysis().temp_size_in_bytes)
+        out.append(row)
+        print(f"memory vs L: n={n} L={L} {row}", flush=True)
+    return out
+
+
+def bench_accuracy():
+    """float64: hand adjoint vs autodiff vs central finite differences on small problems."""
+    jax.config.update("jax_enable_x64", True)
+    rows = []
+    for seed in range(3):
+        model, x0, ctx, y = make_problem(seed, dim=4, context=24, batch=3, layers=6, heads=2, mlp_width=8)
+        g_euler, g_cont, fd_error = references(model, x0, ctx, y, fd_directions=4, seed=seed)
+        rel = lambda a, b: float(jnp.linalg.norm(flat(a) - flat(b)) / jnp.linalg.norm(flat(b)))  # noqa: E731
+        _, g_hand = cfm_jax.value_and_grad(model, x0, ctx, y)
+        _, g_vjp = cfm_jax.value_and_grad(model, x0, ctx, y, closed_form=False)
+        import diffrax
+
+        _, g_c = cfm_jax.value_and_grad(model, x0, ctx, y, method="continuous_adjoint", solver=diffrax.Bosh3(), steps=16 * 6)
+        rows.append({
+            "seed": seed,
+            "hand_vs_autodiff": rel(g_hand, g_euler),
+            "hand_vs_fd": fd_error(g_hand),
+            "autodiff_vs_fd": fd_error(g_euler),
+            "vjp_fallback_vs_hand": rel(g_vjp, g_hand),
+            "continuous_bosh3_16_vs_exact": rel(g_c, g_cont),
+        })
+        print("accuracy", rows[-1], flush=True)
+    return rows
+
+
+def machine():
+    return {
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "python": platform.python_version(),
+    }
+
+
+def write_markdown(res, path):
+    m = res["machine"]
+    lines = [
+        "# Gradient benchmark",
+        "",
+        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']} ({m['backend']}). "
+        "**Shared and noisy** (other jobs were running); ratios come from the same run.",
+        f"Model: d={res['config']['d']}, L={res['config']['L']}, 1 head, MLP width 32, B=4 targets, float32, "
+        "Euler with one step per layer; minimum over interleaved warm calls, compilation excluded "
+        "(rows marked * come from an earlier run of this script: median of warm calls).",
+        "",
+        "## Time (gradient time / forward time)",
+        "",
+        "| n | forward (s) | discrete adjoint | discrete, checkpoint=4 | continuous (Euler) | autodiff (RecursiveCheckpoint) | autodiff / hand |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in res["times"]:
+        lines.append(
+            f"| {r['n']}{'*' if r.get('from_earlier_run') else ''} | {r['forward_s']:.3f} | {r['discrete_adjoint_over_forward']:.2f} | "
+            f"{r['discrete_adjoint[checkpoint=4]_over_forward']:.2f} | {r['continuous_adjoint[Euler]_over_forward']:.2f} | "
+            f"{r['autodiff[RecursiveCheckpoint]_over_forward']:.2f} | {r['autodiff_over_hand']:.2f} |"
+        )
+    mem = res.get("memory")
+    if mem:
+        lines += [
+            "",
+            f"## Peak temporary memory of one gradient (n={mem['n']}, d={mem['d']}, L={mem['L']}; compiled buffer assignment)",
+            "",
+            f"Stored trajectory (L+1 states of n+B tokens, float32): {mem['trajectory_bytes'] / 2**20:.1f} MiB.",
+            "",
+            "| variant | temp memory (MiB) | / trajectory |",
+            "|---|---|---|",
+        ]
+        for k, v in mem.items():
+            if isinstance(v, dict):
+                if "error" in v:
+                    lines.append(f"| {k} | {v['error'][:80]} | |")
+                else:
+                    lines.append(f"| {k} | {v['temp_bytes'] / 2**20:.1f} | {v['temp_bytes'] / mem['trajectory_bytes']:.2f} |")
+    if res.get("memory_vs_L"):
+        lines += ["", "### Temp memory vs L (discrete adjoint, n=%d)" % res["memory_vs_L_n"], "",
+                  "| L | store all (MiB) | checkpoint='layers' (MiB) | recompute (MiB) |", "|---|---|---|---|"]
+        for r in res["memory_vs_L"]:
+            lines.append(f"| {r['L']} | {r['store_temp_bytes'] / 2**20:.1f} | {r['layers_temp_bytes'] / 2**20:.1f} | "
+                         f"{r['recompute_temp_bytes'] / 2**20:.1f} |")
+    if res.get("accuracy"):
+        lines += ["", "## float64 accuracy (d=4, n=24, B=3, L=6, H=2, MLP 8, non-uniform weights)", "",
+                  "| seed | hand vs autodiff | hand vs central FD | autodiff vs central FD | vjp fallback vs hand | continuous Bosh3 (16/layer) vs exact |",
+                  "|---|---|---|---|---|---|"]
+        for r in res["accuracy"]:
+            lines.append(f"| {r['seed']} | {r['hand_vs_autodiff']:.1e} | {r['hand_vs_fd']:.1e} | {r['autodiff_vs_fd']:.1e} | "
+                         f"{r['vjp_fallback_vs_hand']:.1e} | {r['continuous_bosh3_16_vs_exact']:.1e} |")
+    if res.get("notes"):
+        lines += ["", "Notes: " + res["notes"]]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--sizes", type=int, nargs="*", default=None)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--memory-n", type=int, default=65536)
+    p.add_argument("--memory-L", type=int, default=32)
+    p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--notes", default="")
+    p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--merge", action="store_true",
+                   help="keep rows of sizes not re-run (and memory/accuracy when skipped) from OUT/gradients.json")
+    p.add_argument("--skip-accuracy", action="store_true")
+    args = p.parse_args(argv)
+    sizes = args.sizes or ([256, 1024] if args.quick else [1024, 4096, 16384])
+    d, L = 16, 16
+    old = {}
+    if args.merge and (Path(args.out) / "gradients.json").exists():
+        old = json.loads((Path(args.out) / "gradients.json").read_text())
+    res = {"machine": machine(), "config": {"d": d, "L": L, "sizes": sizes, "repeats": args.repeats}}
+    res["times"] = bench_times(sizes, d, L, args.repeats)
+    if old:
+        kept = [r for r in old.get("times", []) if r["n"] not in sizes]
+        for r in kept:
+            r["from_earlier_run"] = True
+        res["times"] = sorted(res["times"] + kept, key=lambda r: r["n"])
+        for key in ("memory", "memory_vs_L_n", "memory_vs_L", "accuracy"):
+            if key in old:
+                res[key] = old[key]
+    if not args.skip_memory:
+        res["memory"] = bench_memory(args.memory_n if not args.quick else 4096, d, args.memory_L)
+        res["memory_vs_L_n"] = 4096
+        res["memory_vs_L"] = bench_memory_vs_L(4096, d, [8, 16, 32])
+    if not args.skip_accuracy:
+        res["accuracy"] = bench_accuracy()
+    res["notes"] = args.notes
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gradients.json").write_text(json.dumps(res, indent=2) + "\n")
+    write_markdown(res, out / "gradients.md")
+    print((out / "gradients.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
