@@ -1,0 +1,107 @@
+"""W1: Sinkhorn (debiased, p = 1 cost) vs the exact LP, exact 1-D formula vs LP, metric axioms.
+
+One jitted Sinkhorn (ε passed as an array) and shared shapes keep compilation to a minimum.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cfm_jax import EmpiricalMeasure, wasserstein1
+from cfm_jax.wasserstein import cost_scale
+
+N, D = 32, 2
+
+
+@jax.jit
+def _sinkhorn(mu, nu, eps):
+    return wasserstein1(mu, nu, method="sinkhorn", epsilon=eps, max_iterations=20000, threshold=1e-5)
+
+
+def _eps(mu, nu, rel):
+    return rel * cost_scale(mu.points, mu.weights, nu.points, nu.weights)
+
+
+def _cloud(seed, n=N, d=D, shift=0.0, weighted=True):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)) + shift
+    w = rng.uniform(0.5, 1.5, size=n) if weighted else np.ones(n)
+    return EmpiricalMeasure(jnp.asarray(x), jnp.asarray(w / w.sum()))
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.8])
+def test_sinkhorn_matches_exact_lp(shift):
+    """Debiased Sinkhorn at ε = 1 % of the cost scale is within 3 % of the exact LP, and below it."""
+    mu, nu = _cloud(0), _cloud(1, shift=shift)
+    exact = wasserstein1(mu, nu, method="exact")
+    approx = float(_sinkhorn(mu, nu, _eps(mu, nu, 0.01)))
+    assert abs(approx - exact) <= 0.03 * exact
+    assert approx <= exact * (1 + 1e-3)  # entropic blurring shortens moves: one-sided bias
+
+
+def test_entropic_bias_shrinks_with_epsilon():
+    mu, nu = _cloud(2), _cloud(3, shift=0.3)
+    exact = wasserstein1(mu, nu, method="exact")
+    errs = [abs(float(_sinkhorn(mu, nu, _eps(mu, nu, r))) - exact) for r in (0.1, 0.03, 0.01)]
+    assert errs[0] > errs[1] > errs[2]
+    assert errs[0] > 0.15 * exact  # the bias is real at large ε (documented ~30 %)
+    assert errs[2] <= 2.0 * float(_eps(mu, nu, 0.01))  # bias ≈ O(ε) (documented: −(0.2…1.3)·ε)
+
+
+def test_exact_lp_matches_assignment():
+    """The LP path (weights given) agrees with the assignment path (uniform, equal sizes)."""
+    mu, nu = _cloud(4, 12, 3, weighted=False), _cloud(5, 12, 3, 0.5, weighted=False)
+    a = wasserstein1(mu, nu, method="exact")
+    w2 = mu.weights.at[0].add(1e-9).at[1].add(-1e-9)  # not exactly uniform -> LP branch
+    b = wasserstein1(EmpiricalMeasure(mu.points, w2), nu, method="exact")
+    assert abs(a - b) < 1e-6
+
+
+def test_sorted_1d_matches_lp():
+    mu, nu = _cloud(6, 25, 1), _cloud(7, 17, 1, 0.4)
+    exact = wasserstein1(mu, nu, method="exact")
+    assert abs(float(wasserstein1(mu, nu, method="sorted")) - exact) < 1e-9
+    assert abs(float(wasserstein1(mu, nu)) - exact) < 1e-9  # auto -> sorted in d = 1
+
+
+def test_sorted_is_jittable_and_translation_exact():
+    mu = _cloud(8, 20, 1)
+    shifted = EmpiricalMeasure(mu.points + 0.37, mu.weights)
+    f = jax.jit(lambda a, b: wasserstein1(a, b, method="sorted"))
+    assert abs(float(f(mu, shifted)) - 0.37) < 1e-12  # W1 of a translation is its length
+
+
+def test_metric_axioms_exact_and_sinkhorn():
+    m = [_cloud(10 + i, shift=0.5 * i) for i in range(3)]
+    for w in (
+        lambda a, b: wasserstein1(a, b, method="exact"),
+        lambda a, b: float(_sinkhorn(a, b, jnp.asarray(0.02))),
+    ):
+        assert w(m[0], m[0]) < 1e-6
+        assert abs(w(m[0], m[1]) - w(m[1], m[0])) < 1e-3 * w(m[0], m[1])
+        assert w(m[0], m[2]) <= w(m[0], m[1]) + w(m[1], m[2]) + 1e-3
+
+
+def test_sinkhorn_batch_size_matches_dense():
+    """The memory-bounded path (cost recomputed in row blocks) gives the same value."""
+    mu, nu = _cloud(20), _cloud(21, shift=0.5)
+    kw = dict(relative_epsilon=0.05)
+    full = float(wasserstein1(mu, nu, **kw))
+    assert abs(float(wasserstein1(mu, nu, batch_size=8, **kw)) - full) < 1e-6
+
+
+def test_bad_input():
+    mu2, mu3 = _cloud(0, 5, 2), _cloud(1, 5, 3)
+    with pytest.raises(ValueError, match="same dimension"):
+        wasserstein1(mu2, mu3)
+    with pytest.raises(ValueError, match="method"):
+        wasserstein1(mu2, mu2, method="emd")
+    with pytest.raises(ValueError, match="d = 1"):
+        wasserstein1(mu2, mu2, method="sorted")
+    with pytest.raises(ValueError, match="relative_epsilon"):
+        wasserstein1(mu2, mu2, relative_epsilon=0.0)
+    with pytest.raises(ValueError, match="mu"):
+        wasserstein1(np.zeros((3,)), mu2)
+    with pytest.raises(ValueError, match="traced"):
+        jax.jit(lambda a: wasserstein1(a, mu2, method="exact"))(mu2)
