@@ -214,12 +214,15 @@ def to_markdown(result) -> str:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--note",
+        default="Ratios are measured within one run; absolute numbers vary between runs on shared machines.",
+    )
     args = parser.parse_args()
     ns = [1024, 4096] if args.quick else [1024, 4096, 16384]
     result = {
         "machine": machine(),
-        "note": "Shared 2-core machine (other jobs were running): absolute numbers are noisy, "
-        "ratios are measured within one run.",
+        "note": args.note,
         "throughput": throughput(ns, [16, 64]),
         "diffrax_overhead": diffrax_overhead([256, 1024, 4096]),
     }
