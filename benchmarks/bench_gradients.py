@@ -178,7 +178,7 @@ def write_markdown(res, path):
         "# Gradient benchmark",
         "",
         f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']} ({m['backend']}). "
-        "**Shared and noisy** (other jobs were running); ratios come from the same run.",
+        "Ratios are measured within one run (absolute times vary on shared machines).",
         f"Model: d={res['config']['d']}, L={res['config']['L']}, 1 head, MLP width 32, B=4 targets, float32, "
         "Euler with one step per layer; minimum over interleaved warm calls, compilation excluded "
         "(rows marked * come from an earlier run of this script: median of warm calls).",

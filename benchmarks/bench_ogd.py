@@ -118,7 +118,7 @@ def main():
         "# OGD training loop (issue 5)",
         "",
         f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']}, backend {m['backend']}. "
-        "**Shared and noisy** (other jobs were running); ratios are measured in the same run.",
+        "Ratios are measured within one run (absolute times vary on shared machines).",
         "",
         "d = 16, L = 8, H = 2, m = 32, B = 4, float32, ridge SGD, gradient: "
         f"`{rows[0]['gradient_method']}`.",

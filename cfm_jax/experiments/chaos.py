@@ -574,7 +574,7 @@ def prefactors_vs_dim(fits: list[dict]) -> dict:
 def add_arguments(parser):
     from ..cli import add_experiment_arguments
 
-    add_experiment_arguments(parser, "rates_out")
+    add_experiment_arguments(parser, "cfm_out/rates")
     parser.add_argument("--dims", type=int, nargs="+", help="attention dimensions d")
     parser.add_argument("--control-dims", type=int, nargs="+", help="control-field dimensions d")
     parser.add_argument("--ns", type=int, nargs="+", help="context sizes n (attention)")

@@ -32,7 +32,7 @@ METHODS = {
 def add_arguments(parser):
     from ..cli import add_experiment_arguments
 
-    add_experiment_arguments(parser, "results/gradcheck")
+    add_experiment_arguments(parser, "cfm_out/gradcheck")
     parser.add_argument("--dim", type=int, default=4, help="token dimension d")
     parser.add_argument("--context", type=int, default=32, help="context size n")
     parser.add_argument("--batch", type=int, default=3, help="target tokens B")

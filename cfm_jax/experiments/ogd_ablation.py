@@ -32,7 +32,7 @@ MAX_CURVE_POINTS = 300
 def add_arguments(parser):
     from ..cli import add_experiment_arguments
 
-    add_experiment_arguments(parser, "ogd_ablation")
+    add_experiment_arguments(parser, "cfm_out/ogd")
     parser.add_argument("--dim", type=int, help=f"token dimension d (default {DEFAULTS['dim']})")
     parser.add_argument("--layers", type=int, help=f"layers L (default {DEFAULTS['layers']})")
     parser.add_argument("--mlp-width", type=int, help=f"MLP width m (default {DEFAULTS['mlp_width']})")

@@ -31,7 +31,7 @@ DIMS = (2, 3, 5, 10)
 def add_arguments(parser):
     from ..cli import add_experiment_arguments
 
-    add_experiment_arguments(parser, "results/sync")
+    add_experiment_arguments(parser, "cfm_out/sync")
     parser.add_argument("--realisations", type=int, default=None, help="override runs per configuration")
 
 
