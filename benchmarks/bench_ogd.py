@@ -109,8 +109,8 @@ def main():
     rows = [bench(256, steps=20 if not args.quick else 5, reps=3 if not args.quick else 1),
             bench(4096, steps=5 if not args.quick else 2, reps=3 if not args.quick else 1)]
     res = {"machine": machine(), "rows": rows,
-           "note": "2-core machine shared with other jobs during the run: absolute numbers are noisy; "
-                   "the ratio is measured in the same run, interleaved, minimum over repetitions."}
+           "note": "Ratios are measured in the same run (absolute times vary on shared machines); "
+                   "interleaved, minimum over repetitions."}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ogd.json").write_text(json.dumps(res, indent=2) + "\n")
     m = res["machine"]
