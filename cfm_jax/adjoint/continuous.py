@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from ..measures import EmpiricalMeasure
 from ..paths import AbstractCFM
-from .local import local_vjp
+from .local import particle_system_vjp
 
 
 class ContinuousAdjoint(NamedTuple):
@@ -102,7 +102,6 @@ def continuous_adjoint(
         zeta0 = jnp.zeros((0, d), dtype)
         start = jnp.zeros((0,), jnp.int32)
     R = zeta0.shape[0]
-    active = jnp.concatenate([jnp.ones((B + n,), dtype), jnp.zeros((R,), dtype)])
 
     def theta(s, args):
         return args[0] if pc else model.params_at(s)
@@ -133,16 +132,8 @@ def continuous_adjoint(
     def adj_field(s, Y, args):
         (xs, zs, zeta), (p, a, azeta, phi, _) = Y
         params, l = theta(s, args), args[1]
-        res = local_vjp(
-            field,
-            params,
-            EmpiricalMeasure(zs, w),
-            jnp.concatenate([xs, zs, zeta], 0),
-            jnp.concatenate([p, w[:, None] * a, azeta], 0),
-            active=active if R else None,
-            targets=zeta if R else None,
-            closed_form=closed_form,
-            chunk_size=chunk_size,
+        res = particle_system_vjp(
+            field, params, xs, zs, w, zeta, p, a, azeta, closed_form=closed_form, chunk_size=chunk_size
         )
         live = (start <= l).astype(dtype)
         vel = res.velocity

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 from ..measures import EmpiricalMeasure
 from ..paths import AbstractCFM
-from .local import local_vjp
+from .local import particle_system_vjp
 
 CHECKPOINT_MODES = (None, "steps", "layers", "recompute")
 
@@ -54,10 +54,6 @@ class DiscreteAdjoint(NamedTuple):
     traj: tuple | None
     probe_grads: jax.Array | None
     probe_values: jax.Array | None
-
-
-def _measure(z, w) -> EmpiricalMeasure:
-    return EmpiricalMeasure(z, w)
 
 
 def step_params(model: AbstractCFM, i, k: int, N: int, dtype):
@@ -134,12 +130,11 @@ def euler_adjoint(
         zeta0 = jnp.zeros((0, x.shape[1]), dtype)
         start = jnp.zeros((0,), jnp.int32)
     R = zeta0.shape[0]
-    active = jnp.concatenate([jnp.ones((B + n,), dtype), jnp.zeros((R,), dtype)])
 
     def forward_step(state, i):
         xs, zs, zeta = state
         params = step_params(model, i, k, N, dtype)
-        vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), _measure(zs, w), params)
+        vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), EmpiricalMeasure(zs, w), params)
         moving = (start <= i)[:, None].astype(dtype)
         return (xs + h * vel[:B], zs + h * vel[B : B + n], zeta + h * moving * vel[B + n :])
 
@@ -148,16 +143,8 @@ def euler_adjoint(
         xs, zs, zeta = state
         p, a, azeta, phi = adj
         params = step_params(model, i, k, N, dtype)
-        res = local_vjp(
-            field,
-            params,
-            _measure(zs, w),
-            jnp.concatenate([xs, zs, zeta], 0),
-            jnp.concatenate([p, w[:, None] * a, azeta], 0),
-            active=active if R else None,
-            targets=zeta if R else None,
-            closed_form=closed_form,
-            chunk_size=chunk_size,
+        res = particle_system_vjp(
+            field, params, xs, zs, w, zeta, p, a, azeta, closed_form=closed_form, chunk_size=chunk_size
         )
         p_new = p + h * res.dx[:B]
         a_new = a + h * (res.dx[B : B + n] / w[:, None] + res.dmu)

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 
 from ..fields import AbstractField, AttentionField, MLPField, SumField
 from ..fields.attention import attention_matrix, resolve_chunk_size
-from ..measures import EmpiricalMeasure  # noqa: F401  (type in signatures)
+from ..measures import EmpiricalMeasure
 
 #: the adjoint keeps ~4 (H, rows, n) buffers alive where the forward keeps 1: budget for it.
 _ADJOINT_BUFFERS = 4
@@ -337,3 +337,31 @@ __all__ = [
     "measure_term",
     "mlp_local_vjp",
 ]
+
+
+def particle_system_vjp(
+    field: AbstractField, params, x, z, w, probes, p, a, a_probes, *, closed_form: bool = True, chunk_size="field"
+) -> LocalVJP:
+    """:func:`local_vjp` of the stacked rows ``[x; z; probes]`` used by both adjoints.
+
+    Shapes: ``x, p: (B, d)`` target tokens and their covectors, ``z: (n, d)``, ``w: (n,)``,
+    ``a: (n, d)`` particle adjoints, ``probes, a_probes: (R, d)`` passive probe characteristics
+    and their adjoints. Context rows carry the cotangent w_i·a_i (a is the test-field gradient);
+    targets and context act on μ and θ, probes do not but receive the measure term and the φ
+    increment at their own positions (``targets``). Rows of the result follow the same stacking.
+    """
+    R = probes.shape[0]
+    active = None
+    if R:
+        active = jnp.concatenate([jnp.ones((x.shape[0] + z.shape[0],), z.dtype), jnp.zeros((R,), z.dtype)])
+    return local_vjp(
+        field,
+        params,
+        EmpiricalMeasure(z, w),
+        jnp.concatenate([x, z, probes], 0),
+        jnp.concatenate([p, w[:, None] * a, a_probes], 0),
+        active=active,
+        targets=probes if R else None,
+        closed_form=closed_form,
+        chunk_size=chunk_size,
+    )
