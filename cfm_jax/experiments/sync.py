@@ -169,11 +169,22 @@ def _run_strong(c):
     return {"errors": np.stack(errs).mean(1), "fit": fit.as_dict()}
 
 
-def _run_weak_L(c):
+def _overlap_mean_and_se(model, x0, seed: int, R: int) -> tuple[float, float]:
+    """Monte Carlo mean and standard error of <x_1, x_2> at the horizon over R noise realisations."""
     import jax
     import jax.numpy as jnp
 
-    from ..stochastic import NoiseKernel, SphereSDE, StochasticTransformer, simulate_many
+    from ..stochastic import simulate_many
+
+    _, x = jax.jit(lambda ks: simulate_many(model, x0, ks))(jax.random.split(jax.random.key(seed), R))
+    rho = np.asarray(jnp.sum(x[:, 0] * x[:, 1], -1))
+    return rho.mean(), rho.std() / math.sqrt(R)
+
+
+def _run_weak_L(c):
+    import jax.numpy as jnp
+
+    from ..stochastic import NoiseKernel, SphereSDE, StochasticTransformer
     from .fitting import fit_loglog
 
     k = NoiseKernel("relu", 1.5, 1.0, 0.0)
@@ -181,9 +192,7 @@ def _run_weak_L(c):
     R = c["R"]
 
     def stat(model, seed):
-        _, x = jax.jit(lambda ks: simulate_many(model, x0, ks))(jax.random.split(jax.random.key(seed), R))
-        rho = np.asarray(jnp.sum(x[:, 0] * x[:, 1], -1))
-        return rho.mean(), rho.std() / math.sqrt(R)
+        return _overlap_mean_and_se(model, x0, seed, R)
 
     ref, ref_se = stat(SphereSDE(k, steps=c["ref_steps"], horizon=1.0), c["seed"])
     errs, ses = [], []
@@ -196,10 +205,9 @@ def _run_weak_L(c):
 
 
 def _run_weak_m(c):
-    import jax
     import jax.numpy as jnp
 
-    from ..stochastic import NoiseKernel, SphereSDE, StochasticTransformer, simulate_many
+    from ..stochastic import NoiseKernel, SphereSDE, StochasticTransformer
     from .fitting import fit_loglog
 
     # Noise only, same step: the discrete model at width m vs the Gaussian-field scheme (m = ∞),
@@ -209,9 +217,7 @@ def _run_weak_m(c):
     R = c["R"]
 
     def stat(model, seed):
-        _, x = jax.jit(lambda ks: simulate_many(model, x0, ks))(jax.random.split(jax.random.key(seed), R))
-        rho = np.asarray(jnp.sum(x[:, 0] * x[:, 1], -1))
-        return rho.mean(), rho.std() / math.sqrt(R)
+        return _overlap_mean_and_se(model, x0, seed, R)
 
     ref, ref_se = stat(SphereSDE(k, steps=c["L"], horizon=1.0), c["seed"])
     errs, ses = [], []
