@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
-import jax
 
+from _machine import machine
 from cfm_jax.experiments import chaos
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -63,9 +61,7 @@ def main(argv=None):
     if rates.exists():
         s = json.loads(rates.read_text())
         rates_wall = s.get("sweep_seconds")
-    machine = dict(processor=platform.processor() or platform.machine(), cpu_count=os.cpu_count(),
-                   jax=jax.__version__, backend=jax.default_backend())
-    out = dict(machine=machine, notes=args.notes, throughput=rows, default_rates_sweep_seconds=rates_wall)
+    out = dict(machine=machine(), notes=args.notes, throughput=rows, default_rates_sweep_seconds=rates_wall)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "chaos.json").write_text(json.dumps(out, indent=2) + "\n")
     lines = [

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 import cfm_jax
+from _machine import machine
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -43,17 +42,6 @@ def _best_time(fn, *args, reps=5, min_time=0.2):
         if count >= 50:
             break
     return best
-
-
-def machine() -> dict:
-    return {
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-    }
 
 
 def _velocity_fn(model):

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cfm_jax  # noqa: E402
+from _machine import machine  # noqa: E402
 from cfm_jax.experiments.gradcheck import flat, make_problem, references  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -160,16 +159,6 @@ def bench_accuracy():
         })
         print("accuracy", rows[-1], flush=True)
     return rows
-
-
-def machine():
-    return {
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "python": platform.python_version(),
-    }
 
 
 def write_markdown(res, path):

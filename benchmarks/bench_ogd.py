@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -26,22 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import cfm_jax
+from _machine import machine
 from cfm_jax import ogd
 from cfm_jax.populations import uniform_sphere
 from cfm_jax.streams import ArrayStream, TeacherStudentStream
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def machine() -> dict:
-    return {
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-    }
 
 
 def _times(fn, reps):

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from _machine import machine
 from cfm_jax.stochastic import (
     NoiseKernel,
     SphereAttention,
@@ -94,10 +93,7 @@ def main(argv=None):
         tf = {mm: _time(jax.jit(lambda kk, mm=mm: feature_increment(kk, x, k, 0.01, mm)), key) for mm in (256, 4096)}
         sampler.append({"N": N, "exact_ms": 1e3 * te, "features_m256_ms": 1e3 * tf[256], "features_m4096_ms": 1e3 * tf[4096]})
     cross = next((s["N"] for s in sampler if s["exact_ms"] > s["features_m4096_ms"]), None)
-    machine = {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-               "jax": jax.__version__, "backend": jax.default_backend(), "dtype": "float32",
-               "note": "shared, noisy machine (other engineers running jobs concurrently)"}
-    res = {"machine": machine, "d": d, "m": m, "throughput": rows, "integrators_N64": integrators,
+    res = {"machine": machine(dtype="float32", note="shared, noisy machine (other engineers running jobs concurrently)"), "d": d, "m": m, "throughput": rows, "integrators_N64": integrators,
            "sampler_cost": sampler, "crossover_N_exact_slower_than_features_m4096": cross}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "stochastic.json").write_text(json.dumps(res, indent=2) + "\n")
