@@ -33,3 +33,22 @@ def small_problem(small_model):
     z = jax.random.normal(kz, (7, 3), jnp.float64)
     w = jax.random.uniform(kw, (7,), jnp.float64, 0.5, 1.5)
     return small_model, x0, cfm_jax.EmpiricalMeasure(z, w / w.sum())
+
+
+NOTEBOOKS = __import__("pathlib").Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def execute_notebook(name: str, workdir) -> tuple[list, str]:
+    """Execute ``notebooks/<name>`` in ``workdir``; assert its outputs were stripped and no cell errored.
+
+    Returns the list of code-cell outputs and their concatenated text.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{name}: outputs must be stripped"
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"], f"{name}: a cell raised"
+    return outputs, "".join(o.get("text", "") for o in outputs)
