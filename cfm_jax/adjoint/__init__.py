@@ -10,6 +10,7 @@ from .local import (
     dx_transpose,
     generic_local_vjp,
     has_closed_form,
+    local_forward,
     local_vjp,
     measure_term,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "generic_local_vjp",
     "grid_probes",
     "has_closed_form",
+    "local_forward",
     "local_vjp",
     "measure_term",
     "probe_gradients",
