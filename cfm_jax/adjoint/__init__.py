@@ -10,7 +10,6 @@ from .local import (
     dx_transpose,
     generic_local_vjp,
     has_closed_form,
-    local_forward,
     local_vjp,
     measure_term,
 )
@@ -28,7 +27,6 @@ __all__ = [
     "generic_local_vjp",
     "grid_probes",
     "has_closed_form",
-    "local_forward",
     "local_vjp",
     "measure_term",
     "probe_gradients",

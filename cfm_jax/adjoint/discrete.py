@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 from ..measures import EmpiricalMeasure
 from ..paths import AbstractCFM
-from .local import local_forward, particle_system_vjp
+from .local import particle_system_vjp
 
 CHECKPOINT_MODES = (None, "steps", "layers", "recompute")
 
@@ -132,23 +132,19 @@ def euler_adjoint(
     R = zeta0.shape[0]
 
     def forward_step(state, i):
-        """One Euler step; also returns the field's residuals at the step's start (for the vjp)."""
         xs, zs, zeta = state
         params = step_params(model, i, k, N, dtype)
-        vel, residuals = local_forward(
-            field, params, EmpiricalMeasure(zs, w), jnp.concatenate([xs, zs, zeta], 0), closed_form=closed_form
-        )
+        vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), EmpiricalMeasure(zs, w), params)
         moving = (start <= i)[:, None].astype(dtype)
-        return (xs + h * vel[:B], zs + h * vel[B : B + n], zeta + h * moving * vel[B + n :]), residuals
+        return (xs + h * vel[:B], zs + h * vel[B : B + n], zeta + h * moving * vel[B + n :])
 
     def backward_step(adj, inputs):
-        (state, residuals), i = inputs
+        state, i = inputs
         xs, zs, zeta = state
         p, a, azeta, phi = adj
         params = step_params(model, i, k, N, dtype)
         res = particle_system_vjp(
-            field, params, xs, zs, w, zeta, p, a, azeta, closed_form=closed_form, chunk_size=chunk_size,
-            residuals=residuals,
+            field, params, xs, zs, w, zeta, p, a, azeta, closed_form=closed_form, chunk_size=chunk_size
         )
         p_new = p + h * res.dx[:B]
         a_new = a + h * (res.dx[B : B + n] / w[:, None] + res.dmu)
@@ -161,20 +157,12 @@ def euler_adjoint(
         return (p_new, a_new, azeta, phi), out
 
     def run_steps(state, first, count):
-        """``count`` forward steps from global step ``first``.
-
-        Returns the final state and, per step, ``(step-start state, field residuals)``.
-        """
+        """``count`` forward steps from global step ``first``; returns final and step-start states."""
 
         def body(st, i):
-            new, residuals = forward_step(st, i)
-            return new, (st, residuals)
+            return forward_step(st, i), st
 
         return jax.lax.scan(body, state, first + jnp.arange(count))
-
-    def advance(state, first, count):
-        """``count`` forward steps keeping nothing (for replays and the ``"recompute"`` mode)."""
-        return jax.lax.fori_loop(first, first + count, lambda i, st: forward_step(st, i)[0], state)
 
     state0 = (x, z, zeta0)
     seg = segment_length(checkpoint, L, k)
@@ -187,13 +175,14 @@ def euler_adjoint(
         nseg, seg = 1, N
     elif checkpoint == "recompute":
         nseg = N // seg
-        final = advance(state0, 0, N)
+        final = jax.lax.fori_loop(0, N, lambda i, st: forward_step(st, i), state0)
         states = None
     else:
         nseg = N // seg
 
         def seg_body(st, iseg):
-            return advance(st, iseg * seg, seg), st
+            out, _ = run_steps(st, iseg * seg, seg)
+            return out, st
 
         final, states = jax.lax.scan(seg_body, state0, jnp.arange(nseg))
 
@@ -205,7 +194,8 @@ def euler_adjoint(
         seg_states, iseg = inputs
         first = iseg * seg
         if seg_states is None:  # "recompute": replay from s = 0 to this segment's start
-            _, seg_states = run_steps(advance(state0, 0, first), first, seg)
+            start_state = jax.lax.fori_loop(0, first, lambda i, st: forward_step(st, i), state0)
+            _, seg_states = run_steps(start_state, first, seg)
         elif not stored_all:  # a segment boundary only: recompute the segment's states
             _, seg_states = run_steps(seg_states, first, seg)
         return jax.lax.scan(backward_step, adj, (seg_states, first + jnp.arange(seg)), reverse=True)
@@ -221,7 +211,7 @@ def euler_adjoint(
     p0, a0, azeta, phi = adj0
     traj = None
     if trajectories:
-        xs_all, zs_all, _ = jax.tree.map(flat, states[0])
+        xs_all, zs_all, _ = jax.tree.map(flat, states)
         ss = jnp.arange(N + 1, dtype=dtype) / N
         ps, as_ = traj_adj
         traj = (

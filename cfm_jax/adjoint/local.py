@@ -33,7 +33,6 @@ Fields without closed forms use :func:`generic_local_vjp` (``jax.vjp`` of the fi
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import equinox as eqx
@@ -44,6 +43,8 @@ from ..fields import AbstractField, AttentionField, MLPField, SumField
 from ..fields.attention import attention_matrix, resolve_chunk_size
 from ..measures import EmpiricalMeasure
 
+#: the adjoint keeps ~4 (H, rows, n) buffers alive where the forward keeps 1: budget for it.
+_ADJOINT_BUFFERS = 4
 #: weight given to the zero-mass atoms that carry probe targets in the generic path.
 _GENERIC_PROBE_EPS = {4: 1e-18, 8: 1e-150}
 
@@ -78,24 +79,23 @@ def _row_mask(active, Q, dtype):
     return jnp.ones((Q,), dtype) if active is None else jnp.asarray(active, dtype)
 
 
-def _scan_row_blocks(block_fn, rows: dict, chunk: int):
-    """Run ``block_fn(row_blocks) -> (per_row, sums)`` over zero-padded row blocks.
+def _scan_row_blocks(block_fn, rows: tuple, chunk: int):
+    """Run ``block_fn(*row_blocks) -> (per_row, sums)`` over zero-padded row blocks.
 
-    ``rows`` is a dict of ``(Q, ...)`` arrays; ``per_row`` outputs are concatenated back to
-    ``(Q, ...)`` and ``sums`` are accumulated. Padded rows must contribute zero to the sums
-    (callers pad cotangents with zeros).
+    ``per_row`` outputs are concatenated back to ``(Q, ...)``; ``sums`` are accumulated. Padded
+    rows must contribute zero to the sums (callers pad cotangents with zeros).
     """
-    Q = next(iter(rows.values())).shape[0]
+    Q = rows[0].shape[0]
     blocks = -(-Q // chunk)
     pad = blocks * chunk - Q
-    padded = {
-        k: jnp.pad(r, ((0, pad),) + ((0, 0),) * (r.ndim - 1)).reshape((blocks, chunk) + r.shape[1:]) for k, r in rows.items()
-    }
-    _, sums_shape = jax.eval_shape(block_fn, {k: p[0] for k, p in padded.items()})
+    padded = tuple(
+        jnp.pad(r, ((0, pad),) + ((0, 0),) * (r.ndim - 1)).reshape((blocks, chunk) + r.shape[1:]) for r in rows
+    )
+    _, sums_shape = jax.eval_shape(block_fn, *(p[0] for p in padded))
     init = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape)
 
     def step(acc, blk):
-        per_row, sums = block_fn(blk)
+        per_row, sums = block_fn(*blk)
         return jax.tree.map(jnp.add, acc, sums), per_row
 
     sums, per_row = jax.lax.scan(step, init, padded)
@@ -106,53 +106,40 @@ def _scan_row_blocks(block_fn, rows: dict, chunk: int):
 # --------------------------------------------------------------------------------- attention
 
 
-def _attention_block(q, c, act, z, logw, A, Vh, targets, stats=None):
+def _attention_block(q, c, act, z, logw, A, Vh, targets):
     """Closed-form products of multi-head attention for one block of query rows.
 
-    Shapes: q, c (r, d), act (r,) or None (all active), z (n, d), logw (n,), A, Vh (H, d, d),
-    targets (T, d) or None, stats None or the forward's ``(means (r, H, d), lse (r, H))``.
+    Shapes: q, c (r, d), act (r,) or None (all active), z (n, d), logw (n,), A, Vh (H, d, d), targets (T, d) or None.
     Returns ((velocity, dx) per row, (dmu, dtargets, phi, dA, dV) summed over rows).
-
-    Without ``stats`` the softmax is recomputed (row max, normaliser, mean: one more (r, n)·d
-    product and two reductions over (r, n)); with them α = exp(u·z + log w − lse) directly.
     """
     u = jnp.einsum("rd,hdf->hrf", q, A)  # u_h(q) = A_hᵀ q
-    logits = jnp.einsum("hrf,nf->hrn", u, z)
-    if stats is None:
-        logits = logits + logw
-        top = jnp.max(logits, axis=-1, keepdims=True)
-        P = jnp.exp(logits - top)  # unnormalised α (log-sum-exp shift); 1/Z is folded into (r, d) arrays
-        iZ = 1.0 / jnp.sum(P, axis=-1, keepdims=True)
-        m = jnp.einsum("hrn,nd->hrd", P, z) * iZ
-        lse = top - jnp.log(iZ)
-    else:
-        m = jnp.transpose(stats[0], (1, 0, 2))
-        lse = stats[1].T[:, :, None]
-        P = jnp.exp(logits + (logw - lse))  # α itself
-        iZ = None
+    logits = jnp.einsum("hrf,nf->hrn", u, z) + logw
+    top = jnp.max(logits, axis=-1, keepdims=True)
+    P = jnp.exp(logits - top)  # unnormalised α (log-sum-exp shift); 1/Z is folded into (r, d) arrays
+    iZ = 1.0 / jnp.sum(P, axis=-1, keepdims=True)
+    m = jnp.einsum("hrn,nd->hrd", P, z) * iZ
     velocity = jnp.einsum("hrd,hed->re", m, Vh)
     v = jnp.einsum("re,hed->hrd", c, Vh)  # V_hᵀ c
     mv = jnp.sum(m * v, axis=-1, keepdims=True)
     S = jnp.einsum("hrd,nd->hrn", v, z) - mv  # s_j = (z_j − m)·v
     R = P * S
     # Σ_j α_j s_j = 0 exactly; subtracting its round-off keeps g = Cov_α v centred when Cov is tiny.
-    g = jnp.einsum("hrn,nd->hrd", R, z) - jnp.sum(R, axis=-1, keepdims=True) * m
-    if iZ is not None:
-        g = g * iZ
+    g = (jnp.einsum("hrn,nd->hrd", R, z) - jnp.sum(R, axis=-1, keepdims=True) * m) * iZ
     dx = jnp.einsum("hrf,hdf->rd", g, A)  # Σ_h A_h g_h
     # measure and parameter terms use the active rows only (act None: all rows active)
     if act is None:
         ga, ca = g, c
     else:
         ga, ca = g * act[None, :, None], c * act[:, None]
-    a = 1.0 if act is None else act[None, :, None]
-    scale = a if iZ is None else iZ * a
+    a = iZ if act is None else iZ * act[None, :, None]
     # Σ_r E_r(z_i)[v_r + s_r(z_i) u_r] with E = α/w. Written as (d, r)·(r, n) products: XLA:CPU
     # is ~2x slower on the transposed (r, n)ᵀ·(r, d) form.
-    dmu_t = jnp.einsum("hrd,hrn->dn", v * scale, P) + jnp.einsum("hrd,hrn->dn", u * scale, R)
+    dmu_t = jnp.einsum("hrd,hrn->dn", v * a, P) + jnp.einsum("hrd,hrn->dn", u * a, R)
     dmu = dmu_t.T * jnp.exp(-logw)[:, None]
     dA = jnp.einsum("rd,hrf->hdf", q, ga)
     dV = jnp.einsum("re,hrd->hed", ca, m)
+    lse = top - jnp.log(iZ)
+    a = 1.0 if act is None else act[None, :, None]
     va = v * a
     if targets is None:
         dtar = phi = None
@@ -166,23 +153,12 @@ def _attention_block(q, c, act, z, logw, A, Vh, targets, stats=None):
 
 
 def attention_local_vjp(
-    field: AttentionField,
-    params,
-    measure: EmpiricalMeasure,
-    queries,
-    cot,
-    *,
-    active=None,
-    targets=None,
-    chunk_size="field",
-    residuals=None,
+    field: AttentionField, params, measure: EmpiricalMeasure, queries, cot, *, active=None, targets=None, chunk_size="field"
 ) -> LocalVJP:
     """Closed-form :class:`LocalVJP` of multi-head softmax attention (reads Q, K, V).
 
-    ``chunk_size``: ``"field"`` (use the field's setting), None (dense) or an int number of
-    query rows per block. ``residuals``: the
-    ``(means (H, Q, d), lse (H, Q))`` that :func:`local_forward` returned for the same queries,
-    which saves recomputing the softmax normaliser and mean (about a fifth of the work).
+    ``chunk_size``: ``"field"`` (use the field's setting, ``"auto"`` budgets for the adjoint's
+    extra buffers), None (dense) or an int number of query rows per block.
     """
     Qm, Km, Vh = params["Q"], params["K"], params["V"]
     A = attention_matrix(Qm, Km)
@@ -190,25 +166,16 @@ def attention_local_vjp(
     logw = jnp.log(w)
     nq = queries.shape[0]
     chunk = field.chunk_size if chunk_size == "field" else chunk_size
-    # The same switch as the forward: the adjoint keeps ~4 (H, rows, n) buffers where the
-    # forward keeps one, but dense stays faster up to that size (2-core CPU, n = 1024: 2.7 ms
-    # dense vs 3.5 ms in blocks of 256 rows; above, blocks of 128 or 256 rows tie).
-    chunk = resolve_chunk_size(chunk, A.shape[0], nq, z.shape[0])
+    chunk = resolve_chunk_size(chunk, A.shape[0] * _ADJOINT_BUFFERS, nq, z.shape[0])
 
     # padded rows of the chunked path have zero cotangents, hence contribute nothing
-    rows = {"q": queries, "c": cot}
-    if active is not None:
-        rows["act"] = jnp.asarray(active, queries.dtype)
-    if residuals is not None:
-        means, lse = residuals
-        rows["means"], rows["lse"] = jnp.transpose(means, (1, 0, 2)), lse.T  # row-leading
+    rows = (queries, cot) if active is None else (queries, cot, jnp.asarray(active, queries.dtype))
 
-    def block(b):
-        stats = (b["means"], b["lse"]) if "means" in b else None
-        return _attention_block(b["q"], b["c"], b.get("act"), z, logw, A, Vh, targets, stats)
+    def block(qb, cb, ab=None):
+        return _attention_block(qb, cb, ab, z, logw, A, Vh, targets)
 
     if chunk is None or chunk >= nq:
-        (velocity, dx), (dmu, dtar, phi, dA, dV) = block(rows)
+        (velocity, dx), (dmu, dtar, phi, dA, dV) = block(*rows)
     else:
         (velocity, dx), (dmu, dtar, phi, dA, dV) = _scan_row_blocks(block, rows, int(chunk))
     dQ = jnp.einsum("hef,hdf->hed", Km, dA)  # K_h (∂/∂A_h)ᵀ
@@ -283,21 +250,6 @@ def generic_local_vjp(field: AbstractField, params, measure, queries, cot, *, ac
 # -------------------------------------------------------------------------------- dispatcher
 
 
-def local_forward(field: AbstractField, params, measure: EmpiricalMeasure, queries, *, closed_form: bool = True):
-    """V(queries, μ; θ) ``(Q, d)`` and the residuals :func:`local_vjp` can reuse at the same point.
-
-    Residuals are a pytree mirroring ``field``: ``(means (H, Q, d), lse (H, Q))`` for
-    attention, a tuple of the parts' residuals for a :class:`~cfm_jax.fields.SumField` and None
-    for fields whose local products recompute everything (MLP, user fields).
-    """
-    if isinstance(field, SumField):
-        velocities, residuals = zip(*(local_forward(f, params, measure, queries, closed_form=closed_form) for f in field.fields))
-        return functools.reduce(jnp.add, velocities), tuple(residuals)
-    if closed_form and type(field) is AttentionField:
-        return field.velocity_and_stats(queries, measure, params)
-    return field(queries, measure, params), None
-
-
 def local_vjp(
     field: AbstractField,
     params,
@@ -309,7 +261,6 @@ def local_vjp(
     targets=None,
     closed_form: bool = True,
     chunk_size="field",
-    residuals=None,
 ) -> LocalVJP:
     """All local products of ``field`` at ``queries: (Q, d)`` with cotangents ``cot: (Q, d)``.
 
@@ -322,17 +273,11 @@ def local_vjp(
         active: ``(Q,)`` 0/1 mask of the rows whose covector acts on μ and θ (default all).
         targets: ``(T, d)`` extra points where the measure term (and φ increment) is wanted.
         chunk_size: attention query-block size (see :func:`attention_local_vjp`).
-        residuals: what :func:`local_forward` returned for the same field, parameters, measure
-            and queries (optional; saves recomputation).
     """
     if isinstance(field, SumField):
-        res_parts = (None,) * len(field.fields) if residuals is None else residuals
         parts = [
-            local_vjp(
-                f, params, measure, queries, cot, active=active, targets=targets, closed_form=closed_form,
-                chunk_size=chunk_size, residuals=r,
-            )
-            for f, r in zip(field.fields, res_parts)
+            local_vjp(f, params, measure, queries, cot, active=active, targets=targets, closed_form=closed_form, chunk_size=chunk_size)
+            for f in field.fields
         ]
         out = parts[0]
         dparams = out.dparams
@@ -348,9 +293,7 @@ def local_vjp(
             )
         return out._replace(dparams=_complete(out.dparams, params))
     if closed_form and type(field) is AttentionField:
-        res = attention_local_vjp(
-            field, params, measure, queries, cot, active=active, targets=targets, chunk_size=chunk_size, residuals=residuals
-        )
+        res = attention_local_vjp(field, params, measure, queries, cot, active=active, targets=targets, chunk_size=chunk_size)
     elif closed_form and type(field) is MLPField:
         res = mlp_local_vjp(field, params, measure, queries, cot, active=active, targets=targets)
     else:
@@ -390,7 +333,6 @@ __all__ = [
     "dx_transpose",
     "generic_local_vjp",
     "has_closed_form",
-    "local_forward",
     "local_vjp",
     "measure_term",
     "mlp_local_vjp",
@@ -398,8 +340,7 @@ __all__ = [
 
 
 def particle_system_vjp(
-    field: AbstractField, params, x, z, w, probes, p, a, a_probes, *, closed_form: bool = True, chunk_size="field",
-    residuals=None,
+    field: AbstractField, params, x, z, w, probes, p, a, a_probes, *, closed_form: bool = True, chunk_size="field"
 ) -> LocalVJP:
     """:func:`local_vjp` of the stacked rows ``[x; z; probes]`` used by both adjoints.
 
@@ -408,7 +349,6 @@ def particle_system_vjp(
     and their adjoints. Context rows carry the cotangent w_i·a_i (a is the test-field gradient);
     targets and context act on μ and θ, probes do not but receive the measure term and the φ
     increment at their own positions (``targets``). Rows of the result follow the same stacking.
-    ``residuals``: :func:`local_forward`'s residuals for the stacked rows ``[x; z; probes]``.
     """
     R = probes.shape[0]
     active = None
@@ -424,5 +364,4 @@ def particle_system_vjp(
         targets=probes if R else None,
         closed_form=closed_form,
         chunk_size=chunk_size,
-        residuals=residuals,
     )

@@ -1,6 +1,6 @@
 """Velocity fields V(x, μ; θ): attention, MLP, their sums, and user-defined fields."""
 
-from .attention import AttentionField, attention_matrix, attention_means, attention_stats
+from .attention import AttentionField, attention_matrix, attention_means
 from .base import AbstractField, LayerParams, SumField
 from .mlp import MLPField
 
@@ -12,5 +12,4 @@ __all__ = [
     "SumField",
     "attention_matrix",
     "attention_means",
-    "attention_stats",
 ]

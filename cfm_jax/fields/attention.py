@@ -33,17 +33,16 @@ def attention_matrix(Q: Float[Array, "H d d"], K: Float[Array, "H d d"]) -> Floa
     return jnp.einsum("hed,hef->hdf", Q, K)
 
 
-def _dense_stats(u, keys, log_weights):
-    """Attention means Σ_j α_j z_j and log-normalisers for rows u: (r, d) → ((r, d), (r,))."""
+def _dense_means(u, keys, log_weights):
+    """Attention means Σ_j α_j z_j for rows u: (r, d) → (r, d)."""
     logits = u @ keys.T + log_weights
-    top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-    p = jnp.exp(logits - top)
-    total = jnp.sum(p, axis=-1, keepdims=True)
-    return (p @ keys) / total, (top + jnp.log(total))[:, 0]
+    logits = logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    p = jnp.exp(logits)
+    return (p @ keys) / jnp.sum(p, axis=-1, keepdims=True)
 
 
-def _streamed_stats(u, keys, log_weights, key_chunk):
-    """Same as `_dense_stats`, keys streamed in blocks with a running log-sum-exp."""
+def _streamed_means(u, keys, log_weights, key_chunk):
+    """Same as `_dense_means`, keys streamed in blocks with a running log-sum-exp."""
     n, d = keys.shape
     blocks = -(-n // key_chunk)
     pad = blocks * key_chunk - n
@@ -66,50 +65,18 @@ def _streamed_stats(u, keys, log_weights, key_chunk):
         jnp.zeros((r,), u.dtype),
         jnp.zeros((r, d), u.dtype),
     )
-    (top, total, acc), _ = jax.lax.scan(step, init, (keys_p, logw_p, valid))
-    return acc / total[:, None], top + jnp.log(total)
+    (_, total, acc), _ = jax.lax.scan(step, init, (keys_p, logw_p, valid))
+    return acc / total[:, None]
 
 
 def _map_rows(fn, rows, chunk):
-    """Apply `fn: (chunk, ...) -> pytree of (chunk, ...)` to row blocks (zero-padded)."""
+    """Apply `fn: (chunk, ...) -> (chunk, ...)` to row blocks (zero-padded), return (r, ...)."""
     r = rows.shape[0]
     blocks = -(-r // chunk)
     pad = blocks * chunk - r
     padded = jnp.pad(rows, ((0, pad),) + ((0, 0),) * (rows.ndim - 1))
     out = jax.lax.map(fn, padded.reshape((blocks, chunk) + rows.shape[1:]))
-    return jax.tree.map(lambda o: o.reshape((blocks * chunk,) + o.shape[2:])[:r], out)
-
-
-def attention_stats(
-    queries: Float[Array, "q d"],
-    keys: Float[Array, "n d"],
-    log_weights: Float[Array, " n"],
-    A: Float[Array, "H d d"],
-    *,
-    chunk_size: int | None = None,
-    key_chunk_size: int | None = None,
-) -> tuple[Float[Array, "H q d"], Float[Array, "H q"]]:
-    """Per-head attention means m_h(q) = Σ_j α^h_j(q) z_j and log-normalisers.
-
-    Returns ``(means (H, q, d), lse (H, q))`` with lse_h(q) = log Σ_j w_j exp(u_h(q)·z_j), so
-    that α^h_j(q) = exp(u_h(q)·z_j + log w_j − lse_h(q)) (the adjoint reuses it instead of
-    recomputing the softmax normaliser). ``chunk_size=None`` is the dense path; an int
-    processes query rows in blocks of that size (and ``key_chunk_size`` additionally streams
-    the keys). Results agree to round-off.
-    """
-    H = A.shape[0]
-    q, d = queries.shape
-    # (q, H, d): row (i, h) is u_h(q_i); heads folded into rows for one large matmul.
-    u = jnp.einsum("qd,hdf->qhf", queries, A).reshape(q * H, d)
-    if key_chunk_size is None:
-        block = lambda ub: _dense_stats(ub, keys, log_weights)  # noqa: E731
-    else:
-        block = lambda ub: _streamed_stats(ub, keys, log_weights, key_chunk_size)  # noqa: E731
-    if chunk_size is None:
-        means, lse = block(u)
-    else:
-        means, lse = _map_rows(block, u, max(1, chunk_size) * H)
-    return means.reshape(q, H, d).transpose(1, 0, 2), lse.reshape(q, H).T
+    return out.reshape((blocks * chunk,) + out.shape[2:])[:r]
 
 
 def attention_means(
@@ -123,9 +90,26 @@ def attention_means(
 ) -> Float[Array, "H q d"]:
     """Per-head attention means m_h(q) = Σ_j α^h_j(q) z_j, shape ``(H, q, d)``.
 
-    See :func:`attention_stats` (this drops its log-normalisers).
+    ``chunk_size=None`` is the dense path; an int processes query rows in blocks of that size
+    (and ``key_chunk_size`` additionally streams the keys). Results agree to round-off.
     """
-    return attention_stats(queries, keys, log_weights, A, chunk_size=chunk_size, key_chunk_size=key_chunk_size)[0]
+    H = A.shape[0]
+    q, d = queries.shape
+    # (q, H, d): row (i, h) is u_h(q_i); heads folded into rows for one large matmul.
+    u = jnp.einsum("qd,hdf->qhf", queries, A).reshape(q * H, d)
+    if chunk_size is None:
+        if key_chunk_size is None:
+            means = _dense_means(u, keys, log_weights)
+        else:
+            means = _streamed_means(u, keys, log_weights, key_chunk_size)
+    else:
+        rows = max(1, chunk_size) * H
+        if key_chunk_size is None:
+            block = lambda ub: _dense_means(ub, keys, log_weights)  # noqa: E731
+        else:
+            block = lambda ub: _streamed_means(ub, keys, log_weights, key_chunk_size)  # noqa: E731
+        means = _map_rows(block, u, rows)
+    return means.reshape(q, H, d).transpose(1, 0, 2)
 
 
 def resolve_chunk_size(chunk_size, heads: int, queries: int, keys: int) -> int | None:
@@ -153,13 +137,9 @@ class AttentionField(AbstractField):
     key_chunk_size: int | None = eqx.field(static=True, default=None)
 
     def __call__(self, x, measure, params):
-        return self.velocity_and_stats(x, measure, params)[0]
-
-    def velocity_and_stats(self, x, measure, params):
-        """V(x, μ) ``(q, d)`` and the per-head ``(means (H, q, d), lse (H, q))`` it is built from."""
         A = attention_matrix(params["Q"], params["K"])
         chunk = resolve_chunk_size(self.chunk_size, A.shape[0], x.shape[0], measure.points.shape[0])
-        means, lse = attention_stats(
+        means = attention_means(
             x,
             measure.points,
             jnp.log(measure.weights),
@@ -167,4 +147,4 @@ class AttentionField(AbstractField):
             chunk_size=chunk,
             key_chunk_size=self.key_chunk_size,
         )
-        return jnp.einsum("hed,hqd->qe", params["V"], means), (means, lse)
+        return jnp.einsum("hed,hqd->qe", params["V"], means)
