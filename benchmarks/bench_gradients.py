@@ -136,6 +136,100 @@ def bench_memory_vs_L(n, d, Ls):
     return out
 
 
+def bench_op_costs(n=4096, d=16, rows=256, repeats=20):
+    """Cost of the two kinds of work in one attention row block, and the ratio they imply.
+
+    Per head and step the forward needs 2 (rows, n)·d products (logits, means) and one pass of
+    exponentials; any backward that does not store the n×n softmax needs 5 products (logits,
+    v·z, Σ α s z, the two measure terms) and one pass (the FlashAttention count). With M the
+    time of one product and E of one pass, gradient / forward ≥ (7M + 2E) / (2M + E), whatever
+    the implementation; storing the softmax instead (O(L·n²) memory) leaves (6M + E) / (2M + E)
+    plus the cost of writing and reading it.
+    """
+    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+    u = jax.random.normal(k1, (rows, d), jnp.float32) / 4
+    z = jax.random.normal(k2, (n, d), jnp.float32)
+    p = jax.random.uniform(k3, (rows, n), jnp.float32)
+    ops = {
+        "logits u·zᵀ": (jax.jit(lambda u, z: u @ z.T), (u, z)),
+        "means P·z": (jax.jit(lambda p, z: p @ z), (p, z)),
+        "measure term uᵀ·P": (jax.jit(lambda u, p: u.T @ p), (u, p)),
+        "exp pass": (jax.jit(jnp.exp), (p,)),
+    }
+    t = {name: _time(lambda f=f, a=a: f(*a), repeats) for name, (f, a) in ops.items()}
+    M = (t["logits u·zᵀ"] + t["means P·z"] + t["measure term uᵀ·P"]) / 3
+    E = t["exp pass"]
+    out = {
+        "n": n, "d": d, "rows": rows,
+        "times_s": t,
+        "product_s": M,
+        "exp_pass_s": E,
+        "bound_recompute": (7 * M + 2 * E) / (2 * M + E),
+        "bound_stored_softmax_no_memory_traffic": (6 * M + E) / (2 * M + E),
+    }
+    print("op costs", out, flush=True)
+    return out
+
+
+def bench_stored_softmax(n=1024, d=16, L=16, repeats=7):
+    """Design probe: keep each layer's n×n softmax from the forward instead of recomputing it.
+
+    A single-head attention flow of the context (no MLP, no targets), written out here so that
+    the two backward strategies differ only in where α comes from: recomputed (logits, row max,
+    normaliser, mean: what `cfm_jax.adjoint` does) or read back from the (L, n, n) stack the
+    forward saved (4 products instead of 6, no exponentials, O(L·n²) memory).
+    """
+    k = jax.random.split(jax.random.key(0), 4)
+    z0 = jax.random.normal(k[0], (n, d), jnp.float32)
+    c0 = jax.random.normal(k[1], (n, d), jnp.float32) / n
+    A = jax.random.normal(k[2], (L, d, d), jnp.float32) / d
+    Vh = jax.random.normal(k[3], (L, d, d), jnp.float32) / 4
+    logw = jnp.full((n,), -jnp.log(n), jnp.float32)
+
+    def softmax_and_mean(z, l):
+        u = z @ A[l]
+        logits = u @ z.T + logw
+        P = jnp.exp(logits - jnp.max(logits, -1, keepdims=True))
+        P = P / P.sum(-1, keepdims=True)
+        return u, P, P @ z
+
+    def step(z, l):
+        return z + softmax_and_mean(z, l)[2] @ Vh[l].T / L
+
+    def back(a, z, l, u, P, m):
+        v = a @ Vh[l]
+        R = P * (v @ z.T - jnp.sum(m * v, -1, keepdims=True))
+        g = R @ z - R.sum(-1, keepdims=True) * m
+        return a + (g @ A[l].T + (v.T @ P + u.T @ R).T) / L
+
+    forward = jax.jit(lambda z: jax.lax.scan(lambda z, l: (step(z, l), None), z, jnp.arange(L))[0])
+
+    @jax.jit
+    def grad_recompute(z):
+        _, zs = jax.lax.scan(lambda z, l: (step(z, l), z), z, jnp.arange(L))
+        body = lambda a, i: (back(a, i[0], i[1], *softmax_and_mean(*i)), None)  # noqa: E731
+        return jax.lax.scan(body, c0, (zs, jnp.arange(L)), reverse=True)[0]
+
+    @jax.jit
+    def grad_stored(z):
+        def fwd(z, l):
+            u, P, m = softmax_and_mean(z, l)
+            return z + m @ Vh[l].T / L, (z, u, P, m)
+
+        _, saved = jax.lax.scan(fwd, z, jnp.arange(L))
+        body = lambda a, i: (back(a, i[0], i[4], i[1], i[2], i[3]), None)  # noqa: E731
+        return jax.lax.scan(body, c0, saved + (jnp.arange(L),), reverse=True)[0]
+
+    t_f = _time(lambda: forward(z0), repeats)
+    t_r = _time(lambda: grad_recompute(z0), repeats)
+    t_s = _time(lambda: grad_stored(z0), repeats)
+    diff = float(jnp.abs(grad_stored(z0) - grad_recompute(z0)).max() / jnp.abs(grad_recompute(z0)).max())
+    out = {"n": n, "d": d, "L": L, "recompute_over_forward": t_r / t_f, "stored_over_forward": t_s / t_f,
+           "stored_softmax_bytes": L * n * n * 4, "relative_difference": diff}
+    print("stored softmax", out, flush=True)
+    return out
+
+
 def bench_accuracy():
     """float64: hand adjoint vs autodiff vs central finite differences on small problems."""
     jax.config.update("jax_enable_x64", True)
@@ -213,6 +307,36 @@ def write_markdown(res, path):
         for r in res["accuracy"]:
             lines.append(f"| {r['seed']} | {r['hand_vs_autodiff']:.1e} | {r['hand_vs_fd']:.1e} | {r['autodiff_vs_fd']:.1e} | "
                          f"{r['vjp_fallback_vs_hand']:.1e} | {r['continuous_bosh3_16_vs_exact']:.1e} |")
+    oc = res.get("op_costs")
+    if oc:
+        lines += [
+            "",
+            f"## Lower bound from the operation mix (one block of {oc['rows']} query rows, n={oc['n']}, d={oc['d']}, float32)",
+            "",
+            "| operation | time (ms) |",
+            "|---|---|",
+        ]
+        lines += [f"| {k} | {v * 1e3:.3f} |" for k, v in oc["times_s"].items()]
+        lines += [
+            "",
+            f"M (one (rows, n)·d product) = {oc['product_s'] * 1e3:.3f} ms, E (one pass of exponentials) = "
+            f"{oc['exp_pass_s'] * 1e3:.3f} ms. Forward = 2M + E per block; a backward that recomputes the "
+            "softmax needs at least 5M + E (the FlashAttention count), so gradient / forward ≥ (7M + 2E) / (2M + E) = "
+            f"**{oc['bound_recompute']:.2f}** on this machine, whatever the implementation. Storing the n×n softmax "
+            f"(O(L·n²) memory: 16 GiB at n = 16384, L = 16) would still leave ≥ {oc['bound_stored_softmax_no_memory_traffic']:.2f} "
+            "before the cost of writing and reading it.",
+        ]
+    ss = res.get("stored_softmax")
+    if ss:
+        lines += [
+            "",
+            f"## Design probe: storing the softmax (single-head attention flow, n={ss['n']}, d={ss['d']}, L={ss['L']})",
+            "",
+            f"Backward recomputing α: {ss['recompute_over_forward']:.2f}× the forward; reading back the stored "
+            f"(L, n, n) softmax ({ss['stored_softmax_bytes'] / 2**20:.0f} MiB): {ss['stored_over_forward']:.2f}× "
+            f"(max relative difference {ss['relative_difference']:.1e}). The memory traffic costs more than the exponentials "
+            "and products it saves, so the library recomputes.",
+        ]
     if res.get("notes"):
         lines += ["", "Notes: " + res["notes"]]
     path.write_text("\n".join(lines) + "\n")
@@ -244,13 +368,15 @@ def main(argv=None):
         for r in kept:
             r["from_earlier_run"] = True
         res["times"] = sorted(res["times"] + kept, key=lambda r: r["n"])
-        for key in ("memory", "memory_vs_L_n", "memory_vs_L", "accuracy"):
+        for key in ("memory", "memory_vs_L_n", "memory_vs_L", "accuracy", "op_costs", "stored_softmax"):
             if key in old:
                 res[key] = old[key]
     if not args.skip_memory:
         res["memory"] = bench_memory(args.memory_n if not args.quick else 4096, d, args.memory_L)
         res["memory_vs_L_n"] = 4096
         res["memory_vs_L"] = bench_memory_vs_L(4096, d, [8, 16, 32])
+    res["op_costs"] = bench_op_costs()
+    res["stored_softmax"] = bench_stored_softmax()
     if not args.skip_accuracy:
         res["accuracy"] = bench_accuracy()
     res["notes"] = args.notes
