@@ -118,6 +118,13 @@ def _check_method_options(method, solver, stepsize_controller, adjoint, checkpoi
         raise ValueError("`adjoint` (a diffrax adjoint) applies only to method='autodiff'.")
     if adjoint is not None and not isinstance(adjoint, diffrax.AbstractAdjoint):
         raise ValueError(f"`adjoint` must be a diffrax.AbstractAdjoint, got {adjoint!r}.")
+    if isinstance(adjoint, diffrax.BacksolveAdjoint):
+        raise ValueError(
+            "`adjoint`=diffrax.BacksolveAdjoint() does not apply: the forward solves one ODE per layer inside a "
+            "lax.scan and each solve closes over that layer's traced parameters, which BacksolveAdjoint cannot "
+            "differentiate. Use RecursiveCheckpointAdjoint() or DirectAdjoint(), or the hand-written backsolve: "
+            "method='continuous_adjoint', checkpoint='recompute'."
+        )
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
     if method == "continuous_adjoint" and checkpoint not in (None, "steps", "layers", "recompute", "backsolve"):

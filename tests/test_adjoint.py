@@ -317,6 +317,8 @@ def test_bad_inputs_raise_clear_errors():
     model, x0, ctx, y = _problem(0)
     with pytest.raises(ValueError, match="method"):
         cfm_jax.value_and_grad(model, x0, ctx, y, method="magic")
+    with pytest.raises(ValueError, match="BacksolveAdjoint.*continuous_adjoint"):
+        cfm_jax.value_and_grad(model, x0, ctx, y, method="autodiff", adjoint=diffrax.BacksolveAdjoint())
     with pytest.raises(ValueError, match="`y`"):
         cfm_jax.value_and_grad(model, x0, ctx, y[:1])
     with pytest.raises(ValueError, match="`steps`"):
