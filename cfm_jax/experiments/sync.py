@@ -181,52 +181,45 @@ def _overlap_mean_and_se(model, x0, seed: int, R: int) -> tuple[float, float]:
     return rho.mean(), rho.std() / math.sqrt(R)
 
 
-def _run_weak_L(c):
+def _weak_errors(c, values, reference_steps, make_model, seed_of):
+    """|E<x1,x2>_T(model(v)) − E<x1,x2>_T(SDE)| for each v in ``values``, with a log-log fit."""
     import jax.numpy as jnp
 
-    from ..stochastic import NoiseKernel, SphereSDE, StochasticTransformer
+    from ..stochastic import NoiseKernel, SphereSDE
     from .fitting import fit_loglog
 
     k = NoiseKernel("relu", 1.5, 1.0, 0.0)
     x0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
-    R = c["R"]
-
-    def stat(model, seed):
-        return _overlap_mean_and_se(model, x0, seed, R)
-
-    ref, ref_se = stat(SphereSDE(k, steps=c["ref_steps"], horizon=1.0), c["seed"])
+    ref, ref_se = _overlap_mean_and_se(SphereSDE(k, steps=reference_steps, horizon=1.0), x0, c["seed"], c["R"])
     errs, ses = [], []
-    for L in c["Ls"]:
-        m, se = stat(StochasticTransformer(k, width=c["width"], layers=L, horizon=1.0), c["seed"] + L)
+    for v in values:
+        m, se = _overlap_mean_and_se(make_model(k, v), x0, seed_of(v), c["R"])
         errs.append(abs(m - ref))
         ses.append(math.hypot(se, ref_se))
-    fit = fit_loglog(np.asarray(c["Ls"], float), np.asarray(errs))
+    fit = fit_loglog(np.asarray(values, float), np.asarray(errs))
     return {"statistic": "E<x1,x2>_T", "errors": errs, "standard_errors": ses, "fit": fit.as_dict()}
+
+
+def _run_weak_L(c):
+    from ..stochastic import StochasticTransformer
+
+    return _weak_errors(
+        c, c["Ls"], c["ref_steps"],
+        lambda k, L: StochasticTransformer(k, width=c["width"], layers=L, horizon=1.0),
+        lambda L: c["seed"] + L,
+    )
 
 
 def _run_weak_m(c):
-    import jax.numpy as jnp
-
-    from ..stochastic import NoiseKernel, SphereSDE, StochasticTransformer
-    from .fitting import fit_loglog
+    from ..stochastic import StochasticTransformer
 
     # Noise only, same step: the discrete model at width m vs the Gaussian-field scheme (m = ∞),
     # so only the non-Gaussianity of the finite-width MLP separates them.
-    k = NoiseKernel("relu", 1.5, 1.0, 0.0)
-    x0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
-    R = c["R"]
-
-    def stat(model, seed):
-        return _overlap_mean_and_se(model, x0, seed, R)
-
-    ref, ref_se = stat(SphereSDE(k, steps=c["L"], horizon=1.0), c["seed"])
-    errs, ses = [], []
-    for m in c["ms"]:
-        v, se = stat(StochasticTransformer(k, width=m, layers=c["L"], horizon=1.0), c["seed"] + 7 * m)
-        errs.append(abs(v - ref))
-        ses.append(math.hypot(se, ref_se))
-    fit = fit_loglog(np.asarray(c["ms"], float), np.asarray(errs))
-    return {"statistic": "E<x1,x2>_T", "errors": errs, "standard_errors": ses, "fit": fit.as_dict()}
+    return _weak_errors(
+        c, c["ms"], c["L"],
+        lambda k, m: StochasticTransformer(k, width=m, layers=c["L"], horizon=1.0),
+        lambda m: c["seed"] + 7 * m,
+    )
 
 
 def _run_chaos(c):
