@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cfm_jax  # noqa: E402
 from _machine import machine  # noqa: E402
+from _timing import warm_median  # noqa: E402
 from cfm_jax.experiments.gradcheck import flat, make_problem, references  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -44,16 +45,6 @@ def _setup(n, d, L, B=4, heads=1, mlp=32, seed=0):
     ctx = cfm_jax.EmpiricalMeasure(jax.random.normal(kz, (n, d), jnp.float32))
     y = jax.random.normal(ky, (B, d), jnp.float32)
     return model, x0, ctx, y
-
-
-def _time(fn, repeats):
-    jax.block_until_ready(fn())  # compile + warm-up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def bench_times(sizes, d, L, repeats):
@@ -156,7 +147,7 @@ def bench_op_costs(n=4096, d=16, rows=256, repeats=20):
         "measure term uᵀ·P": (jax.jit(lambda u, p: u.T @ p), (u, p)),
         "exp pass": (jax.jit(jnp.exp), (p,)),
     }
-    t = {name: _time(lambda f=f, a=a: f(*a), repeats) for name, (f, a) in ops.items()}
+    t = {name: warm_median(f, *a, repeats=repeats) for name, (f, a) in ops.items()}
     M = (t["logits u·zᵀ"] + t["means P·z"] + t["measure term uᵀ·P"]) / 3
     E = t["exp pass"]
     out = {
@@ -220,9 +211,9 @@ def bench_stored_softmax(n=1024, d=16, L=16, repeats=7):
         body = lambda a, i: (back(a, i[0], i[4], i[1], i[2], i[3]), None)  # noqa: E731
         return jax.lax.scan(body, c0, saved + (jnp.arange(L),), reverse=True)[0]
 
-    t_f = _time(lambda: forward(z0), repeats)
-    t_r = _time(lambda: grad_recompute(z0), repeats)
-    t_s = _time(lambda: grad_stored(z0), repeats)
+    t_f = warm_median(forward, z0, repeats=repeats)
+    t_r = warm_median(grad_recompute, z0, repeats=repeats)
+    t_s = warm_median(grad_stored, z0, repeats=repeats)
     diff = float(jnp.abs(grad_stored(z0) - grad_recompute(z0)).max() / jnp.abs(grad_recompute(z0)).max())
     out = {"n": n, "d": d, "L": L, "recompute_over_forward": t_r / t_f, "stored_over_forward": t_s / t_f,
            "stored_softmax_bytes": L * n * n * 4, "relative_difference": diff}

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -25,21 +24,12 @@ import numpy as np
 
 import cfm_jax
 from _machine import machine
+from _timing import warm_times
 from cfm_jax import ogd
 from cfm_jax.populations import uniform_sphere
 from cfm_jax.streams import ArrayStream, TeacherStudentStream
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def _times(fn, reps):
-    jax.block_until_ready(fn())  # compile / warm up
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        out.append(time.perf_counter() - t0)
-    return np.asarray(out)
 
 
 def bench(n, *, d=16, layers=8, heads=2, mlp=32, batch=4, steps=10, reps=3):
@@ -71,10 +61,10 @@ def bench(n, *, d=16, layers=8, heads=2, mlp=32, batch=4, steps=10, reps=3):
     for _ in range(reps):
         # `steps` consecutive calls per timing window, like the loop: minima over windows of the
         # same length (shorter windows catch quiet moments of a loaded machine more easily)
-        t_grad.append(np.median(_times(lambda: [grad(student) for _ in range(steps)], 1)) / steps)
-        t_scan.append(np.median(_times(lambda: scanned_grads(student), 1)) / steps)
-        t_loop.append(np.median(_times(lambda: ogd.run_ogd(student, arrays, opt, steps).state, 1)) / steps)
-        t_teacher.append(np.median(_times(lambda: ogd.run_ogd(student, tstream, opt, steps).state, 1)) / steps)
+        t_grad.append(np.median(warm_times(lambda: [grad(student) for _ in range(steps)], repeats=1)) / steps)
+        t_scan.append(np.median(warm_times(lambda: scanned_grads(student), repeats=1)) / steps)
+        t_loop.append(np.median(warm_times(lambda: ogd.run_ogd(student, arrays, opt, steps).state, repeats=1)) / steps)
+        t_teacher.append(np.median(warm_times(lambda: ogd.run_ogd(student, tstream, opt, steps).state, repeats=1)) / steps)
     t_grad, t_loop, t_teacher, t_scan = (float(np.min(t)) for t in (t_grad, t_loop, t_teacher, t_scan))
     return {
         "n": n, "d": d, "L": layers, "H": heads, "m": mlp, "B": batch, "steps_per_call": steps,

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
 from _machine import machine
+from _timing import warm_median
 from cfm_jax.stochastic import (
     NoiseKernel,
     SphereAttention,
@@ -40,16 +39,6 @@ from cfm_jax.stochastic import (
 OUT = Path(__file__).parent / "results"
 
 
-def _time(fn, *args, repeats=3):
-    jax.block_until_ready(fn(*args))  # compile
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -63,24 +52,24 @@ def main(argv=None):
         x0 = random_tokens(jax.random.key(1), N, d, jnp.float32)
         L = 50 if N == 64 else 20
         disc = StochasticTransformer(k, width=m, layers=L, horizon=1.0, attention=att)
-        t = _time(jax.jit(lambda kk: simulate(disc, x0, kk)[1]), key)
+        t = warm_median(jax.jit(lambda kk: simulate(disc, x0, kk)[1]), key)
         rows.append({"what": "discrete model (SA + MLP)", "N": N, "per_second": L / t, "unit": "layers/s"})
         feat = SphereSDE(k, steps=L, horizon=1.0, attention=att, noise="features", width=m)
-        t = _time(jax.jit(lambda kk: simulate(feat, x0, kk)[1]), key)
+        t = warm_median(jax.jit(lambda kk: simulate(feat, x0, kk)[1]), key)
         rows.append({"what": f"SDE, random features m={m}", "N": N, "per_second": L / t, "unit": "steps/s"})
         S = 20 if N == 64 else 3
         exact = SphereSDE(k, steps=S, horizon=1.0, attention=att, noise="exact")
-        t = _time(jax.jit(lambda kk: simulate(exact, x0, kk)[1]), key, repeats=2 if N > 64 else 3)
+        t = warm_median(jax.jit(lambda kk: simulate(exact, x0, kk)[1]), key, repeats=2 if N > 64 else 3)
         rows.append({"what": "SDE, exact sampler", "N": N, "per_second": S / t, "unit": "steps/s"})
     # diffrax vs scan on the same scheme (exact noise, N = 64, float32)
     N, S = 64, 20
     x0 = random_tokens(jax.random.key(1), N, d, jnp.float32)
     sde = SphereSDE(k, steps=S, horizon=1.0, attention=att)
-    t_scan = _time(jax.jit(lambda kk: simulate(sde, x0, kk)[1]), key)
+    t_scan = warm_median(jax.jit(lambda kk: simulate(sde, x0, kk)[1]), key)
     dfx = {}
     for kind in ("unsafe", "tree"):
         f = jax.jit(lambda kk: solve_diffrax(sde, x0, brownian_path(kk, sde, (N, d), kind=kind, dtype=jnp.float32)))
-        dfx[kind] = _time(f, key)
+        dfx[kind] = warm_median(f, key)
     integrators = {"scan_steps_per_s": S / t_scan, "diffrax_unsafe_steps_per_s": S / dfx["unsafe"],
                    "diffrax_tree_steps_per_s": S / dfx["tree"], "unsafe_over_scan_time": dfx["unsafe"] / t_scan,
                    "tree_over_scan_time": dfx["tree"] / t_scan}
@@ -89,8 +78,8 @@ def main(argv=None):
     sampler = []
     for N in Ns:
         x = random_tokens(jax.random.key(2), N, d, jnp.float32)
-        te = _time(jax.jit(lambda kk: exact_increment(kk, x, k, 0.01)), key)
-        tf = {mm: _time(jax.jit(lambda kk, mm=mm: feature_increment(kk, x, k, 0.01, mm)), key) for mm in (256, 4096)}
+        te = warm_median(jax.jit(lambda kk: exact_increment(kk, x, k, 0.01)), key)
+        tf = {mm: warm_median(jax.jit(lambda kk, mm=mm: feature_increment(kk, x, k, 0.01, mm)), key) for mm in (256, 4096)}
         sampler.append({"N": N, "exact_ms": 1e3 * te, "features_m256_ms": 1e3 * tf[256], "features_m4096_ms": 1e3 * tf[4096]})
     cross = next((s["N"] for s in sampler if s["exact_ms"] > s["features_m4096_ms"]), None)
     res = {"machine": machine(dtype="float32", note="shared, noisy machine (other engineers running jobs concurrently)"), "d": d, "m": m, "throughput": rows, "integrators_N64": integrators,
