@@ -87,7 +87,8 @@ def main(argv=None):
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "stochastic.json").write_text(json.dumps(res, indent=2) + "\n")
     md = ["# Stochastic transformer benchmark (issue 6)", "",
-          f"Machine: {machine['processor']}, {machine['cpu_count']} CPUs, jax {machine['jax']} ({machine['backend']}), "
+          f"Machine: {res['machine']['processor']}, {res['machine']['cpu_count']} CPUs, jax {res['machine']['jax']} "
+          f"({res['machine']['backend']}), "
           "float32. **Shared and noisy machine** (other jobs running): compare ratios, not absolutes.", "",
           f"## Throughput (d = {d}, m = {m}, SA attention on)", "", "| model | N | rate |", "|---|---:|---:|"]
     md += [f"| {r['what']} | {r['N']} | {r['per_second']:.1f} {r['unit']} |" for r in rows]
