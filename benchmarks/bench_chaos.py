@@ -67,7 +67,8 @@ def main(argv=None):
     lines = [
         "# Propagation-of-chaos sweep throughput",
         "",
-        f"Machine: {machine['processor']}, {machine['cpu_count']} CPUs, jax {machine['jax']} ({machine['backend']}).",
+        f"Machine: {out['machine']['processor']}, {out['machine']['cpu_count']} CPUs, jax {out['machine']['jax']} "
+        f"({out['machine']['backend']}).",
         "Compile time excluded; best of %d runs. %s" % (args.repeats, args.notes),
         "",
         "| case | seeds | vmap (seeds/s) | Python loop (seeds/s) | speed-up |",
