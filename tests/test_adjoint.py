@@ -9,8 +9,6 @@ import pytest
 
 import cfm_jax
 from cfm_jax.adjoint import local_vjp
-from cfm_jax.adjoint.continuous import continuous_adjoint
-from cfm_jax.adjoint.discrete import euler_adjoint
 
 
 def _flat(tree):
