@@ -125,25 +125,22 @@ def _attention_block(q, c, act, z, logw, A, Vh, targets):
     g = (jnp.einsum("hrn,nd->hrd", R, z) - jnp.sum(R, axis=-1, keepdims=True) * m) * iZ
     dx = jnp.einsum("hrf,hdf->rd", g, A)  # Σ_h A_h g_h
     # measure and parameter terms use the active rows only (act None: all rows active)
-    if act is None:
-        ga, ca = g, c
-    else:
-        ga, ca = g * act[None, :, None], c * act[:, None]
-    a = iZ if act is None else iZ * act[None, :, None]
+    mask = 1.0 if act is None else act[None, :, None]  # (H, r, 1)
+    ca = c if act is None else c * act[:, None]
     # Σ_r E_r(z_i)[v_r + s_r(z_i) u_r] with E = α/w. Written as (d, r)·(r, n) products: XLA:CPU
     # is ~2x slower on the transposed (r, n)ᵀ·(r, d) form.
-    dmu_t = jnp.einsum("hrd,hrn->dn", v * a, P) + jnp.einsum("hrd,hrn->dn", u * a, R)
+    scale = iZ * mask
+    dmu_t = jnp.einsum("hrd,hrn->dn", v * scale, P) + jnp.einsum("hrd,hrn->dn", u * scale, R)
     dmu = dmu_t.T * jnp.exp(-logw)[:, None]
-    dA = jnp.einsum("rd,hrf->hdf", q, ga)
+    dA = jnp.einsum("rd,hrf->hdf", q, g * mask)
     dV = jnp.einsum("re,hrd->hed", ca, m)
     lse = top - jnp.log(iZ)
-    a = 1.0 if act is None else act[None, :, None]
-    va = v * a
+    va = v * mask
     if targets is None:
         dtar = phi = None
     else:
         Ey = jnp.exp(jnp.einsum("hrf,tf->hrt", u, targets) - lse)
-        Sy = (jnp.einsum("hrd,td->hrt", v, targets) - mv) * a
+        Sy = (jnp.einsum("hrd,td->hrt", v, targets) - mv) * mask
         ES = Ey * Sy
         dtar = jnp.einsum("hrt,hrd->td", Ey, va) + jnp.einsum("hrt,hrd->td", ES, u)
         phi = jnp.sum(ES, axis=(0, 1))
