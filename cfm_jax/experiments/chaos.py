@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import time
 from pathlib import Path
@@ -439,7 +438,8 @@ def sweep_configs(grid: dict, *, base_seed: int = 0, layers: int = 4, adjoint: b
     return configs
 
 
-def _spec_from_config(config: dict) -> ChaosSpec:
+def spec_from_config(config: dict) -> ChaosSpec:
+    """The :class:`ChaosSpec` of one :func:`sweep_configs` entry (extra keys such as seeds ignored)."""
     names = {f.name for f in dataclasses.fields(ChaosSpec)}
     kw = {k: v for k, v in config.items() if k in names}
     kw["ns"] = tuple(int(n) for n in config["ns"])
@@ -448,7 +448,7 @@ def _spec_from_config(config: dict) -> ChaosSpec:
 
 def run_config(config: dict) -> dict:
     """One sweep row: per-seed sup deviations (``values[q]``: seeds × ns), floors, wall time."""
-    spec = _spec_from_config(config)
+    spec = spec_from_config(config)
     t0 = time.perf_counter()
     res = run_seeds(spec, config["seeds"], config.get("seed", 0))
     values = {k: v.tolist() for k, v in res.items() if not k.startswith("floor_")}
@@ -653,6 +653,7 @@ __all__ = [
     "run_seeds_loop",
     "run_sweep",
     "seed_deviations",
+    "spec_from_config",
     "sweep_configs",
     "uniform_attention_deviation",
 ]
