@@ -15,7 +15,7 @@ import pytest
 
 import cfm_jax
 from cfm_jax import ogd
-from cfm_jax.experiments.fitting import fit_loglog
+from cfm_jax.stats import fit_loglog
 from cfm_jax.populations import gaussian, uniform_sphere
 from cfm_jax.streams import ArrayStream, FunctionStream, TeacherStudentStream
 

@@ -42,7 +42,7 @@ from ..measures import EmpiricalMeasure
 from ..paths import CFM, AbstractCFM, Transformer
 from ..populations import make_population
 from ..wasserstein import wasserstein1
-from .fitting import fit_loglog
+from ..stats import fit_loglog
 from .runner import Sweep, read_rows, write_summary
 
 #: quantity -> (description, expected slope for attention as a function of the intrinsic dim)

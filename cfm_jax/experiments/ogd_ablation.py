@@ -147,7 +147,7 @@ def _row(problem, config):
 
 
 def _summarise(cfg, pilot, rows):
-    from .fitting import fit_loglog, mean_ci
+    from ..stats import fit_loglog, mean_ci
 
     ns = np.asarray(cfg["ns"])
     out = {}

@@ -147,7 +147,7 @@ def _run_strong(c):
     import jax.numpy as jnp
 
     from ..stochastic import NoiseKernel, SphereAttention, SphereSDE, brownian_increments, integrate_increments, random_tokens
-    from .fitting import fit_loglog
+    from ..stats import fit_loglog
 
     k = NoiseKernel("relu", 1.0, 1.0, 0.5)
     att = SphereAttention("USA", 1.0)
@@ -186,7 +186,7 @@ def _weak_errors(c, values, reference_steps, make_model, seed_of):
     import jax.numpy as jnp
 
     from ..stochastic import NoiseKernel, SphereSDE
-    from .fitting import fit_loglog
+    from ..stats import fit_loglog
 
     k = NoiseKernel("relu", 1.5, 1.0, 0.0)
     x0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -227,7 +227,7 @@ def _run_chaos(c):
     import jax.numpy as jnp
 
     from ..stochastic import NoiseKernel, SphereAttention, SphereSDE, random_tokens, simulate
-    from .fitting import fit_loglog
+    from ..stats import fit_loglog
 
     # Random-feature noise: the same layer key gives the same field to both systems, so the
     # N-token system and the N_ref reference are driven by one common noise (SPEC §5).

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..experiments.fitting import mean_ci
+from ..stats import mean_ci
 from .model import check_tokens, normalise
 
 

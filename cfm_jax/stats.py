@@ -1,0 +1,93 @@
+"""Statistics shared by the experiments: power-law rate fits and mean confidence intervals.
+
+A rate fit models deviations y(n) ≈ C n^slope over sizes n and independent seeds:
+
+    mean over seeds of log y(n_k) = intercept + slope · log n_k   (ordinary least squares).
+
+Its confidence interval is a percentile bootstrap over seeds, resampled independently at every
+size (``scipy.stats.bootstrap`` with one sample per size). :func:`mean_ci` is the Student-t
+interval of a mean (``scipy.stats.t.interval``). Both are plain NumPy/SciPy, outside any jit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class RateFit:
+    """Fit of ``log y = intercept + slope · log x``; ``[ci_low, ci_high]`` is the bootstrap CI of the slope."""
+
+    slope: float
+    intercept: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def prefactor(self) -> float:
+        """C in y ≈ C x^slope."""
+        return float(np.exp(self.intercept))
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in the slope's confidence interval."""
+        return bool(self.ci_low <= value <= self.ci_high)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "prefactor": self.prefactor}
+
+
+def _ols_slope(lx: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """Least-squares slope of ``means[..., k]`` against ``lx[k]`` (batched over leading axes)."""
+    cx = lx - lx.mean()
+    return (means * cx).sum(-1) / (cx**2).sum()
+
+
+def fit_loglog(x, y, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> RateFit:
+    """Fit a power law to deviations ``y`` at sizes ``x``.
+
+    Args:
+        x: ``(K,)`` sizes (e.g. context lengths n), K >= 2.
+        y: ``(K, S)`` one deviation per size and seed (or ``(K,)``: no CI). The fit is on the
+            mean over seeds of ``log y``; the CI resamples the seeds independently at each size.
+        n_boot: bootstrap resamples; level: confidence level; seed: the bootstrap's RNG seed.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim == 1:
+        y = y[:, None]
+    if y.ndim != 2 or y.shape[0] != x.shape[0] or x.shape[0] < 2:
+        raise ValueError(f"need >= 2 sizes and y of shape (K, S); got x {x.shape}, y {y.shape}.")
+    logy = np.log(np.maximum(y, np.finfo(np.float64).tiny))
+    lx = np.log(x)
+    slope, intercept = np.polyfit(lx, logy.mean(axis=1), 1)
+    lo = hi = float("nan")
+    if y.shape[1] > 1 and np.ptp(logy, axis=1).max() > 0:
+
+        def statistic(*samples, axis=-1):
+            return _ols_slope(lx, np.stack([s.mean(axis=axis) for s in samples], axis=-1))
+
+        res = stats.bootstrap(
+            tuple(logy), statistic, n_resamples=n_boot, confidence_level=level, method="percentile",
+            vectorized=True, paired=False, rng=np.random.default_rng(seed),
+        )
+        lo, hi = res.confidence_interval
+    return RateFit(float(slope), float(intercept), float(lo), float(hi))
+
+
+def mean_ci(samples, level: float = 0.95) -> tuple[float, float]:
+    """Mean and Student-t confidence half-width of 1-D samples (NaN half-width below 2 samples)."""
+    s = np.asarray(samples, dtype=np.float64).ravel()
+    mean = float(s.mean())
+    if s.size < 2:
+        return mean, float("nan")
+    sem = stats.sem(s)
+    if sem == 0:
+        return mean, 0.0
+    lo, hi = stats.t.interval(level, s.size - 1, loc=mean, scale=sem)
+    return mean, float((hi - lo) / 2)
+
+
+__all__ = ["RateFit", "fit_loglog", "mean_ci"]

@@ -1,0 +1,48 @@
+"""Rate fits and mean intervals (cfm_jax.stats) against independent computations."""
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from cfm_jax.stats import fit_loglog, mean_ci
+
+
+def test_fit_recovers_an_exact_power_law():
+    ns = np.array([8.0, 32.0, 128.0, 512.0])
+    fit = fit_loglog(ns, 3.0 * ns**-0.5)
+    assert fit.slope == pytest.approx(-0.5, abs=1e-12)
+    assert fit.prefactor == pytest.approx(3.0, rel=1e-12)
+    assert np.isnan(fit.ci_low) and np.isnan(fit.ci_high)  # one "seed": no interval
+
+
+def test_bootstrap_ci_matches_a_hand_bootstrap_and_covers_the_truth():
+    """The CI equals a plain NumPy percentile bootstrap (same resampling scheme) to Monte Carlo error."""
+    rng = np.random.default_rng(0)
+    ns = np.array([16.0, 64.0, 256.0, 1024.0])
+    y = ns[:, None] ** -0.5 * np.exp(0.2 * rng.normal(size=(4, 12)))
+    fit = fit_loglog(ns, y, n_boot=4000)
+    logy, lx = np.log(y), np.log(ns)
+    idx = rng.integers(0, 12, size=(4000, 4, 12))
+    means = np.take_along_axis(np.broadcast_to(logy, (4000, 4, 12)), idx, axis=2).mean(-1)
+    slopes = np.polyfit(lx, means.T, 1)[0]
+    lo, hi = np.quantile(slopes, [0.025, 0.975])
+    width = hi - lo
+    assert abs(fit.ci_low - lo) < 0.1 * width and abs(fit.ci_high - hi) < 0.1 * width
+    assert fit.ci_low < fit.slope < fit.ci_high
+    assert fit.contains(-0.5)
+
+
+def test_fit_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="sizes"):
+        fit_loglog([4.0], [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="sizes"):
+        fit_loglog([4.0, 8.0], np.ones((3, 2)))
+
+
+def test_mean_ci_is_the_student_t_half_width():
+    s = np.array([1.0, 2.5, 0.5, 3.0, 2.0])
+    mean, half = mean_ci(s, level=0.9)
+    assert mean == pytest.approx(s.mean())
+    assert half == pytest.approx(sps.t.ppf(0.95, 4) * s.std(ddof=1) / np.sqrt(5))
+    assert np.isnan(mean_ci([1.0])[1])
+    assert mean_ci([2.0, 2.0, 2.0]) == (2.0, 0.0)
