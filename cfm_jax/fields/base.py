@@ -91,7 +91,7 @@ def generic_local_vjp(field, queries, measure, params, cot, *, active=None, targ
 
         phi, pull_y = jax.vjp(phi_fn, targets)
         (dtar,) = pull_y(jnp.ones_like(phi))
-        dlogw = jnp.where(w > 0, w * dw, 0.0)  # zero-mass (padding) atoms: 0 · ∞ would be NaN
+    dlogw = jnp.where(w > 0, w * dw, 0.0)  # zero-mass (padding) atoms: 0 · ∞ would be NaN
     return LocalVJP(velocity, dx, dz, dlogw, complete_params(dparams, params), dtar, phi)
 
 

@@ -1,0 +1,98 @@
+"""ContinuousAdjoint: the adjoint ODE converges to the exact continuous gradient at its solver's order."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _problems import problem as _problem
+from _problems import rel as _rel
+
+import cfm_jax
+from cfm_jax import Backsolve, ContinuousAdjoint
+
+
+def _rk4_loss(model, x0, ctx, y, per_layer):
+    """½‖x_1 − y‖²/B through a hand-written classical RK4 (per_layer steps per layer)."""
+    h = 1.0 / (model.num_layers * per_layer)
+    w = ctx.weights
+
+    def vel(th, st):
+        x, z = st
+        v = model.velocity(jnp.concatenate([x, z]), cfm_jax.EmpiricalMeasure(z, w), th)
+        return v[: x.shape[0]], v[x.shape[0] :]
+
+    def step(st, l):
+        th = model.layer_params(l)
+        add = lambda a, b, c: jax.tree.map(lambda u, v: u + c * v, a, b)  # noqa: E731
+        k1 = vel(th, st)
+        k2 = vel(th, add(st, k1, h / 2))
+        k3 = vel(th, add(st, k2, h / 2))
+        k4 = vel(th, add(st, k3, h))
+        inc = jax.tree.map(lambda a, b, c, d: (a + 2 * b + 2 * c + d) / 6, k1, k2, k3, k4)
+        return add(st, inc, h), None
+
+    layers = jnp.repeat(jnp.arange(model.num_layers), per_layer)
+    (x1, _), _ = jax.lax.scan(step, (x0, ctx.points), layers)
+    return 0.5 * jnp.sum((x1 - y) ** 2) / x0.shape[0]
+
+
+@pytest.fixture(scope="module")
+def continuous_problem():
+    """A 2-layer problem and its exact continuous gradient: jax.grad through a fine hand RK4."""
+    model, x0, ctx, y = _problem(10, layers=2)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    ref = jax.jit(jax.grad(lambda p: _rk4_loss(eqx.combine(p, static), x0, ctx, y, 64)))(params)
+    return model, x0, ctx, y, ref
+
+
+def _order(continuous_problem, solver, steps):
+    model, x0, ctx, y, ref = continuous_problem
+    errs = []
+    for s in steps:
+        _, g = cfm_jax.value_and_grad(model, x0, ctx, y, adjoint=ContinuousAdjoint(), solver=solver, steps=int(s))
+        errs.append(_rel(g, ref))
+    return np.array(errs), -np.polyfit(np.log(steps), np.log(errs), 1)[0]
+
+
+def test_continuous_adjoint_converges_at_solver_order(continuous_problem):
+    errs, slope = _order(continuous_problem, diffrax.Heun(), np.array([8, 16, 32]))
+    assert 1.7 <= slope <= 2.5 and errs[-1] < 2e-2, (errs, slope)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solver,order", [(diffrax.Heun(), 2), (diffrax.Ralston(), 2), (diffrax.Bosh3(), 3)])
+def test_continuous_adjoint_order_fits(continuous_problem, solver, order):
+    errs, slope = _order(continuous_problem, solver, np.array([4, 6, 8, 12, 16]))
+    assert order - 0.4 <= slope <= order + 0.8, (errs, slope)
+
+
+@pytest.mark.slow
+def test_discrete_adjoint_is_first_order_in_the_continuous_gradient(continuous_problem):
+    model, x0, ctx, y, ref = continuous_problem
+    errs = [_rel(cfm_jax.value_and_grad(model, x0, ctx, y, steps=s)[1], ref) for s in (16, 64)]
+    assert 0.7 <= np.log(errs[0] / errs[1]) / np.log(4) <= 1.3
+
+
+@pytest.mark.slow
+def test_continuous_adjoint_adaptive(continuous_problem):
+    model, x0, ctx, y, ref = continuous_problem
+    errs = []
+    for tol in (1e-4, 1e-7):
+        tol = jnp.asarray(tol)  # traced tolerances: one compilation
+        ctrl = diffrax.PIDController(rtol=tol, atol=tol)
+        _, g = cfm_jax.value_and_grad(
+            model, x0, ctx, y, adjoint=ContinuousAdjoint(), solver=diffrax.Tsit5(), steps=2, stepsize_controller=ctrl
+        )
+        errs.append(_rel(g, ref))
+    assert errs[1] < errs[0] / 30 and errs[1] < 1e-6, errs
+
+
+@pytest.mark.slow
+def test_continuous_backsolve_converges(continuous_problem):
+    model, x0, ctx, y, ref = continuous_problem
+    _, gb = cfm_jax.value_and_grad(
+        model, x0, ctx, y, adjoint=ContinuousAdjoint(memory=Backsolve()), solver=diffrax.Bosh3(), steps=16
+    )
+    assert _rel(gb, ref) < 1e-3

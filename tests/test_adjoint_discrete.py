@@ -1,0 +1,120 @@
+"""DiscreteAdjoint, the exact adjoint of explicit Euler, against autodiff and finite differences (float64)."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+from _problems import flat as _flat
+from _problems import problem as _problem
+from _problems import rel as _rel
+
+import cfm_jax
+
+AUTODIFF = diffrax.RecursiveCheckpointAdjoint()
+
+
+@pytest.mark.parametrize(
+    "seed,steps,adjoint", [(0, None, AUTODIFF), (1, 8, diffrax.DirectAdjoint()), (2, None, AUTODIFF)]
+)
+def test_discrete_adjoint_equals_autodiff(seed, steps, adjoint):
+    """Several random models (H=2, MLP, non-uniform weights, B=2); 1 and 2 Euler steps per layer."""
+    model, x0, ctx, y = _problem(seed)
+    l_h, g_h = cfm_jax.value_and_grad(model, x0, ctx, y, steps=steps)
+    l_a, g_a = cfm_jax.value_and_grad(model, x0, ctx, y, steps=steps, adjoint=adjoint)
+    assert type(g_h) is cfm_jax.Transformer and g_h.W1.shape == model.W1.shape
+    assert abs(float(l_h - l_a)) <= 1e-12 * abs(float(l_a))
+    for name in ("Q", "K", "V", "W1", "b1", "W2", "b2"):
+        assert _rel(getattr(g_h, name), getattr(g_a, name)) <= 1e-10, name
+
+
+def test_discrete_adjoint_matches_central_finite_differences():
+    model, x0, ctx, y = _problem(3)
+    _, g = cfm_jax.value_and_grad(model, x0, ctx, y)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+
+    def loss(p):
+        x1 = cfm_jax.residual_forward(eqx.combine(p, static), x0, ctx)[0]
+        return 0.5 * jnp.sum((x1 - y) ** 2) / x0.shape[0]
+
+    loss = jax.jit(loss)
+
+    keys = jax.random.split(jax.random.key(7), 4)
+    leaves, treedef = jax.tree.flatten(params)
+    eps = 1e-5
+    for key in keys:
+        dirs = [jax.random.normal(k, a.shape) for k, a in zip(jax.random.split(key, len(leaves)), leaves)]
+        v = jax.tree.unflatten(treedef, dirs)
+        plus = jax.tree.map(lambda a, b: a + eps * b, params, v)
+        minus = jax.tree.map(lambda a, b: a - eps * b, params, v)
+        fd = (loss(plus) - loss(minus)) / (2 * eps)
+        hand = jnp.dot(_flat(eqx.filter(g, eqx.is_inexact_array)), _flat(v))
+        assert abs(float(hand - fd)) <= 1e-6 * abs(float(fd)), (float(hand), float(fd))
+
+
+def test_context_gradient_is_weighted_particle_adjoint():
+    """∂L/∂z_i(0) = w_i a_i(0) (a_i is the gradient of the test field)."""
+    model, x0, ctx, y = _problem(4)
+    sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y)
+
+    def loss(z):
+        x1 = cfm_jax.residual_forward(model, x0, cfm_jax.EmpiricalMeasure(z, ctx.weights))[0]
+        return 0.5 * jnp.sum((x1 - y) ** 2) / 2
+
+    gz = jax.jit(jax.grad(loss))(ctx.points)
+    assert _rel(ctx.weights[:, None] * sol.a[0], gz) <= 1e-10
+    # p_0 = ∂L/∂x_0
+    gx = jax.jit(jax.grad(lambda x: 0.5 * jnp.sum((cfm_jax.residual_forward(model, x, ctx)[0] - y) ** 2) / 2))(x0)
+    assert _rel(sol.ps[0], gx) <= 1e-10
+    assert sol.ss.shape == (model.num_layers + 1,) and sol.a.shape == (5, 7, 3)
+    # the terminal condition a(1) = ∂L/∂z(1) / w is zero for a loss of the tokens only
+    assert float(jnp.abs(sol.a[-1]).max()) == 0.0
+
+
+class _KernelField(cfm_jax.AbstractField):
+    """A user field without closed forms: V(x, μ) = Σ_j w_j tanh(W (z_j − x)) e^{−|x−z_j|²/2}."""
+
+    def __call__(self, x, measure, params):
+        diff = measure.points[None, :, :] - x[:, None, :]
+        k = jnp.exp(-0.5 * jnp.sum(diff**2, -1)) * measure.weights
+        return jnp.einsum("qn,qnd->qd", k, jnp.tanh(diff @ params["W"].T)) + params["c"]
+
+
+def test_user_field_gets_an_adjoint():
+    _, x0, ctx, y = _problem(6)
+    kw, kc = jax.random.split(jax.random.key(11))
+    model = cfm_jax.CFM(_KernelField(), {"W": jax.random.normal(kw, (3, 3, 3)), "c": jax.random.normal(kc, (3, 3))}, 3)
+    _, g_h = cfm_jax.value_and_grad(model, x0, ctx, y)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    g_a = jax.jit(
+        jax.grad(lambda p: 0.5 * jnp.sum((cfm_jax.residual_forward(eqx.combine(p, static), x0, ctx)[0] - y) ** 2) / 2)
+    )(params)
+    assert type(g_h) is cfm_jax.CFM
+    assert _rel(g_h.params, g_a.params) <= 1e-10
+
+
+def test_piecewise_linear_path_discrete_adjoint():
+    _, x0, ctx, y = _problem(12)
+    kq, kk, kv = jax.random.split(jax.random.key(12), 3)
+    params = {n: 0.6 * jax.random.normal(k, (4, 1, 3, 3)) for n, k in zip("QKV", (kq, kk, kv))}
+    model = cfm_jax.PiecewiseLinearCFM(cfm_jax.AttentionField(), params, 3)
+    _, g_h = cfm_jax.value_and_grad(model, x0, ctx, y, steps=6)
+    _, g_a = cfm_jax.value_and_grad(model, x0, ctx, y, steps=6, adjoint=AUTODIFF)
+    assert _rel(g_h.params, g_a.params) <= 1e-10
+
+
+def test_chunked_and_dense_adjoints_agree():
+    model, x0, ctx, y = _problem(8)
+    _, g_d = cfm_jax.value_and_grad(model.with_chunking(None), x0, ctx, y)
+    _, g_c = cfm_jax.value_and_grad(model.with_chunking(3), x0, ctx, y)
+    assert _rel(g_c, g_d) <= 1e-12
+
+
+def test_float32_large_logits_stay_finite():
+    model, x0, ctx, y = _problem(17)
+    model = model.astype(jnp.float32)
+    model = eqx.tree_at(lambda m: m.Q, model, model.Q * 100.0)  # logits ~ 1e4
+    x0, y = x0.astype(jnp.float32), y.astype(jnp.float32)
+    ctx = cfm_jax.EmpiricalMeasure(ctx.points.astype(jnp.float32), ctx.weights.astype(jnp.float32))
+    _, g = cfm_jax.value_and_grad(model, x0, ctx, y)
+    assert g.Q.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(_flat(eqx.filter(g, eqx.is_array)))))

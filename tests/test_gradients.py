@@ -1,0 +1,128 @@
+"""value_and_grad, adjoint_trajectories (p_s, a_i(s), probes, φ_s, ∂L/∂w) and functional_gradient."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+from _problems import problem as _problem
+from _problems import rel as _rel
+
+import cfm_jax
+
+AUTODIFF = diffrax.RecursiveCheckpointAdjoint()
+
+
+@pytest.mark.parametrize("adjoint", [cfm_jax.DiscreteAdjoint(), cfm_jax.ContinuousAdjoint()], ids=["discrete", "continuous"])
+def test_probe_gradients_at_particles_equal_particle_adjoints(adjoint):
+    model, x0, ctx, y = _problem(13)
+    kw = dict(adjoint=adjoint)
+    if isinstance(adjoint, cfm_jax.ContinuousAdjoint):
+        kw.update(solver=diffrax.Bosh3(), steps=8)
+    sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=ctx.points, **kw)  # same shapes: one compile
+    for k in (0, 2, sol.ss.shape[0] - 1):
+        probed = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=sol.zs[k], **kw)
+        assert probed.probe_grads.shape == (sol.ss.shape[0], 7, 3)
+        assert float(jnp.max(jnp.abs(probed.probe_grads[k] - sol.a[k]))) <= 1e-10
+
+
+def test_probe_values_are_first_variation_and_integrate_to_gradients():
+    """φ_0(y) − Σ_i w_i φ_0(z_i) = d/dε L((1−ε)μ + ε δ_y), and ∇φ_s = probe_grads."""
+    model, x0, ctx, y = _problem(14)
+    ys = jax.random.normal(jax.random.key(3), (3, 3))
+    sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=jnp.concatenate([ys, ctx.points]))
+    phi0 = sol.probe_values[0]
+
+    def loss_eps(eps, yy):
+        z = jnp.concatenate([ctx.points, yy[None]])
+        w = jnp.concatenate([(1 - eps) * ctx.weights, eps[None]])
+        x1 = cfm_jax.residual_forward(model, x0, cfm_jax.EmpiricalMeasure(z, w))[0]
+        return 0.5 * jnp.sum((x1 - y) ** 2) / 2
+
+    first_variation = jax.jit(jax.grad(loss_eps))
+    for j in range(3):
+        first_var = first_variation(jnp.asarray(1e-30), ys[j])
+        assert abs(float(first_var - (phi0[j] - ctx.weights @ phi0[3:]))) <= 1e-9 * (1 + abs(float(first_var)))
+    # finite differences of φ_s in the probe location give ∇φ_s
+    k, h = 2, 1e-6
+    e = jnp.eye(3)
+    pts = jnp.concatenate([ys, ctx.points])
+    vals = lambda pts: cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=pts).probe_values[k]  # noqa: E731
+    fd = jnp.stack([(vals(pts + h * e[i]) - vals(pts - h * e[i])) / (2 * h) for i in range(3)], -1)
+    assert _rel(sol.probe_grads[k], fd) <= 1e-7
+
+
+def test_jit_vmap_user_loss_and_functional_gradient():
+    model, x0, ctx, y = _problem(15)
+    f = jax.jit(lambda a, c, t: cfm_jax.value_and_grad(model, a, c, t))
+    l0, g0 = cfm_jax.value_and_grad(model, x0, ctx, y)
+    l1, g1 = f(x0, ctx, y)
+    assert abs(float(l1 - l0)) < 1e-14 and _rel(g1, g0) < 1e-13
+    # vmap over samples (token, context, target): per-sample losses average to the batch loss
+    zb = jnp.stack([ctx.points, ctx.points])
+    lv, gv = jax.vmap(lambda a, z, t: cfm_jax.value_and_grad(model, a, cfm_jax.EmpiricalMeasure(z, ctx.weights), t))(
+        x0, zb, y
+    )
+    assert lv.shape == (2,) and abs(float(lv.mean() - l0)) < 1e-13
+    assert _rel(jax.tree.map(lambda a: a.mean(0), gv), g0) < 1e-12
+    # a user loss, against jax.grad through the residual network
+    user = lambda x1, t: jnp.sum(jnp.cos(x1 * t)) + jnp.sum(x1**4)  # noqa: E731
+    lu, gu = cfm_jax.value_and_grad(model, x0, ctx, y, loss=user)
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    ga = jax.jit(jax.grad(lambda p: user(cfm_jax.residual_forward(eqx.combine(p, static), x0, ctx)[0], y)))(params)
+    assert _rel(gu, ga) < 1e-10
+    fg = cfm_jax.functional_gradient(model, g0)
+    assert _rel(fg.Q, model.num_layers * g0.Q) == 0.0 and fg.W1 is not None
+
+
+def test_bad_inputs_raise_clear_errors():
+    model, x0, ctx, y = _problem(0)
+    with pytest.raises(ValueError, match="`adjoint`"):
+        cfm_jax.value_and_grad(model, x0, ctx, y, adjoint="magic")
+    with pytest.raises(ValueError, match="hand adjoint"):
+        cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=AUTODIFF)
+    with pytest.raises(ValueError, match="`y`"):
+        cfm_jax.value_and_grad(model, x0, ctx, y[:1])
+    with pytest.raises(ValueError, match="`steps`"):
+        cfm_jax.value_and_grad(model, x0, ctx, y, steps=5)
+    with pytest.raises(ValueError, match="`solver`"):
+        cfm_jax.value_and_grad(model, x0, ctx, y, solver="Heun")
+    with pytest.raises(ValueError, match="`probes`"):
+        cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=jnp.zeros((2, 4)))
+    with pytest.raises(ValueError, match="`x0`"):
+        cfm_jax.value_and_grad(model, jnp.zeros((2, 4)), ctx, y)
+    with pytest.raises(ValueError, match="`loss`"):
+        cfm_jax.value_and_grad(model, x0, ctx, y, loss="l2")
+
+
+
+def test_weight_gradient_is_the_centred_first_variation():
+    """∂L/∂w_j = φ_0(z_j) (probes at the particles), Σ_j w_j ∂L/∂w_j = 0 (softmax attention is
+    invariant to scaling all weights), and jax.grad in w through forward agrees with both."""
+    model, x0, ctx, y = _problem(16)
+    sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=ctx.points)
+    assert float(jnp.max(jnp.abs(sol.weight_grads - sol.probe_values[0]))) <= 1e-12
+    assert abs(float(ctx.weights @ sol.weight_grads)) <= 1e-13
+    loss = lambda w: cfm_jax.mean_squared_loss(  # noqa: E731
+        cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w)).x1, y)
+    gw = jax.grad(loss)(ctx.weights)
+    gw_auto = jax.grad(lambda w: cfm_jax.mean_squared_loss(cfm_jax.forward(
+        model, x0, cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w), adjoint=AUTODIFF).x1, y))(ctx.weights)
+    assert _rel(gw, gw_auto) <= 1e-10 and _rel(gw, sol.weight_grads) <= 1e-10
+
+
+def test_zero_weight_padding_atoms_change_nothing():
+    """A context padded with zero-weight atoms gives the same tokens, gradients and probe values."""
+    model, x0, ctx, y = _problem(18)
+    padded = ctx.pad_to(11)
+    a = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=ctx.points[:2])
+    b = cfm_jax.adjoint_trajectories(model, x0, padded, y, probes=ctx.points[:2])
+    assert _rel(b.grads, a.grads) <= 1e-12 and _rel(b.probe_values, a.probe_values) <= 1e-12
+    assert _rel(b.a[:, :7], a.a) <= 1e-12 and _rel(b.weight_grads[:7], a.weight_grads) <= 1e-12
+    assert float(jnp.abs(b.weight_grads[7:]).max()) == 0.0
+    for adjoint in (cfm_jax.ContinuousAdjoint(), AUTODIFF):
+        _, g0 = cfm_jax.value_and_grad(model, x0, ctx, y, adjoint=adjoint)
+        _, g1 = cfm_jax.value_and_grad(model, x0, padded, y, adjoint=adjoint)
+        assert _rel(g1, g0) <= 1e-12
+    with pytest.raises(ValueError, match="`size`"):
+        ctx.pad_to(3)
