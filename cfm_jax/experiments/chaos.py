@@ -37,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..fields.control import W1ControlField
-from ..flow import SaveAt, forward
+from ..flow import SaveAt
+from ..solve import forward
 from ..measures import EmpiricalMeasure
 from ..paths import CFM, AbstractCFM, Transformer
 from ..populations import make_population
