@@ -1,9 +1,11 @@
-"""Sharded (4 forced host devices) vs single-device forward solves."""
+"""Sharded (4 forced host devices) vs single-device forward solves; backend-aware attention blocks."""
 
 import os
 import subprocess
 import sys
 import textwrap
+
+import jax
 
 SCRIPT = textwrap.dedent(
     """
@@ -39,3 +41,35 @@ def test_sharded_forward_matches_single_device():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SHARDED_OK" in out.stdout
+
+
+def test_backend_aware_block_sizes(monkeypatch):
+    """``resolve_chunk_size("auto", ...)``: the CPU rule is the historical one; on GPU/TPU a block
+    holds between half and all of AUTO_BLOCK_ENTRIES_ACCELERATOR scores (rounding rows down to a
+    power of two), within the row bounds, and dense stays dense up to its larger limit."""
+    from cfm_jax.fields import attention as att
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert att.resolve_chunk_size("auto", 1, 2048, 2048) is None  # exactly 2^22 entries
+    assert att.resolve_chunk_size("auto", 1, 2049, 2048) == 256
+    assert att.resolve_chunk_size("auto", 2, 1 << 20, 1 << 20) == 256
+    assert att.resolve_chunk_size(64, 1, 1 << 20, 1 << 20) == 64
+    assert att.resolve_chunk_size(None, 1, 1 << 20, 1 << 20) is None
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    limit, entries = att.AUTO_DENSE_LIMIT_ACCELERATOR, att.AUTO_BLOCK_ENTRIES_ACCELERATOR
+    lo, hi = att.AUTO_CHUNK_BOUNDS_ACCELERATOR
+    assert att.resolve_chunk_size("auto", 1, 1 << 13, 1 << 14) is None  # exactly the limit
+    assert att.resolve_chunk_size("auto", 1, (1 << 13) + 1, 1 << 14) is not None
+    for heads in (1, 3):
+        for logn in range(12, 26):
+            n = 1 << logn
+            chunk = att.resolve_chunk_size("auto", heads, n + 4, n)
+            if heads * (n + 4) * n <= limit:
+                assert chunk is None
+                continue
+            assert chunk & (chunk - 1) == 0 and lo <= chunk <= hi, (heads, n, chunk)
+            if lo < chunk < hi:
+                assert entries // 2 < chunk * heads * n <= entries, (heads, n, chunk)
+    assert att.resolve_chunk_size("auto", 1, 1 << 30, 1 << 30) == lo
+    assert att.resolve_chunk_size("auto", 1, 1 << 20, 1 << 15) == hi
