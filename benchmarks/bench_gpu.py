@@ -308,7 +308,8 @@ def main(argv=None):
                         reference = out
                     last[cell] = (n, row["time_s"], row["compile_s"])
                     result["rows"].append(row)
-                    print({k: row[k] for k in ("n", "d", "kind", "precision", "time_s", "rel_error_vs_float32")}, flush=True)
+                    shown = ("n", "d", "kind", "precision", "time_s", "rel_error_vs_float32")
+                    print({k: row[k] for k in shown}, flush=True)
                     save()
     save()
     print(f"wrote {json_path} and {md_path} in {result['wall_s']:.0f} s")

@@ -108,8 +108,9 @@ def _process_env(base, i, num_processes, coordinator, host_devices, gpus_per_pro
     env = dict(base)
     env.update({ENV_COORDINATOR: coordinator, ENV_NUM_PROCESSES: str(num_processes), ENV_PROCESS_ID: str(i)})
     if host_devices is not None:
-        flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
-        env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={host_devices}"])
+        flag = "--xla_force_host_platform_device_count"
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(flag)]
+        env["XLA_FLAGS"] = " ".join(flags + [f"{flag}={host_devices}"])
         env["JAX_PLATFORMS"] = "cpu"
     if gpus_per_process is not None:
         ids = range(i * gpus_per_process, (i + 1) * gpus_per_process)

@@ -105,7 +105,7 @@ def test_two_processes_match_one_process(tmp_path):
             np.testing.assert_allclose(got[name], value, rtol=1e-11, atol=1e-12, err_msg=f"{name} (process {pid})")
 
 
-def test_launch_kills_the_others_when_one_fails(tmp_path):
+def test_launch_kills_the_others_when_one_fails():
     """Process 1 fails at once, process 0 would sleep far past the timeout: both stop within it."""
     code = textwrap.dedent(
         """
@@ -119,9 +119,12 @@ def test_launch_kills_the_others_when_one_fails(tmp_path):
     assert [r.returncode for r in results] == [None, 3]
 
 
-def test_launch_sets_the_environment_initialize_reads(tmp_path):
-    code = "import os; print(os.environ['CFM_JAX_COORDINATOR'], os.environ['CFM_JAX_NUM_PROCESSES'], " \
-           "os.environ['CFM_JAX_PROCESS_ID'], os.environ['XLA_FLAGS'], os.environ.get('CFM_JAX_LOCAL_DEVICE_IDS'))"
+def test_launch_sets_the_environment_initialize_reads():
+    """One coordinator for all, ids 0..N−1, the forced device count replacing an earlier one
+    (other XLA flags kept), GPU i·k … i·k + k − 1 for process i."""
+    names = ("CFM_JAX_COORDINATOR", "CFM_JAX_NUM_PROCESSES", "CFM_JAX_PROCESS_ID", "XLA_FLAGS",
+             "CFM_JAX_LOCAL_DEVICE_IDS")
+    code = f"import os; print(*(os.environ[k] for k in {names!r}))"
     results = distributed.launch([sys.executable, "-c", code], 3, host_devices=2, gpus_per_process=2, capture=True,
                                  env={"XLA_FLAGS": "--xla_force_host_platform_device_count=7 --foo"})
     lines = [r.stdout.split() for r in results]
@@ -133,11 +136,13 @@ def test_launch_sets_the_environment_initialize_reads(tmp_path):
 
 
 def test_launch_timeout_kills_everything():
+    """Children that would run for 10 minutes are killed at the 2 s limit and reported as killed."""
     results = distributed.launch([sys.executable, "-c", "import time; time.sleep(600)"], 2, timeout_s=2, capture=True)
     assert [r.returncode for r in results] == [None, None]
 
 
 def test_bad_arguments():
+    """ValueErrors naming the argument, raised before any process starts or JAX is initialised."""
     with pytest.raises(ValueError, match="num_processes"):
         distributed.launch([sys.executable], 0)
     with pytest.raises(ValueError, match="command"):
@@ -151,9 +156,11 @@ def test_bad_arguments():
 
 
 def test_cli_reports_failure_in_one_line():
+    """``python -m cfm_jax.distributed``: exit status 1 and one line naming the failed process."""
+    code = "import os, sys; sys.exit(0 if os.environ['CFM_JAX_PROCESS_ID'] == '0' else 4)"
     out = subprocess.run(
         [sys.executable, "-m", "cfm_jax.distributed", "--processes", "2", "--timeout", "60", "--",
-         sys.executable, "-c", "import sys; sys.exit(0 if __import__('os').environ['CFM_JAX_PROCESS_ID'] == '0' else 4)"],
+         sys.executable, "-c", code],
         capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 1
