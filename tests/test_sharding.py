@@ -54,9 +54,10 @@ def test_sharded_forward_and_gradient_match_single_device():
 
 
 def test_backend_aware_block_sizes(monkeypatch):
-    """``resolve_chunk_size("auto", ...)``: the CPU rule is the historical one; on GPU/TPU a block
-    holds between half and all of AUTO_BLOCK_ENTRIES_ACCELERATOR scores (rounding rows down to a
-    power of two), within the row bounds, and dense stays dense up to its larger limit."""
+    """``resolve_chunk_size("auto", ...)``: the CPU rule is the historical one. On GPU/TPU the q
+    rows are split into equal blocks of a multiple of 8 rows, so the zero-padded tail is under 8
+    rows per block; a block holds at most ``most`` rows (AUTO_BLOCK_ENTRIES_ACCELERATOR scores,
+    clipped to the row bounds) and more than half of them; dense stays dense up to its limit."""
     from cfm_jax.fields import attention as att
 
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
@@ -72,14 +73,16 @@ def test_backend_aware_block_sizes(monkeypatch):
     assert att.resolve_chunk_size("auto", 1, 1 << 13, 1 << 14) is None  # exactly the limit
     assert att.resolve_chunk_size("auto", 1, (1 << 13) + 1, 1 << 14) is not None
     for heads in (1, 3):
-        for logn in range(12, 26):
+        for logn in range(10, 31, 2):
             n = 1 << logn
-            chunk = att.resolve_chunk_size("auto", heads, n + 4, n)
-            if heads * (n + 4) * n <= limit:
-                assert chunk is None
-                continue
-            assert chunk & (chunk - 1) == 0 and lo <= chunk <= hi, (heads, n, chunk)
-            if lo < chunk < hi:
-                assert entries // 2 < chunk * heads * n <= entries, (heads, n, chunk)
-    assert att.resolve_chunk_size("auto", 1, 1 << 30, 1 << 30) == lo
-    assert att.resolve_chunk_size("auto", 1, 1 << 20, 1 << 15) == hi
+            for q in (n + 4, 3 * n // 2, 2 * n):
+                chunk = att.resolve_chunk_size("auto", heads, q, n)
+                if heads * q * n <= limit:
+                    assert chunk is None
+                    continue
+                most = 8 * (min(hi, max(lo, entries // (heads * n))) // 8)
+                blocks = -(-q // chunk)
+                assert chunk % 8 == 0 and blocks * chunk - q < 8 * blocks, (heads, n, q, chunk)
+                assert most / 2 < chunk <= most, (heads, n, q, chunk, most)
+    # the 4 target rows past 2^14 do not cost a nearly empty fifth block of 4096 rows
+    assert att.resolve_chunk_size("auto", 1, (1 << 14) + 4, 1 << 14) == 3280

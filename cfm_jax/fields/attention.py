@@ -26,8 +26,9 @@ from .base import AbstractField
 AUTO_DENSE_LIMIT = 1 << 22
 #: Query-block rows used by the automatic chunked mode (CPU).
 AUTO_CHUNK_SIZE = 256
-#: GPU/TPU: dense up to this many score entries (512 MiB in float32), and query blocks sized so
-#: that one (H·chunk, n) score block holds about this many entries, within these row bounds.
+#: GPU/TPU: dense up to this many score entries (512 MiB in float32), and equal query blocks of
+#: at most about this many entries per (H·chunk, n) score block, at most (and, but for
+#: rounding, at least) these numbers of rows.
 AUTO_DENSE_LIMIT_ACCELERATOR = 1 << 27
 AUTO_BLOCK_ENTRIES_ACCELERATOR = 1 << 27
 AUTO_CHUNK_BOUNDS_ACCELERATOR = (32, 4096)
@@ -136,10 +137,13 @@ def resolve_chunk_size(chunk_size, heads: int, queries: int, keys: int) -> int |
     # The blocked loop runs its blocks one after another, so each block must be large enough
     # to fill the device and amortise the launches (~2^27 scores ≈ 10^8 exponentials), yet a
     # bounded size (512 MiB in float32, the adjoint holding ~4 such buffers) keeps memory
-    # O(n) and small next to the device's. A power of two keeps the padding at the tail small.
+    # O(n) and small next to the device's. The q rows are split into equal blocks (a multiple
+    # of 8 rows, for the matrix units) so that the zero-padded tail is at most 8 rows a block:
+    # q = n + B is just above a power of two when n is one.
     lo, hi = AUTO_CHUNK_BOUNDS_ACCELERATOR
-    rows = max(1, AUTO_BLOCK_ENTRIES_ACCELERATOR // (heads * keys))
-    return min(hi, max(lo, 1 << (rows.bit_length() - 1)))
+    most = 8 * (min(hi, max(lo, AUTO_BLOCK_ENTRIES_ACCELERATOR // (heads * keys))) // 8)
+    blocks = -(-queries // most)
+    return 8 * -(-queries // (8 * blocks))
 
 
 class AttentionField(AbstractField):
