@@ -26,9 +26,9 @@ from .base import AbstractField
 AUTO_DENSE_LIMIT = 1 << 22
 #: Query-block rows used by the automatic chunked mode (CPU).
 AUTO_CHUNK_SIZE = 256
-#: GPU/TPU: dense up to this many score entries (512 MiB in float32), and equal query blocks of
-#: at most about this many entries per (H·chunk, n) score block, at most (and, but for
-#: rounding, at least) these numbers of rows.
+#: GPU/TPU: dense up to the first many score entries (512 MiB in float32); above, equal query
+#: blocks of at most AUTO_BLOCK_ENTRIES_ACCELERATOR / (H·n) rows, that bound clipped to the
+#: (low, high) row bounds.
 AUTO_DENSE_LIMIT_ACCELERATOR = 1 << 27
 AUTO_BLOCK_ENTRIES_ACCELERATOR = 1 << 27
 AUTO_CHUNK_BOUNDS_ACCELERATOR = (32, 4096)
