@@ -35,10 +35,16 @@ from jaxtyping import Array, Float
 
 from .base import AbstractField, LocalVJP, complete_params
 
-#: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking.
+#: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking (CPU).
 AUTO_DENSE_LIMIT = 1 << 22
-#: Query-block rows used by the automatic chunked mode.
+#: Query-block rows used by the automatic chunked mode (CPU).
 AUTO_CHUNK_SIZE = 256
+#: GPU/TPU: dense up to the first many score entries (512 MiB in float32); above, equal query
+#: blocks of at most AUTO_BLOCK_ENTRIES_ACCELERATOR / (H·n) rows, that bound clipped to the
+#: (low, high) row bounds.
+AUTO_DENSE_LIMIT_ACCELERATOR = 1 << 27
+AUTO_BLOCK_ENTRIES_ACCELERATOR = 1 << 27
+AUTO_CHUNK_BOUNDS_ACCELERATOR = (32, 4096)
 
 
 def attention_matrix(Q: Float[Array, "H d d"], K: Float[Array, "H d d"]) -> Float[Array, "H d d"]:
@@ -126,14 +132,31 @@ def attention_means(
 
 
 def resolve_chunk_size(chunk_size, heads: int, queries: int, keys: int) -> int | None:
-    """Turn ``"auto"`` into None (dense) or a query block size, from the score-matrix size."""
+    """Turn ``"auto"`` into None (dense) or a query block size, from the score-matrix size.
+
+    The rule depends on ``jax.default_backend()``: CPU caches favour small fixed blocks, GPUs
+    and TPUs large ones (see ``docs/scaling.md``).
+    """
     if chunk_size != "auto":
         return chunk_size
-    if heads * queries * keys <= AUTO_DENSE_LIMIT:
+    if jax.default_backend() == "cpu":
+        if heads * queries * keys <= AUTO_DENSE_LIMIT:
+            return None
+        # Blocks of 256 query rows keep a (256·H, n) score block in cache-friendly pieces;
+        # memory is O(H·256·n), linear in n.
+        return AUTO_CHUNK_SIZE
+    if heads * queries * keys <= AUTO_DENSE_LIMIT_ACCELERATOR:
         return None
-    # Blocks of 256 query rows keep a (256·H, n) score block in cache-friendly pieces; memory
-    # is O(H·256·n), linear in n.
-    return AUTO_CHUNK_SIZE
+    # The blocked loop runs its blocks one after another, so each block must be large enough
+    # to fill the device and amortise the launches (~2^27 scores ≈ 10^8 exponentials), yet a
+    # bounded size (512 MiB in float32, the adjoint holding ~4 such buffers) keeps memory
+    # O(n) and small next to the device's. The q rows are split into equal blocks (a multiple
+    # of 8 rows, for the matrix units) so that the zero-padded tail is at most 8 rows a block:
+    # q = n + B is just above a power of two when n is one.
+    lo, hi = AUTO_CHUNK_BOUNDS_ACCELERATOR
+    most = 8 * (min(hi, max(lo, AUTO_BLOCK_ENTRIES_ACCELERATOR // (heads * keys))) // 8)
+    blocks = -(-queries // most)
+    return 8 * -(-queries // (8 * blocks))
 
 
 def _scan_row_blocks(block_fn, rows: tuple, chunk: int):
