@@ -29,7 +29,6 @@ from ..flow import FlowSolution
 from .base import (
     AbstractHandAdjoint,
     AdjointResult,
-    FlowSpec,
     context_measure,
     model_grads,
     step_params,
