@@ -11,7 +11,6 @@ import pytest
 import cfm_jax
 from cfm_jax import EmpiricalMeasure, Transformer
 from cfm_jax.experiments import chaos
-from cfm_jax.stats import fit_loglog
 from cfm_jax.fields.control import W1ControlField
 from cfm_jax.populations import (
     embedded_sphere,
@@ -20,6 +19,7 @@ from cfm_jax.populations import (
     subspace_gaussian,
     uniform_sphere,
 )
+from cfm_jax.stats import fit_loglog
 from cfm_jax.wasserstein import wasserstein1
 
 

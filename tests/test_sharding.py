@@ -5,8 +5,6 @@ import subprocess
 import sys
 import textwrap
 
-import jax
-
 SCRIPT = textwrap.dedent(
     """
     import jax, jax.numpy as jnp, numpy as np
@@ -51,38 +49,3 @@ def test_sharded_forward_and_gradient_match_single_device():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SHARDED_OK" in out.stdout
-
-
-def test_backend_aware_block_sizes(monkeypatch):
-    """``resolve_chunk_size("auto", ...)``: the CPU rule is the historical one. On GPU/TPU the q
-    rows are split into equal blocks of a multiple of 8 rows, so the zero-padded tail is under 8
-    rows per block; a block holds at most ``most`` rows (AUTO_BLOCK_ENTRIES_ACCELERATOR scores,
-    clipped to the row bounds) and more than half of them; dense stays dense up to its limit."""
-    from cfm_jax.fields import attention as att
-
-    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    assert att.resolve_chunk_size("auto", 1, 2048, 2048) is None  # exactly 2^22 entries
-    assert att.resolve_chunk_size("auto", 1, 2049, 2048) == 256
-    assert att.resolve_chunk_size("auto", 2, 1 << 20, 1 << 20) == 256
-    assert att.resolve_chunk_size(64, 1, 1 << 20, 1 << 20) == 64
-    assert att.resolve_chunk_size(None, 1, 1 << 20, 1 << 20) is None
-
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    limit, entries = att.AUTO_DENSE_LIMIT_ACCELERATOR, att.AUTO_BLOCK_ENTRIES_ACCELERATOR
-    lo, hi = att.AUTO_CHUNK_BOUNDS_ACCELERATOR
-    assert att.resolve_chunk_size("auto", 1, 1 << 13, 1 << 14) is None  # exactly the limit
-    assert att.resolve_chunk_size("auto", 1, (1 << 13) + 1, 1 << 14) is not None
-    for heads in (1, 3):
-        for logn in range(10, 31, 2):
-            n = 1 << logn
-            for q in (n + 4, 3 * n // 2, 2 * n):
-                chunk = att.resolve_chunk_size("auto", heads, q, n)
-                if heads * q * n <= limit:
-                    assert chunk is None
-                    continue
-                most = 8 * (min(hi, max(lo, entries // (heads * n))) // 8)
-                blocks = -(-q // chunk)
-                assert chunk % 8 == 0 and blocks * chunk - q < 8 * blocks, (heads, n, q, chunk)
-                assert most / 2 < chunk <= most, (heads, n, q, chunk, most)
-    # the 4 target rows past 2^14 do not cost a nearly empty fifth block of 4096 rows
-    assert att.resolve_chunk_size("auto", 1, (1 << 14) + 4, 1 << 14) == 3280

@@ -5,11 +5,12 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from _problems import problem, rel
 
 import cfm_jax
-from cfm_jax import ContinuousAdjoint, DiscreteAdjoint, Recompute, SaveAt, StoreAll, StoreEvery
+from cfm_jax import ContinuousAdjoint, DiscreteAdjoint, Recompute, SaveAt, StoreAll, StoreEvery, Transformer, forward
 
 AUTODIFF = diffrax.RecursiveCheckpointAdjoint()
 
@@ -160,3 +161,30 @@ def test_bad_adjoint_arguments_raise_clear_errors():
         cfm_jax.forward(model, x0, ctx, adjoint=ContinuousAdjoint(memory=Recompute()))
     with pytest.raises(ValueError, match="`memory`"):
         cfm_jax.forward(model, x0, ctx, adjoint=DiscreteAdjoint("recompute"))
+
+
+@pytest.fixture
+def tiny():
+    return Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=3, layers=2)
+
+
+@pytest.mark.parametrize(
+    "x0,context,kwargs,match",
+    [
+        (np.zeros((2, 3)), np.zeros((4, 2)), {}, "x0"),
+        (np.zeros((1, 1, 2)), np.zeros((4, 2)), {}, "x0"),
+        (np.zeros((2, 2)), np.zeros((4, 3)), {}, "context"),
+        (np.array([[np.nan, 0.0]]), np.zeros((4, 2)), {}, "x0"),
+        (np.zeros((1, 2)), np.zeros((4, 2)), {"steps": 3}, "steps"),
+        (np.zeros((1, 2)), np.zeros((4, 2)), {"steps": 0}, "steps"),
+        (np.zeros((1, 2), np.int32), np.zeros((4, 2)), {}, "x0"),
+    ],
+)
+def test_forward_validation(tiny, x0, context, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        forward(tiny, x0, context, **kwargs)
+
+
+def test_forward_rejects_non_models():
+    with pytest.raises(ValueError, match="model"):
+        forward({"Q": 1}, np.zeros(2), np.zeros((3, 2)))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import cfm_jax
-from cfm_jax import EmpiricalMeasure, SaveAt, Transformer, forward, split_atom
+from cfm_jax import EmpiricalMeasure, SaveAt, forward, split_atom
 
 
 def _naive_velocity(model, l, q, z, w):
@@ -81,46 +81,6 @@ def test_uniform_weights_equal_unweighted(small_problem):
     a = forward(model, x0, ctx.points)
     b = forward(model, x0, EmpiricalMeasure(ctx.points, jnp.full((n,), 1.0 / n)))
     np.testing.assert_allclose(a.x1, b.x1, atol=1e-14)
-
-
-@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 1e-6), (jnp.float64, 1e-12)])
-def test_chunked_attention_matches_dense(dtype, tol):
-    d, n = 4, 37  # n not divisible by any chunk below
-    model = Transformer.init(jax.random.key(3), d, heads=2, mlp_width=0, layers=2, dtype=dtype, chunk_size=None)
-    z = jax.random.normal(jax.random.key(4), (n, d), dtype)
-    x0 = jax.random.normal(jax.random.key(6), (3, d), dtype)
-    dense = forward(model, x0, z)
-    scale = float(jnp.abs(dense.z1).max())
-    for chunk, key_chunk in [(8, None), (5, 16), (None, 7), (64, 64)]:
-        sol = forward(model.with_chunking(chunk, key_chunk), x0, z)
-        np.testing.assert_allclose(sol.z1, dense.z1, atol=tol * scale, rtol=0)
-        np.testing.assert_allclose(sol.x1, dense.x1, atol=tol * scale, rtol=0)
-
-
-def test_auto_chunking_switches_on_large_contexts():
-    from cfm_jax.fields.attention import resolve_chunk_size
-
-    assert resolve_chunk_size("auto", 1, 100, 100) is None
-    chunk = resolve_chunk_size("auto", 4, 70000, 70000)
-    assert chunk == cfm_jax.fields.attention.AUTO_CHUNK_SIZE
-
-
-def test_huge_logits_do_not_overflow_float32():
-    d, n = 3, 9
-    key = jax.random.split(jax.random.key(7), 3)
-    Q = 100.0 * jnp.eye(d)[None, None]
-    z64 = jax.random.normal(key[0], (n, d), jnp.float64) * 10
-    x64 = jax.random.normal(key[1], (2, d), jnp.float64) * 10
-    kw = dict(K=Q, V=0.1 * jnp.eye(d)[None, None])
-    m64 = Transformer(Q=Q.astype(jnp.float64), K=kw["K"].astype(jnp.float64), V=kw["V"].astype(jnp.float64), chunk_size=None)
-    m32 = m64.astype(jnp.float32)
-    logits = (x64 @ (Q[0, 0] @ Q[0, 0])) @ z64.T
-    assert float(jnp.abs(logits).max()) > 1e4
-    ref = forward(m64, x64, z64)
-    for chunk in (None, 4):
-        sol = forward(m32.with_chunking(chunk, 4 if chunk else None), x64.astype(jnp.float32), z64.astype(jnp.float32))
-        assert bool(jnp.isfinite(sol.x1).all() and jnp.isfinite(sol.z1).all())
-        np.testing.assert_allclose(sol.x1, ref.x1, rtol=1e-4, atol=1e-3)
 
 
 def test_weighted_measure_matches_repeated_points(small_problem):

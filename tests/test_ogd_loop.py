@@ -1,5 +1,5 @@
-"""Ridge-regularised OGD (issue 5): the optax step, coupled finite/population-context runs,
-the three ridge regimes, the n-rate, checkpoints and input validation.
+"""The OGD loop: coupled finite/population-context runs, the ridge regimes, the n-rate and input
+validation.
 
 One tiny configuration is shared (d = 2, L = 2, H = 1, m = 4, B = 4, contexts uniform on the
 unit circle, n_ref = 256) so that JAX compiles each loop once. The regimes use λ_c = 2C with C *estimated* on the λ = 0 trajectory (nothing about
@@ -10,85 +10,16 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
+from _ogd_problem import CK_LAM, ETA, N_REF, NS, B, D, K, L, M, setup  # noqa: F401 (setup is a pytest fixture)
 
 import cfm_jax
 from cfm_jax import ogd
+from cfm_jax.populations import gaussian
 from cfm_jax.stats import fit_loglog
-from cfm_jax.populations import gaussian, uniform_sphere
-from cfm_jax.streams import ArrayStream, FunctionStream, TeacherStudentStream
-
-D, L, M, B = 2, 2, 4, 4
-N_REF = 256
-NS = (4, 16, 64)
-ETA = 0.03
-K = 300  # = 9/η
-
-
-@pytest.fixture(scope="module")
-def setup():
-    teacher = cfm_jax.Transformer.init(jax.random.key(1), D, heads=1, mlp_width=M, layers=L, dtype=jnp.float64)
-    student = cfm_jax.Transformer.init(jax.random.key(2), D, heads=1, mlp_width=M, layers=L, dtype=jnp.float64)
-    # compact support (the paper's assumption): contexts uniform on the unit circle
-    stream = TeacherStudentStream(teacher, uniform_sphere(D), jax.random.key(3), batch=B, context_size=N_REF)
-    return teacher, student, stream
-
+from cfm_jax.streams import ArrayStream, TeacherStudentStream
 
 # --- the optax step -------------------------------------------------------------------------------
-
-
-def test_ridge_sgd_is_the_hand_written_update():
-    eta, lam = 0.25, 0.5  # dyadic: every product below is exact in binary floating point
-    theta = {"a": jnp.asarray([1.0, -2.0, 0.5, 3.0]), "b": jnp.asarray([[0.75, -0.125]])}
-    g = {"a": jnp.asarray([0.5, 0.25, -1.0, 2.0]), "b": jnp.asarray([[-4.0, 0.0625]])}
-    opt = ogd.ridge_sgd(eta, lam)
-    upd, _ = opt.update(g, opt.init(theta), theta)
-    new = optax.apply_updates(theta, upd)
-    for k in theta:
-        np.testing.assert_array_equal(new[k], (1 - eta * lam) * theta[k] - eta * g[k])
-    # generic float64 values: equal to round-off (a few ulp)
-    t = jax.random.normal(jax.random.key(0), (50,), jnp.float64)
-    gg = jax.random.normal(jax.random.key(1), (50,), jnp.float64)
-    opt = ogd.ridge_sgd(0.037, 1.9)
-    upd, _ = opt.update(gg, opt.init(t), t)
-    np.testing.assert_allclose(optax.apply_updates(t, upd), (1 - 0.037 * 1.9) * t - 0.037 * gg, rtol=0, atol=1e-15)
-
-
-CK_LAM = 0.5
-
-
-def _short_run(student, stream, **kw):
-    """The 4-step coupled run (n = 8 and the reference) shared by several tests (one compile)."""
-    return ogd.coupled_run(student, stream, (8,), ogd.ridge_sgd(ETA, CK_LAM), 4, record_params=True, **kw)
-
-
-def test_one_ogd_step_is_ridge_update_with_functional_gradient(setup):
-    _, student, stream = setup
-    res = _short_run(student, stream)
-    after_one = eqx.combine(jax.tree.map(lambda a: a[0], res.ref_params), student)
-    s = stream(0)
-    # independent gradient source: autodiff through the residual network, scaled by L by hand
-    loss, g = ogd.autodiff_value_and_grad(student, s.x0, cfm_jax.EmpiricalMeasure(s.context), s.y)
-    for name, a in after_one.stacked_params().items():
-        expect = (1 - ETA * CK_LAM) * getattr(student, name) - ETA * L * getattr(g, name)
-        np.testing.assert_allclose(a, expect, rtol=1e-12, atol=1e-13, err_msg=name)
-    np.testing.assert_allclose(res.losses[0, -1], loss, rtol=1e-12)
-    assert int(res.state.step) == 4
-
-
-def test_functional_gradient_scales_by_depth(setup):
-    _, student, stream = setup
-    s = stream(0)
-    ctx = cfm_jax.EmpiricalMeasure(s.context[:16])
-    _, g = ogd.autodiff_value_and_grad(student, s.x0, ctx, s.y)
-    fg = ogd.functional_scale(student, g)
-    for a, b in zip(jax.tree.leaves(fg), jax.tree.leaves(g)):
-        np.testing.assert_allclose(a, L * b, rtol=1e-14)
-    # default gradient source (the adjoint library when present) agrees with autodiff
-    _, g2 = ogd.default_grad_fn()(student, s.x0, ctx, s.y)
-    for a, b in zip(jax.tree.leaves(g2), jax.tree.leaves(g)):
-        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
 # --- the three regimes -----------------------------------------------------------------------------
@@ -187,52 +118,10 @@ def test_coupled_run_with_the_whole_reference_is_the_reference_bit_for_bit(setup
 # --- checkpoints ---------------------------------------------------------------------------------------
 
 
-def test_checkpoint_restore_is_bitwise(setup, tmp_path):
-    _, student, stream = setup
-    opt = ogd.ridge_sgd(ETA, CK_LAM)
-    full = ogd.coupled_run(student, stream, (8,), opt, 8, record_params=True)
-    first = _short_run(student, stream)
-    path = ogd.save_checkpoint(tmp_path / "ckpt.eqx", first.state, stream)
-    like = ogd.init_state(student, opt, (8, None))
-    other = eqx.tree_at(lambda s: s.key, stream, jax.random.key(99))
-    state, stream2 = ogd.load_checkpoint(path, like, other)
-    assert int(state.step) == 4
-    np.testing.assert_array_equal(jax.random.key_data(stream2.key), jax.random.key_data(stream.key))
-    second = _short_run(student, stream2, state=state)
-    for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(second.state)):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(full.deviations[4:], second.deviations)
-
-
 # --- user streams ----------------------------------------------------------------------------------------
 
 
-def test_user_streams_match_the_teacher_stream(setup):
-    _, student, stream = setup
-    samples = [stream(k) for k in range(4)]
-    arrays = tuple(jnp.stack([getattr(s, f) for s in samples]) for f in ("x0", "context", "y"))
-    ref = _short_run(student, stream)
-    a = _short_run(student, ArrayStream(*arrays))
-    for x, y in zip(jax.tree.leaves(ref.state), jax.tree.leaves(a.state)):
-        np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-14)
-    fs = FunctionStream(lambda k: (arrays[0][k], cfm_jax.EmpiricalMeasure(arrays[1][k]), arrays[2][k]))
-    for f in ("x0", "context", "y"):
-        np.testing.assert_array_equal(getattr(fs(2), f), getattr(samples[2], f))
-    with pytest.raises(ValueError, match="4 samples"):
-        ogd.run_ogd(student, ArrayStream(*arrays), ogd.ridge_sgd(ETA, CK_LAM), 5)
-
-
 # --- validation ----------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "eta, lam, match",
-    [(0.0, 0.1, "learning_rate"), (-1.0, 0.1, "learning_rate"), (float("nan"), 0.1, "learning_rate"),
-     (0.1, -0.5, "weight_decay"), (0.5, 2.0, "η·λ"), (0.1, float("inf"), "weight_decay"), ("a", 1.0, "numbers")],
-)
-def test_bad_step_sizes(eta, lam, match):
-    with pytest.raises(ValueError, match=match):
-        ogd.ridge_sgd(eta, lam)
 
 
 def test_bad_shapes_and_arguments(setup):

@@ -1,0 +1,36 @@
+"""The strategy plumbing: stacked system products, passive probe rows, the weight gradient."""
+
+import jax
+import jax.numpy as jnp
+from _problems import problem, rel
+
+from cfm_jax.adjoint import system_vjp
+from cfm_jax.adjoint.base import weight_gradient
+
+
+def test_probe_rows_are_passive_in_the_system_products():
+    """Adding probe rows changes neither the targets' and particles' products nor the measure and
+    parameter terms; probes only receive their own dx and the measure term at their positions."""
+    model, x0, ctx, _ = problem(3)
+    th, z, w = model.layer_params(1), ctx.points, ctx.weights
+    kp, kb, kz = jax.random.split(jax.random.key(2), 3)
+    p, b = jax.random.normal(kp, x0.shape), jax.random.normal(kb, z.shape)
+    probes = jax.random.normal(kz, (4, 3))
+    none = system_vjp(model.field, th, x0, z, w, jnp.zeros((0, 3)), p, b, jnp.zeros((0, 3)))
+    some = system_vjp(model.field, th, x0, z, w, probes, p, b, jax.random.normal(kz, (4, 3)))
+    B, n = x0.shape[0], z.shape[0]
+    assert rel(some.dx[: B + n], none.dx) <= 1e-13 and rel(some.dz, none.dz) <= 1e-13
+    assert rel(some.dlogw, none.dlogw) <= 1e-13 and rel(some.dparams, none.dparams) <= 1e-13
+    assert some.dtargets.shape == (4, 3) and some.phi.shape == (4,)
+    # the measure term at a probe placed on a particle is the particle's test-field term dz_j / w_j
+    on = system_vjp(model.field, th, x0, z, w, z[:2], p, b, jnp.zeros((2, 3)))
+    assert rel(on.dtargets, on.dz[:2] / w[:2, None]) <= 1e-12
+    assert rel(on.phi, on.dlogw[:2] / w[:2]) <= 1e-12
+
+
+def test_weight_gradient_divides_by_the_mass_and_is_zero_on_padding():
+    dlogw = jnp.array([0.2, -0.4, 0.0])
+    w = jnp.array([0.5, 0.5, 0.0])
+    g = weight_gradient(dlogw, w, None)
+    assert jnp.allclose(g, jnp.array([0.4, -0.8, 0.0])) and bool(jnp.isfinite(g).all())
+    assert jnp.allclose(weight_gradient(dlogw, w, jnp.ones(3)), g + 1)

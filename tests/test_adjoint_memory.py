@@ -1,0 +1,48 @@
+"""Memory policies: one validation, and the compiled memory they promise (no execution)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import pytest
+
+import cfm_jax
+from cfm_jax import Backsolve, DiscreteAdjoint, Recompute, StoreAll, StoreEvery
+from cfm_jax.adjoint.memory import segment_steps
+
+
+def test_segment_steps_per_policy_and_strategy():
+    kw = dict(layers=8, steps=16, steps_per_layer=2)
+    assert segment_steps(StoreAll(), "discrete", **kw) is None
+    assert segment_steps(StoreEvery(4), "discrete", **kw) == 8
+    assert segment_steps(Recompute(), "discrete", **kw) == 2
+    assert segment_steps(StoreEvery(1), "continuous", **kw) == 2
+    assert segment_steps(Backsolve(), "continuous", **kw) is None
+    for bad, strategy in [(StoreEvery(3), "discrete"), (StoreEvery(0), "discrete"), (Backsolve(), "discrete"),
+                          (StoreAll(), "continuous"), (Recompute(), "continuous"), (StoreEvery(2), "continuous"),
+                          ("layers", "discrete")]:
+        with pytest.raises(ValueError, match="`memory`"):
+            segment_steps(bad, strategy, **kw)
+
+
+def _temp_bytes(adjoint, L, n=512, d=4):
+    model = cfm_jax.Transformer.init(jax.random.key(0), d, heads=1, mlp_width=0, layers=L, dtype=jnp.float32)
+    x0 = jnp.ones((2, d), jnp.float32)
+    ctx = cfm_jax.EmpiricalMeasure(jax.random.normal(jax.random.key(1), (n, d), jnp.float32))
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+
+    def loss(p):
+        return jnp.sum(cfm_jax.forward(eqx.combine(p, static), x0, ctx, adjoint=adjoint).x1 ** 2)
+
+    return jax.jit(jax.grad(loss)).lower(params).compile().memory_analysis().temp_size_in_bytes
+
+
+def test_recompute_memory_is_independent_of_depth_and_store_all_grows():
+    """StoreAll keeps every state (grows with L by one (n + B)·d state per layer); Recompute keeps
+    only s = 0 (flat in L); StoreEvery(4) keeps L/4 boundaries plus one recomputed segment."""
+    state = (512 + 2) * 4 * 4  # one float32 state of n + B tokens
+    store = {L: _temp_bytes(DiscreteAdjoint(), L) for L in (8, 32)}
+    recompute = {L: _temp_bytes(DiscreteAdjoint(Recompute()), L) for L in (8, 32)}
+    every = _temp_bytes(DiscreteAdjoint(StoreEvery(4)), 32)
+    assert store[32] - store[8] >= 24 * state  # 24 more stored states
+    assert abs(recompute[32] - recompute[8]) < state
+    assert recompute[32] < every < store[32]

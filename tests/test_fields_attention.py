@@ -1,0 +1,84 @@
+"""Softmax attention: dense, query-blocked and key-streamed paths, automatic blocks, float32 stability, closed-form local products."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cfm_jax
+from cfm_jax import Transformer, forward
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 1e-6), (jnp.float64, 1e-12)])
+def test_chunked_attention_matches_dense(dtype, tol):
+    d, n = 4, 37  # n not divisible by any chunk below
+    model = Transformer.init(jax.random.key(3), d, heads=2, mlp_width=0, layers=2, dtype=dtype, chunk_size=None)
+    z = jax.random.normal(jax.random.key(4), (n, d), dtype)
+    x0 = jax.random.normal(jax.random.key(6), (3, d), dtype)
+    dense = forward(model, x0, z)
+    scale = float(jnp.abs(dense.z1).max())
+    for chunk, key_chunk in [(8, None), (5, 16), (None, 7), (64, 64)]:
+        sol = forward(model.with_chunking(chunk, key_chunk), x0, z)
+        np.testing.assert_allclose(sol.z1, dense.z1, atol=tol * scale, rtol=0)
+        np.testing.assert_allclose(sol.x1, dense.x1, atol=tol * scale, rtol=0)
+
+
+def test_auto_chunking_switches_on_large_contexts():
+    from cfm_jax.fields.attention import resolve_chunk_size
+
+    assert resolve_chunk_size("auto", 1, 100, 100) is None
+    chunk = resolve_chunk_size("auto", 4, 70000, 70000)
+    assert chunk == cfm_jax.fields.attention.AUTO_CHUNK_SIZE
+
+
+def test_huge_logits_do_not_overflow_float32():
+    d, n = 3, 9
+    key = jax.random.split(jax.random.key(7), 3)
+    Q = 100.0 * jnp.eye(d)[None, None]
+    z64 = jax.random.normal(key[0], (n, d), jnp.float64) * 10
+    x64 = jax.random.normal(key[1], (2, d), jnp.float64) * 10
+    kw = dict(K=Q, V=0.1 * jnp.eye(d)[None, None])
+    m64 = Transformer(Q=Q.astype(jnp.float64), K=kw["K"].astype(jnp.float64), V=kw["V"].astype(jnp.float64), chunk_size=None)
+    m32 = m64.astype(jnp.float32)
+    logits = (x64 @ (Q[0, 0] @ Q[0, 0])) @ z64.T
+    assert float(jnp.abs(logits).max()) > 1e4
+    ref = forward(m64, x64, z64)
+    for chunk in (None, 4):
+        sol = forward(m32.with_chunking(chunk, 4 if chunk else None), x64.astype(jnp.float32), z64.astype(jnp.float32))
+        assert bool(jnp.isfinite(sol.x1).all() and jnp.isfinite(sol.z1).all())
+        np.testing.assert_allclose(sol.x1, ref.x1, rtol=1e-4, atol=1e-3)
+
+
+def test_backend_aware_block_sizes(monkeypatch):
+    """``resolve_chunk_size("auto", ...)``: the CPU rule is the historical one. On GPU/TPU the q
+    rows are split into equal blocks of a multiple of 8 rows, so the zero-padded tail is under 8
+    rows per block; a block holds at most ``most`` rows (AUTO_BLOCK_ENTRIES_ACCELERATOR scores,
+    clipped to the row bounds) and more than half of them; dense stays dense up to its limit."""
+    from cfm_jax.fields import attention as att
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert att.resolve_chunk_size("auto", 1, 2048, 2048) is None  # exactly 2^22 entries
+    assert att.resolve_chunk_size("auto", 1, 2049, 2048) == 256
+    assert att.resolve_chunk_size("auto", 2, 1 << 20, 1 << 20) == 256
+    assert att.resolve_chunk_size(64, 1, 1 << 20, 1 << 20) == 64
+    assert att.resolve_chunk_size(None, 1, 1 << 20, 1 << 20) is None
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    limit, entries = att.AUTO_DENSE_LIMIT_ACCELERATOR, att.AUTO_BLOCK_ENTRIES_ACCELERATOR
+    lo, hi = att.AUTO_CHUNK_BOUNDS_ACCELERATOR
+    assert att.resolve_chunk_size("auto", 1, 1 << 13, 1 << 14) is None  # exactly the limit
+    assert att.resolve_chunk_size("auto", 1, (1 << 13) + 1, 1 << 14) is not None
+    for heads in (1, 3):
+        for logn in range(10, 31, 2):
+            n = 1 << logn
+            for q in (n + 4, 3 * n // 2, 2 * n):
+                chunk = att.resolve_chunk_size("auto", heads, q, n)
+                if heads * q * n <= limit:
+                    assert chunk is None
+                    continue
+                most = 8 * (min(hi, max(lo, entries // (heads * n))) // 8)
+                blocks = -(-q // chunk)
+                assert chunk % 8 == 0 and blocks * chunk - q < 8 * blocks, (heads, n, q, chunk)
+                assert most / 2 < chunk <= most, (heads, n, q, chunk, most)
+    # the 4 target rows past 2^14 do not cost a nearly empty fifth block of 4096 rows
+    assert att.resolve_chunk_size("auto", 1, (1 << 14) + 4, 1 << 14) == 3280

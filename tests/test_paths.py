@@ -1,0 +1,36 @@
+"""Parameter paths: the Transformer and its validation (every error names the argument)."""
+
+import jax
+import numpy as np
+import pytest
+
+from cfm_jax import Transformer
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 2))), "`V`"),
+        (dict(Q=np.zeros((2, 1, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 3))), "`Q`"),
+        (dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((3, 1, 3, 3)), V=np.zeros((2, 1, 3, 3))), "`K`"),
+        (dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 3)), W1=np.zeros((2, 4, 3))), "W1"),
+        (
+            dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 3)),
+                 W1=np.zeros((2, 4, 3)), b1=np.zeros((2, 4)), W2=np.zeros((2, 3, 5)), b2=np.zeros((2, 3))),
+            "`W2`",
+        ),
+        (dict(Q=np.full((1, 1, 2, 2), np.inf), K=np.zeros((1, 1, 2, 2)), V=np.zeros((1, 1, 2, 2))), "`Q`"),
+        (dict(Q=np.zeros((1, 1, 2, 2)), K=np.zeros((1, 1, 2, 2)), V=np.zeros((1, 1, 2, 2)), chunk_size=0), "chunk_size"),
+    ],
+)
+def test_transformer_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Transformer(**kwargs)
+
+
+@pytest.mark.parametrize("arg,value", [("dim", 0), ("heads", 0), ("layers", 0), ("mlp_width", -1)])
+def test_init_validation(arg, value):
+    kwargs = dict(dim=2, heads=1, mlp_width=0, layers=1)
+    kwargs[arg] = value
+    with pytest.raises(ValueError, match=arg):
+        Transformer.init(jax.random.key(0), **kwargs)

@@ -1,0 +1,26 @@
+"""Sample streams: user array/function streams reproduce the teacher-student stream."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _ogd_problem import CK_LAM, ETA, _short_run, setup  # noqa: F401 (setup is a pytest fixture)
+
+import cfm_jax
+from cfm_jax import ogd
+from cfm_jax.streams import ArrayStream, FunctionStream
+
+
+def test_user_streams_match_the_teacher_stream(setup):
+    _, student, stream = setup
+    samples = [stream(k) for k in range(4)]
+    arrays = tuple(jnp.stack([getattr(s, f) for s in samples]) for f in ("x0", "context", "y"))
+    ref = _short_run(student, stream)
+    a = _short_run(student, ArrayStream(*arrays))
+    for x, y in zip(jax.tree.leaves(ref.state), jax.tree.leaves(a.state)):
+        np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-14)
+    fs = FunctionStream(lambda k: (arrays[0][k], cfm_jax.EmpiricalMeasure(arrays[1][k]), arrays[2][k]))
+    for f in ("x0", "context", "y"):
+        np.testing.assert_array_equal(getattr(fs(2), f), getattr(samples[2], f))
+    with pytest.raises(ValueError, match="4 samples"):
+        ogd.run_ogd(student, ArrayStream(*arrays), ogd.ridge_sgd(ETA, CK_LAM), 5)
