@@ -9,7 +9,7 @@ A *model* is an Equinox module with
   paths), and ``params_at(s)`` for any depth;
 - ``piecewise_constant``: whether θ is constant on every segment.
 
-:class:`Transformer` is the canonical piecewise-constant path of SPEC §1 with the attention +
+:class:`Transformer` is the canonical piecewise-constant path of docs/theory.md §1 with the attention +
 MLP field; :class:`CFM` takes any field and any stacked parameter mapping;
 :class:`PiecewiseLinearCFM` interpolates linearly between L + 1 nodes.
 """

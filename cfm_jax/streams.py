@@ -8,7 +8,7 @@ same samples as an uninterrupted one. Streams carry their own PRNG key and use
 - :class:`TeacherStudentStream`: x_0 ~ N(0, I), a fresh context of ``context_size`` i.i.d.
   points from a population law, y = teacher CFM's x_1 under that context (plus optional noise).
   In coupled runs (``cfm_jax.ogd.coupled_run``) this context is the *reference sample* of the
-  population; the n-point context is its first n points (SPEC §4).
+  population; the n-point context is its first n points (docs/theory.md §4).
 - :class:`ArrayStream`: user data already in memory (leading step axis K).
 - :class:`FunctionStream`: any user function ``k -> Sample`` (or ``(x0, context, y)``).
 

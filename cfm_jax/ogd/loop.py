@@ -121,7 +121,7 @@ def coupled_run(
     functional=True,
     record_params=False,
 ) -> OGDResult:
-    """n-context trajectories θ^{(n)}_k coupled with the population trajectory θ̂_k (SPEC §3).
+    """n-context trajectories θ^{(n)}_k coupled with the population trajectory θ̂_k (docs/theory.md §3).
 
     All see the same (x_0^k, y^k); θ̂ uses the whole sample context (the reference sample,
     n_ref points), θ^{(n)} its first n points. ``result.deviations[:, i]`` is
