@@ -96,3 +96,24 @@ def test_continuous_backsolve_converges(continuous_problem):
         model, x0, ctx, y, adjoint=ContinuousAdjoint(memory=Backsolve()), solver=diffrax.Bosh3(), steps=16
     )
     assert _rel(gb, ref) < 1e-3
+
+
+def test_saved_layer_cotangents_converge_at_the_solver_order():
+    """A loss of the SaveAt(layers=True) trajectory (cotangents injected at the layer boundaries):
+    the continuous adjoint's gradient in (θ, x0, z0, w) converges to the continuous one at Heun's order 2."""
+    model, x0, ctx, _ = _problem(11, layers=2)
+
+    def grad(adjoint, solver, steps):
+        def f(inputs):
+            m, x, z, w = inputs
+            sol = cfm_jax.forward(m, x, cfm_jax.EmpiricalMeasure.unchecked(z, w), solver=solver, steps=steps,
+                                  saveat=cfm_jax.SaveAt(layers=True), adjoint=adjoint)
+            return jnp.sum(jnp.tanh(sol.xs) ** 2) + 0.1 * jnp.sum(sol.zs[1:] ** 3)
+
+        return eqx.filter_jit(eqx.filter_grad(f))((model, x0, ctx.points, ctx.weights))
+
+    ref = grad(diffrax.RecursiveCheckpointAdjoint(), diffrax.Bosh3(), 2 * 64)
+    steps = np.array([16, 32, 64])  # past the pre-asymptotic range of this (strongly coupled) problem
+    errs = [_rel(grad(ContinuousAdjoint(), diffrax.Heun(), int(s)), ref) for s in steps]
+    slope = -np.polyfit(np.log(steps), np.log(errs), 1)[0]
+    assert 1.7 <= slope <= 2.5, (errs, slope)

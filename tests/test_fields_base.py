@@ -21,6 +21,7 @@ FIELDS = {
     "attention[blocked]": AttentionField(chunk_size=4),
     "mlp": MLPField(),
     "sum": AttentionField() + MLPField(),
+    "sum of two measure-dependent fields": AttentionField() + AttentionField(chunk_size=4),
 }
 
 
