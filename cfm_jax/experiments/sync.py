@@ -14,6 +14,9 @@ Sections (each configuration one resumable row of ``OUT/rows.jsonl``):
   only the strong and chaos sections run, reduced).
 
 Runs in float64 (needed to resolve nearly merged tokens and the twin separation).
+
+``--paper`` runs the second paper's appendix grid instead (into ``OUT/paper``) and ``--figure1``
+its Figure 1 (into ``OUT/figure1``); see :mod:`cfm_jax.experiments.sync_paper`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ def add_arguments(parser):
 
     add_experiment_arguments(parser, "cfm_out/sync")
     parser.add_argument("--realisations", type=int, default=None, help="override runs per configuration")
+    parser.add_argument("--paper", action="store_true",
+                        help="the second paper's appendix grid (kernel table, one figure per activation, "
+                             "energy decay vs the theorem's bound) into OUT/paper")
+    parser.add_argument("--figure1", action="store_true", help="the second paper's Figure 1 (ReLU vs tanh) into OUT/figure1")
+    parser.add_argument("--full-grid", action="store_true", help="with --paper: 64 realisations per cell instead of 16")
+    parser.add_argument("--width", type=int, default=256, help="with --paper: MLP width m of the main grid (default: 256)")
 
 
 # ------------------------------------------------------------------------------ configs
@@ -339,6 +348,22 @@ def run(args) -> int:
 
     jax.config.update("jax_enable_x64", True)
     from .runner import Sweep, write_summary
+
+    if getattr(args, "paper", False) or getattr(args, "figure1", False):
+        from . import sync_paper
+
+        if args.width < 1 or (args.realisations is not None and args.realisations < 2):
+            print("error: --width must be >= 1 and --realisations >= 2", file=__import__("sys").stderr)
+            return 2
+        base = args.out
+        rc = 0
+        if args.paper:
+            args.out = str(Path(base) / "paper")
+            rc = sync_paper.run_paper(args)
+        if args.figure1:
+            args.out = str(Path(base) / "figure1")
+            rc = rc or sync_paper.run_figure1(args)
+        return rc
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
