@@ -317,7 +317,7 @@ def figure1(out: Path, *, quick: bool, seed: int) -> list[dict]:
 
     kw = dict(n=16, layers=200, width=128) if quick else {}
     res = []
-    fig, axes = figure(4, ncols=2, width=5.0, height=2.8)
+    fig, axes = figure(4, ncols=2, width=4.4, height=2.5)
     for i, act in enumerate(("relu", "tanh")):
         ts, xs, polar, nematic = figure1_run(act, seed=seed, **kw)
         layer = ts * kw.get("layers", 2000) / 20.0
