@@ -87,7 +87,7 @@ def main(argv=None):
            "sampler_cost": sampler, "crossover_N_exact_slower_than_features_m4096": cross}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "stochastic.json").write_text(json.dumps(res, indent=2) + "\n")
-    md = ["# Stochastic transformer benchmark (issue 6)", "",
+    md = ["# Stochastic transformer benchmark", "",
           f"Machine: {res['machine']['processor']}, {res['machine']['cpu_count']} CPUs, jax {res['machine']['jax']} "
           f"({res['machine']['backend']}), "
           "float32. **Shared and noisy machine** (other jobs running): compare ratios, not absolutes.", "",

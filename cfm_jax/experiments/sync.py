@@ -1,4 +1,4 @@
-"""``cfm-jax sync``: synchronisation by common noise, Lyapunov table, convergence rates (SPEC §5).
+"""``cfm-jax sync``: synchronisation by common noise, Lyapunov table, convergence rates (docs/theory.md).
 
 Sections (each configuration one resumable row of ``OUT/rows.jsonl``):
 
@@ -239,7 +239,7 @@ def _run_chaos(c):
     from ..stats import fit_loglog
 
     # Random-feature noise: the same layer key gives the same field to both systems, so the
-    # N-token system and the N_ref reference are driven by one common noise (SPEC §5).
+    # N-token system and the N_ref reference are driven by one common noise (docs/theory.md).
     k = NoiseKernel("relu", 0.5, 1.0, 0.0)
     att = SphereAttention("SA", 1.0)
     sde = SphereSDE(k, steps=c["steps"], horizon=c["T"], attention=att, noise="features", width=c["width"])

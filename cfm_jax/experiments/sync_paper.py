@@ -315,7 +315,7 @@ def figure1_run(act: str, *, n: int = 64, d: int = 4, layers: int = 2000, horizo
 def figure1(out: Path, *, quick: bool, seed: int) -> list[dict]:
     from .plotting import figure, save
 
-    kw = dict(n=16, layers=200, width=128) if quick else {}
+    kw = dict(n=16, layers=200, width=64) if quick else {}
     res = []
     fig, axes = figure(4, ncols=2, width=4.4, height=2.5)
     for i, act in enumerate(("relu", "tanh")):

@@ -1,4 +1,4 @@
-"""The discrete stochastic transformer on the sphere (SPEC §5): post-norm attention + random MLP.
+"""The discrete stochastic transformer on the sphere (docs/theory.md): post-norm attention + random MLP.
 
 One layer, Δt = T/L, tokens x_i ∈ S^{d−1}:
 

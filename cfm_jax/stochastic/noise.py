@@ -1,4 +1,4 @@
-"""Samplers of the common Gaussian-field noise at the token positions (SPEC §5).
+"""Samplers of the common Gaussian-field noise at the token positions (docs/theory.md).
 
 Exact: for each coordinate a, (ΔW_i^a)_i ~ N(0, Δt C) with C_ij = κ(<x_i, x_j>). C loses rank as
 tokens synchronise, so a plain Cholesky fails. We factor C = F Fᵀ by anchoring at token 0 and

@@ -1,4 +1,4 @@
-"""The limit SDE on the sphere (SPEC §5), L → ∞ at any width:
+"""The limit SDE on the sphere (docs/theory.md), L → ∞ at any width:
 
     dx_i = P_{x_i} A_i(x) dt + P_{x_i} ∘ W(dt, x_i),   E[W^a(t,x) W^b(s,y)] = (t∧s) κ(<x,y>) δ_ab.
 
