@@ -144,3 +144,31 @@ def test_cli_figure1_quick(tmp_path):
     for row in acts.values():
         assert 0 <= row["polar_order"] <= 1 + 1e-12 and 1 / 4 - 1e-12 <= row["nematic_order"] <= 1 + 1e-12
     assert not math.isnan(acts["tanh"]["nematic_order"])
+
+
+def test_w2_squared_against_brute_force_and_exact_cases():
+    """Exact W₂² between uniform measures (N | M) against enumerating every plan that moves
+    mass k/M = 1/N blocks (all assignments of z to y repeated k times) on a tiny case; 0 for
+    equal measures; and for y = one point, the mean squared distance to z."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    y, z = rng.normal(size=(2, 3)), rng.normal(size=(4, 3))
+    yy = np.repeat(y, 2, axis=0)
+    brute = min(((yy[list(p)] - z) ** 2).sum(-1).mean() for p in itertools.permutations(range(4)))
+    assert sp.w2_squared_uniform(y, z) == pytest.approx(brute, rel=1e-12)
+    assert sp.w2_squared_uniform(z, z[::-1]) == pytest.approx(0.0, abs=1e-15)
+    assert sp.w2_squared_uniform(y[:1], z) == pytest.approx(((z - y[0]) ** 2).sum(-1).mean(), rel=1e-12)
+    with pytest.raises(ValueError, match="divide"):
+        sp.w2_squared_uniform(z[:3], z)
+
+
+def test_chaos_w2_is_zero_at_n_ref_and_decreases_with_n():
+    """The coupling is exact: with N = N_ref the system *is* the reference (same start, same
+    keys), so the deviation is 0 to round-off; smaller N deviate, and more so the smaller N
+    (a 4-token system vs 16: W₂² at least doubles — it is ~N^{-1/2} to N^{-1})."""
+    c = dict(section="chaos_w2", d=3, act="tanh", sigma=0.1, Ns=[2, 8, 16], N_ref=16, L=10, T=1.0, width=16, R=3,
+             save_every=5, seed=0)
+    row = sp.run_chaos_w2(c)
+    assert row["mean"][-1] < 1e-20
+    assert row["mean"][0] > 2 * row["mean"][1] > 0

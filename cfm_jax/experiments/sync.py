@@ -16,7 +16,8 @@ Sections (each configuration one resumable row of ``OUT/rows.jsonl``):
 Runs in float64 (needed to resolve nearly merged tokens and the twin separation).
 
 ``--paper`` runs the second paper's appendix grid instead (into ``OUT/paper``) and ``--figure1``
-its Figure 1 (into ``OUT/figure1``); see :mod:`cfm_jax.experiments.sync_paper`.
+its Figure 1 (into ``OUT/figure1``) and ``--chaos`` propagation of chaos in its metric
+E sup_t W₂² (into ``OUT/chaos_w2``); see :mod:`cfm_jax.experiments.sync_paper`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def add_arguments(parser):
                         help="the second paper's appendix grid (kernel table, one figure per activation, "
                              "energy decay vs the theorem's bound) into OUT/paper")
     parser.add_argument("--figure1", action="store_true", help="the second paper's Figure 1 (ReLU vs tanh) into OUT/figure1")
+    parser.add_argument("--chaos", action="store_true",
+                        help="propagation of chaos in the paper's metric E sup_t W2^2 vs N for several d into OUT/chaos_w2")
     parser.add_argument("--full-grid", action="store_true", help="with --paper: 64 realisations per cell instead of 16")
     parser.add_argument("--width", type=int, default=256, help="with --paper: MLP width m of the main grid (default: 256)")
 
@@ -375,7 +378,7 @@ def run(args) -> int:
     jax.config.update("jax_enable_x64", True)
     from .runner import Sweep, write_summary
 
-    if getattr(args, "paper", False) or getattr(args, "figure1", False):
+    if getattr(args, "paper", False) or getattr(args, "figure1", False) or getattr(args, "chaos", False):
         from . import sync_paper
 
         if args.width < 1 or (args.realisations is not None and args.realisations < 2):
@@ -389,6 +392,9 @@ def run(args) -> int:
         if args.figure1:
             args.out = str(Path(base) / "figure1")
             rc = rc or sync_paper.run_figure1(args)
+        if args.chaos:
+            args.out = str(Path(base) / "chaos_w2")
+            rc = rc or sync_paper.run_chaos(args)
         return rc
 
     out = Path(args.out)

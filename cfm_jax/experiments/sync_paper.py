@@ -341,6 +341,106 @@ def figure1(out: Path, *, quick: bool, seed: int) -> list[dict]:
     return res
 
 
+# ------------------------------------------------------------------------------ chaos in W₂
+def w2_squared_uniform(y, z) -> float:
+    """Exact W₂² between the uniform measures on the rows of ``y (N, d)`` and ``z (M, d)``, N | M.
+
+    Each point of y carries mass k/M with k = M/N, so an optimal plan is an assignment between z
+    and y repeated k times (Birkhoff): solved exactly by ``scipy.optimize.linear_sum_assignment``.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    y, z = np.asarray(y, np.float64), np.asarray(z, np.float64)
+    if z.shape[0] % y.shape[0]:
+        raise ValueError(f"the size of `y` ({y.shape[0]}) must divide that of `z` ({z.shape[0]}).")
+    yy = np.repeat(y, z.shape[0] // y.shape[0], axis=0)
+    cost = ((yy[:, None, :] - z[None, :, :]) ** 2).sum(-1)
+    r, c = linear_sum_assignment(cost)
+    return float(cost[r, c].mean())
+
+
+def chaos_configs(*, quick: bool, seed: int) -> list[dict]:
+    """Propagation of chaos in the paper's metric: one row per dimension d."""
+    dims = (2, 5) if quick else (2, 3, 5, 8)
+    return [dict(section="chaos_w2", d=d, act="tanh", sigma=0.1, Ns=[4, 8, 16, 32] if quick else [8, 16, 32, 64, 128],
+                 N_ref=64 if quick else 512, L=20 if quick else 50, T=2.0, width=64 if quick else 256,
+                 R=4 if quick else 8, save_every=5 if quick else 10, seed=seed) for d in dims]
+
+
+def run_chaos_w2(c: dict) -> dict:
+    """E sup_t W₂²(μ^N_t, μ^{N_ref}_t) for each N: the N-token system is the first N tokens of the
+    reference start, driven by the same layer keys (the same MLPs: the common noise)."""
+    import jax
+
+    from ..stats import fit_loglog
+    from ..stochastic import StochasticTransformer, random_tokens, simulate_many
+
+    d, M, R = c["d"], c["N_ref"], c["R"]
+    model = StochasticTransformer(kernel_of(c["act"], d, c["sigma"]), width=c["width"], layers=c["L"], horizon=c["T"],
+                                  attention=_attention(1.0, d, 1.0))
+    key = jax.random.fold_in(jax.random.key(c["seed"]), 1000 + d)
+    kx, kr = jax.random.split(key)
+    x0 = jax.vmap(lambda k: random_tokens(k, M, d))(jax.random.split(kx, R))
+    keys = jax.random.split(kr, R)
+    run = jax.jit(lambda x, ks: simulate_many(model, x, ks, save_every=c["save_every"])[1])
+    ref = np.asarray(run(x0, keys))  # (R, S, M, d)
+    sup = np.empty((len(c["Ns"]), R))
+    for i, n in enumerate(c["Ns"]):
+        xs = np.asarray(run(x0[:, :n], keys))
+        sup[i] = [max(w2_squared_uniform(xs[r, s], ref[r, s]) for s in range(xs.shape[1])) for r in range(R)]
+    fit = fit_loglog(np.asarray(c["Ns"], float), sup)
+    return {"sup_w2_squared": sup, "mean": sup.mean(1), "fit": fit.as_dict()}
+
+
+def print_chaos(rows):
+    print("\nPropagation of chaos: E sup_t W₂²(μ^N_t, μ^{N_ref}_t) (exact W₂, same common noise), fitted slope in N")
+    print("[95% bootstrap CI over runs]; the paper states N^{−1/2}, N^{−1/2} log N or N^{−2/d} depending on d")
+    for r in rows:
+        c, f = r["config"], r["fit"]
+        means = ", ".join(f"{m:.4f}" for m in r["mean"])
+        print(f"  d = {c['d']}: N = {c['Ns']} (N_ref = {c['N_ref']}): {means}; slope {f['slope']:.3f} "
+              f"[{f['ci_low']:.3f}, {f['ci_high']:.3f}]  (−2/d = {-2 / c['d']:.3f})")
+
+
+def chaos_figure(rows, path: Path):
+    from .plotting import COLORS, figure, log_ticks, reference_slope, save
+
+    fig, (ax,) = figure(1, width=5.4, height=4.0)
+    for i, r in enumerate(rows):
+        c = r["config"]
+        Ns = np.asarray(c["Ns"], float)
+        ax.plot(Ns, r["mean"], "o-", color=COLORS[i],
+                label=f"d = {c['d']}: slope {r['fit']['slope']:.2f} [{r['fit']['ci_low']:.2f}, {r['fit']['ci_high']:.2f}]")
+    Ns = np.asarray(rows[0]["config"]["Ns"], float)
+    reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -0.5, label="reference slope −1/2")
+    reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -1.0, label="reference slope −1", ls=":")
+    log_ticks(ax, Ns, "x")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens N")
+    ax.set_ylabel("E sup_t W₂²(μ^N_t, μ^ref_t)")
+    c = rows[0]["config"]
+    ax.set_title(f"Propagation of chaos, tanh σ={c['sigma']:g}, attention +1, L={c['L']}, T={c['T']:g}, N_ref={c['N_ref']}",
+                 fontsize=8)
+    ax.legend(fontsize=7)
+    return save(fig, path)
+
+
+def run_chaos(args) -> int:
+    from .runner import Sweep, write_summary
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfgs = chaos_configs(quick=args.quick, seed=args.seed)
+    rows = Sweep(out / "rows.jsonl", resume=args.resume, progress=not getattr(args, "no_progress", False)).run(
+        cfgs, run_chaos_w2, desc="sync --chaos")
+    print_chaos(rows)
+    fig = chaos_figure(rows, out / "chaos_w2.png")
+    write_summary(out, {"chaos_w2": [{"d": r["config"]["d"], "Ns": r["config"]["Ns"], "mean": r["mean"], "fit": r["fit"]}
+                                     for r in rows], "quick": args.quick})
+    print(f"\nwrote {out / 'rows.jsonl'}, {fig}, {out / 'summary.json'}")
+    return 0
+
+
 # ------------------------------------------------------------------------------ entry points
 def run_paper(args) -> int:
     from .runner import Sweep, write_summary
@@ -386,5 +486,6 @@ def run_figure1(args) -> int:
     return 0
 
 
-__all__ = ["ACTIVATIONS", "SCALES", "WIDTH", "assumption_one", "comparison", "energy_rate_fit", "epsilon_for",
-           "figure1", "figure1_run", "grid_configs", "kernel_of", "run_cell", "run_figure1", "run_paper"]
+__all__ = ["ACTIVATIONS", "SCALES", "WIDTH", "assumption_one", "chaos_configs", "comparison", "energy_rate_fit",
+           "epsilon_for", "figure1", "figure1_run", "grid_configs", "kernel_of", "run_chaos", "run_chaos_w2", "run_cell",
+           "run_figure1", "run_paper", "w2_squared_uniform"]
