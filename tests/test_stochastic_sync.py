@@ -133,6 +133,7 @@ def test_grid_matches_the_paper():
     assert all((c["N"], c["L"], c["T"], c["beta"]) == (64, 150, 5.0, 1.0) for c in main)
 
 
+@pytest.mark.slow
 def test_cli_figure1_quick(tmp_path):
     """``cfm-jax sync --figure1 --quick`` writes the figure and a valid summary with both runs."""
     r = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
@@ -172,3 +173,10 @@ def test_chaos_w2_is_zero_at_n_ref_and_decreases_with_n():
     row = sp.run_chaos_w2(c)
     assert row["mean"][-1] < 1e-20
     assert row["mean"][0] > 2 * row["mean"][1] > 0
+
+
+def test_cli_bad_width_is_one_line_error(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--paper", "--width", "0", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == ["cfm-jax sync: error: --width must be >= 1 and --realisations >= 2"]

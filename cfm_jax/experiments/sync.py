@@ -23,6 +23,7 @@ E sup_t W₂² (into ``OUT/chaos_w2``); see :mod:`cfm_jax.experiments.sync_paper
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -382,7 +383,7 @@ def run(args) -> int:
         from . import sync_paper
 
         if args.width < 1 or (args.realisations is not None and args.realisations < 2):
-            print("error: --width must be >= 1 and --realisations >= 2", file=__import__("sys").stderr)
+            print("cfm-jax sync: error: --width must be >= 1 and --realisations >= 2", file=sys.stderr)
             return 2
         base = args.out
         rc = 0
