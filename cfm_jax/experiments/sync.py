@@ -363,9 +363,9 @@ def _figures(out: Path, rows) -> list[Path]:
             reference_slope(ax, x, (x[0], e[0]), ref, label=f"reference slope {ref:+g}: {ref_name}")
             log_ticks(ax, x, "x")
             ax.set_yscale("log")
-            f = r["fit"]
-            ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f['slope']:.2f} [{f['ci_low']:.2f}, {f['ci_high']:.2f}] (95% CI)",
-                         fontsize=9)
+            f = {k: float(v) for k, v in r["fit"].items()}  # rows store NaN as the string "nan"
+            ci = f"[{f['ci_low']:.2f}, {f['ci_high']:.2f}] (95% CI)" if np.isfinite(f["ci_low"]) else "(one mean per size: no CI)"
+            ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f['slope']:.2f} {ci}", fontsize=9)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.legend(fontsize=7)
