@@ -1,4 +1,4 @@
-"""Benchmark of the stochastic transformer (issue 6).
+"""Benchmark of the stochastic transformer (docs/stochastic.md).
 
 * layers/s of the discrete model (SA attention + random MLP) and steps/s of the limit SDE
   (exact sampler, random features) for N ∈ {64, 1024}, d = 16, m = 256;
@@ -18,6 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
+import diffrax
 import jax
 import jax.numpy as jnp
 
@@ -67,8 +68,8 @@ def main(argv=None):
     sde = SphereSDE(k, steps=S, horizon=1.0, attention=att)
     t_scan = warm_median(jax.jit(lambda kk: simulate(sde, x0, kk)[1]), key)
     dfx = {}
-    for kind in ("unsafe", "tree"):
-        f = jax.jit(lambda kk: solve_diffrax(sde, x0, brownian_path(kk, sde, (N, d), kind=kind, dtype=jnp.float32)))
+    for kind, path_type in (("unsafe", diffrax.UnsafeBrownianPath), ("tree", diffrax.VirtualBrownianTree)):
+        f = jax.jit(lambda kk: solve_diffrax(sde, x0, brownian_path(kk, sde, (N, d), path_type=path_type, dtype=jnp.float32)))
         dfx[kind] = warm_median(f, key)
     integrators = {"scan_steps_per_s": S / t_scan, "diffrax_unsafe_steps_per_s": S / dfx["unsafe"],
                    "diffrax_tree_steps_per_s": S / dfx["tree"], "unsafe_over_scan_time": dfx["unsafe"] / t_scan,
@@ -86,7 +87,7 @@ def main(argv=None):
            "sampler_cost": sampler, "crossover_N_exact_slower_than_features_m4096": cross}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "stochastic.json").write_text(json.dumps(res, indent=2) + "\n")
-    md = ["# Stochastic transformer benchmark (issue 6)", "",
+    md = ["# Stochastic transformer benchmark", "",
           f"Machine: {res['machine']['processor']}, {res['machine']['cpu_count']} CPUs, jax {res['machine']['jax']} "
           f"({res['machine']['backend']}), "
           "float32. **Shared and noisy machine** (other jobs running): compare ratios, not absolutes.", "",

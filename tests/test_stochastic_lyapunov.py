@@ -1,4 +1,4 @@
-"""Lyapunov exponents vs the closed form, and discrete model → SDE in law (SPEC §5)."""
+"""Lyapunov exponents vs the closed form, and discrete model → SDE in law (docs/theory.md)."""
 
 import math
 

@@ -1,10 +1,10 @@
-"""``cfm-jax sync``: synchronisation by common noise, Lyapunov table, convergence rates (SPEC §5).
+"""``cfm-jax sync``: synchronisation by common noise, Lyapunov table, convergence rates (docs/theory.md).
 
 Sections (each configuration one resumable row of ``OUT/rows.jsonl``):
 
 * ``sync`` — exact-noise SDE, N tokens on S^{d−1} with SA attention, several noise strengths
   s_a and two ReLU kernels (without bias: decay in mean fails; with bias: it holds). Mean,
-  median and log-mean over realisations of the deficit 𝔇_β, ∬‖x−y‖^{2p} (p = ¼, 1), order
+  median and log-mean over realisations of the paper's energy E_β = ½∬(e^β − e^{β<x,y>}), ∬‖x−y‖^{2p} (p = ¼, 1), order
   parameter, diameter, fraction synchronised; fitted exponential rates.
 * ``lyapunov`` — d ∈ {2, 3, 5, 10} × {relu, tanh, linear}: Benettin on the discrete model
   (and twin trajectories on the exact SDE, plus SA attention switched on, outside ``--quick``)
@@ -14,11 +14,16 @@ Sections (each configuration one resumable row of ``OUT/rows.jsonl``):
   only the strong and chaos sections run, reduced).
 
 Runs in float64 (needed to resolve nearly merged tokens and the twin separation).
+
+``--paper`` runs the second paper's appendix grid instead (into ``OUT/paper``) and ``--figure1``
+its Figure 1 (into ``OUT/figure1``) and ``--chaos`` propagation of chaos in its metric
+E sup_t W₂² (into ``OUT/chaos_w2``); see :mod:`cfm_jax.experiments.sync_paper`.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +38,14 @@ def add_arguments(parser):
 
     add_experiment_arguments(parser, "cfm_out/sync")
     parser.add_argument("--realisations", type=int, default=None, help="override runs per configuration")
+    parser.add_argument("--paper", action="store_true",
+                        help="the second paper's appendix grid (kernel table, one figure per activation, "
+                             "energy decay vs the theorem's bound) into OUT/paper")
+    parser.add_argument("--figure1", action="store_true", help="the second paper's Figure 1 (ReLU vs tanh) into OUT/figure1")
+    parser.add_argument("--chaos", action="store_true",
+                        help="propagation of chaos in the paper's metric E sup_t W2^2 vs N for several d into OUT/chaos_w2")
+    parser.add_argument("--full-grid", action="store_true", help="with --paper: 64 realisations per cell instead of 16")
+    parser.add_argument("--width", type=int, default=256, help="with --paper: MLP width m of the main grid (default: 256)")
 
 
 # ------------------------------------------------------------------------------ configs
@@ -230,7 +243,7 @@ def _run_chaos(c):
     from ..stats import fit_loglog
 
     # Random-feature noise: the same layer key gives the same field to both systems, so the
-    # N-token system and the N_ref reference are driven by one common noise (SPEC §5).
+    # N-token system and the N_ref reference are driven by one common noise (docs/theory.md).
     k = NoiseKernel("relu", 0.5, 1.0, 0.0)
     att = SphereAttention("SA", 1.0)
     sde = SphereSDE(k, steps=c["steps"], horizon=c["T"], attention=att, noise="features", width=c["width"])
@@ -270,68 +283,94 @@ def lyapunov_table(rows) -> list[dict]:
 
 
 def _print_table(table):
-    print("\nTop Lyapunov exponent: estimate ± 95% CI vs closed form ½[(d−3)κ'(1) − (d−1)κ(1)]")
-    print(f"{'act':>7} {'d':>3} {'method':>9} {'attn':>5} {'estimate':>10} {'± CI':>8} {'closed':>9} {'ok':>3}")
+    print("\nTop Lyapunov exponent λ₁: estimate with its 95% Student-t confidence half-width over the runs,")
+    print("vs the closed form ½[(d−3)κ'(1) − (d−1)κ(1)]; 'in CI' says whether the closed form lies in that interval")
+    print(f"{'act':>7} {'d':>3} {'method':>9} {'attn':>5} {'estimate':>10} {'95% CI ±':>9} {'closed':>9} {'in CI':>5}")
     for t in table:
         print(f"{t['activation']:>7} {t['d']:>3} {t['method']:>9} {t['attention']:>5} {t['estimate']:>10.4f} "
-              f"{t['ci_half_width']:>8.4f} {t['closed_form']:>9.4f} {'yes' if t['within_ci'] else 'NO':>3}")
+              f"{t['ci_half_width']:>9.4f} {t['closed_form']:>9.4f} {'yes' if t['within_ci'] else 'NO':>5}")
 
 
-def _figures(out: Path, rows):
-    import matplotlib
+#: Per convergence section: x key, x label, y label, reference slope (theory) and its name.
+_CONV = {
+    "strong": ("Ls", "layers L", "strong error sup_t RMS |x_L − x_SDE|", -0.5, "order ½ (strong Euler)"),
+    "weak_L": ("Ls", "layers L", "weak error |E<x₁,x₂>_T − SDE|", -1.0, "order 1 (weak Euler)"),
+    "weak_m": ("ms", "MLP width m", "weak error |E<x₁,x₂>_T − SDE|", -1.0, "m⁻¹"),
+    "chaos": ("Ns", "tokens N", "chaos deviation sup_t RMS |x^N − x^ref|", -0.5, "N^(−1/2)"),
+}
+_TITLES = {"strong": "discrete depth L → SDE (strong)", "weak_L": "depth L → SDE (weak)",
+           "weak_m": "width m → Gaussian field (weak)", "chaos": "N tokens → large-N reference"}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def _figures(out: Path, rows) -> list[Path]:
+    from matplotlib.lines import Line2D
+
+    from .plotting import COLORS, figure, log_ticks, reference_slope, save
+
+    written = []
     sync = [r for r in rows if r["config"]["section"] == "sync"]
     if sync:
         biases = sorted({r["config"]["s_c"] for r in sync})
-        fig, axes = plt.subplots(1, len(biases), figsize=(5.5 * len(biases), 4), squeeze=False)
-        for ax, b in zip(axes[0], biases):
-            for i, r in enumerate(r for r in sync if r["config"]["s_c"] == b):
-                col = f"C{i}"
+        fig, axes = figure(len(biases), ncols=2, width=5.2, height=4.0)
+        styles = (("mean", "-"), ("median", "--"), ("logmean", ":"))
+        for ax, b in zip(axes, biases):
+            cells = [r for r in sync if r["config"]["s_c"] == b]
+            for i, r in enumerate(cells):
                 t = np.asarray(r["t"])
-                ax.semilogy(t, np.maximum(r["deficit"]["mean"], 1e-300), color=col, label=f"s_a={r['config']['s_a']:g} mean")
-                ax.semilogy(t, np.maximum(r["deficit"]["median"], 1e-300), color=col, ls="--")
-                ax.semilogy(t, np.maximum(r["deficit"]["logmean"], 1e-300), color=col, ls=":")
-            ax.set_title(f"ReLU, s_b=1, s_c={b:g}: deficit D_beta (— mean, -- median, ·· log-mean)", fontsize=8)
-            ax.set_xlabel("t")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "energy_deficit.png", dpi=120)
-        plt.close(fig)
+                for stat, ls in styles:
+                    ax.semilogy(t, np.maximum(r["deficit"][stat], 1e-300), color=COLORS[i], ls=ls)
+            handles = [Line2D([], [], color=COLORS[i], label=f"noise s_a = {r['config']['s_a']:g}") for i, r in enumerate(cells)]
+            handles += [Line2D([], [], color="0.3", ls=ls, label=f"{name} over runs") for name, ls in
+                        (("mean", "-"), ("median", "--"), ("log-mean (exp of mean log)", ":"))]
+            ax.legend(handles=handles, fontsize=7)
+            ax.set_title(f"ReLU noise, s_b = 1, bias s_c = {b:g}, softmax attention β = 1")
+            ax.set_xlabel("time t")
+            ax.set_ylabel(r"energy $E_\beta = \frac{1}{2}\iint (e^\beta - e^{\beta\langle x,y\rangle})$")
+        written.append(save(fig, out / "energy_deficit.png"))
     table = lyapunov_table(rows)
     if table:
-        fig, ax = plt.subplots(figsize=(5, 4.5))
+        fig, (ax,) = figure(1, width=5.2, height=4.6)
         markers = {"benettin": "o", "twin": "s"}
         for j, act in enumerate(ACTS):
             for t in (t for t in table if t["activation"] == act):
                 ax.errorbar(t["closed_form"], t["estimate"], yerr=t["ci_half_width"], fmt=markers[t["method"]],
-                            color=f"C{j}", mfc="none" if t["attention"] != "none" else f"C{j}", ms=5)
-            ax.plot([], [], "o", color=f"C{j}", label=act)
+                            color=COLORS[j], mfc="none" if t["attention"] != "none" else COLORS[j], ms=5)
         lo = min(t["closed_form"] for t in table) - 0.1
         ax.plot([lo, 0], [lo, 0], "k:", lw=1)
-        ax.set_xlabel("closed form λ₁")
-        ax.set_ylabel("estimate (o Benettin, □ twin SDE, hollow: SA on)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "lyapunov.png", dpi=120)
-        plt.close(fig)
-    conv = [r for r in rows if r["config"]["section"] in ("strong", "weak_L", "weak_m", "chaos")]
+        handles = [Line2D([], [], color=COLORS[j], marker="o", ls="", label=act) for j, act in enumerate(ACTS)]
+        handles.append(Line2D([], [], color="k", ls=":", label="estimate = closed form"))
+        present = {(t["method"], t["attention"] != "none") for t in table}
+        for (method, att), text in (((("benettin", False)), "o: Benettin, discrete model"), ((("twin", False)), "□: twin, exact SDE"),
+                                    ((("benettin", True)), "hollow: softmax attention on")):
+            if (method, att) in present:
+                handles.append(Line2D([], [], color="0.3", marker=markers[method], mfc="none" if att else "0.3", ls="", label=text))
+        ax.legend(handles=handles, fontsize=7)
+        ax.set_xlabel("closed form λ₁ = ½[(d−3)κ'(1) − (d−1)κ(1)]")
+        ax.set_ylabel("estimated λ₁ (95% CI over runs)")
+        ax.set_title("Top Lyapunov exponent of the noise flow, d ∈ {2, 3, 5, 10}")
+        written.append(save(fig, out / "lyapunov.png"))
+    conv = [r for r in rows if r["config"]["section"] in _CONV]
     if conv:
-        fig, axes = plt.subplots(1, len(conv), figsize=(4 * len(conv), 3.5), squeeze=False)
-        for ax, r in zip(axes[0], conv):
+        fig, axes = figure(len(conv), ncols=4, width=4.0, height=3.4)
+        for ax, r in zip(axes, conv):
             c = r["config"]
-            x = {"strong": "Ls", "weak_L": "Ls", "weak_m": "ms", "chaos": "Ns"}[c["section"]]
-            ax.loglog(c[x], r["errors"], "o-")
-            if "standard_errors" in r:  # weak errors: show the statistical resolution (2 SE)
-                ax.loglog(c[x], 2 * np.asarray(r["standard_errors"]), "k:", label="2 SE")
-                ax.legend(fontsize=7)
-            ax.set_title(f"{c['section']}: slope {r['fit']['slope']:.2f} (all points)", fontsize=9)
-            ax.set_xlabel(x[:-1])
-        fig.tight_layout()
-        fig.savefig(out / "convergence.png", dpi=120)
-        plt.close(fig)
+            xkey, xlabel, ylabel, ref, ref_name = _CONV[c["section"]]
+            x = np.asarray(c[xkey], float)
+            e = np.asarray(r["errors"], float)
+            ax.plot(x, e, "o-", color=COLORS[0], label="measured (mean over runs)")
+            if "standard_errors" in r:  # weak errors: the statistical resolution
+                ax.plot(x, 2 * np.asarray(r["standard_errors"]), ":", color=COLORS[1], label="2 standard errors")
+            reference_slope(ax, x, (x[0], e[0]), ref, label=f"reference slope {ref:+g}: {ref_name}")
+            log_ticks(ax, x, "x")
+            ax.set_yscale("log")
+            f = {k: float(v) for k, v in r["fit"].items()}  # rows store NaN as the string "nan"
+            ci = f"[{f['ci_low']:.2f}, {f['ci_high']:.2f}] (95% CI)" if np.isfinite(f["ci_low"]) else "(one mean per size: no CI)"
+            ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f['slope']:.2f} {ci}", fontsize=9)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.legend(fontsize=7)
+        written.append(save(fig, out / "convergence.png"))
+    return written
 
 
 def run(args) -> int:
@@ -340,6 +379,25 @@ def run(args) -> int:
     jax.config.update("jax_enable_x64", True)
     from .runner import Sweep, write_summary
 
+    if getattr(args, "paper", False) or getattr(args, "figure1", False) or getattr(args, "chaos", False):
+        from . import sync_paper
+
+        if args.width < 1 or (args.realisations is not None and args.realisations < 2):
+            print("cfm-jax sync: error: --width must be >= 1 and --realisations >= 2", file=sys.stderr)
+            return 2
+        base = args.out
+        rc = 0
+        if args.paper:
+            args.out = str(Path(base) / "paper")
+            rc = sync_paper.run_paper(args)
+        if args.figure1:
+            args.out = str(Path(base) / "figure1")
+            rc = rc or sync_paper.run_figure1(args)
+        if args.chaos:
+            args.out = str(Path(base) / "chaos_w2")
+            rc = rc or sync_paper.run_chaos(args)
+        return rc
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cfgs = _configs(args.quick, args.seed, args.realisations)
@@ -347,7 +405,9 @@ def run(args) -> int:
     rows = Sweep(out / "rows.jsonl", resume=args.resume).run(cfgs, _run_config, desc="sync")
     table = lyapunov_table(rows)
     _print_table(table)
-    print("\nSynchronisation (exact-noise SDE, SA β=1): fitted exponential rates of the deficit 𝔇_β")
+    print("\nSynchronisation (exact-noise SDE, softmax attention β = 1): fitted exponential rates (t ≥ T/4) of the")
+    print("paper's energy E_β = ½∬(e^β − e^{β<x,y>}): of its mean, median and log-mean over runs; 'sync frac' is the")
+    print("fraction of runs with diameter < 1e-6 at T")
     print(f"{'s_c':>4} {'s_a':>5} {'λ₁':>8} {'mean':>9} {'median':>9} {'log-mean':>9} {'sync frac':>9}")
     sync_summary = []
     for r in rows:
@@ -362,12 +422,15 @@ def run(args) -> int:
                              "deficit_rates": rates, "dist_energy_p0.25_rates": r["dist_energy_p0.25"]["rates"],
                              "final_frac_synchronised": frac})
     conv = {}
+    if any(r["config"]["section"] in _CONV for r in rows):
+        print("\nConvergence: mean errors at each size and the fitted log-log slope [95% bootstrap CI over runs]")
     for r in rows:
         c = r["config"]
         if c["section"] in ("strong", "weak_L", "weak_m", "chaos"):
             conv[c["section"]] = {"errors": r["errors"], "slope": r["fit"]["slope"],
                                   "ci": [r["fit"]["ci_low"], r["fit"]["ci_high"]]}
-            print(f"{c['section']:>8}: errors {np.round(np.asarray(r['errors'], float), 5).tolist()}  fitted slope "
+            print(f"{c['section']:>8}: {_CONV[c['section']][1]} {list(c[_CONV[c['section']][0]])}: errors "
+                  f"{np.round(np.asarray(r['errors'], float), 5).tolist()}  fitted slope "
                   f"{r['fit']['slope']:.3f} [{float(r['fit']['ci_low']):.3f}, {float(r['fit']['ci_high']):.3f}]")
             if "standard_errors" in r:
                 # weak errors: fit only the sizes where the error is resolved (> 2 standard errors)
@@ -378,9 +441,9 @@ def run(args) -> int:
                 conv[c["section"]]["resolved_sizes"] = x[ok]
                 conv[c["section"]]["slope_resolved"] = float(np.polyfit(np.log(x[ok]), np.log(e[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
                 print(f"{'':>8}  resolved (> 2 SE) at {x[ok].tolist()}: slope {conv[c['section']]['slope_resolved']:.3f}")
-    _figures(out, rows)
+    written = _figures(out, rows)
     write_summary(out, {"lyapunov": table, "synchronisation": sync_summary, "convergence": conv,
                         "all_within_ci": all(t["within_ci"] for t in table), "quick": args.quick,
                         "seconds_this_invocation": time.perf_counter() - t0})
-    print(f"\nwrote {out / 'summary.json'} and figures (energy_deficit.png, lyapunov.png, convergence.png)")
+    print("\nwrote " + ", ".join(str(p) for p in [out / "rows.jsonl", *written, out / "summary.json"]))
     return 0

@@ -1,5 +1,11 @@
-"""Synchronisation observables of a token configuration x: (N, d) on the sphere (SPEC §5).
+"""Synchronisation observables of a token configuration x: (N, d) on the sphere (docs/stochastic.md).
 
+Energy convention (the second paper's, no 1/β): the interaction energy ½∬ e^{β<x,y>} dμ dμ,
+maximal at a Dirac, and its deficit
+
+    E_β(μ) = ½ ∬ (e^β − e^{β<x,y>}) dμ(x) dμ(y) ≥ 0     (:func:`energy_deficit`)
+
+which vanishes exactly at synchronisation; the paper's theorem bounds E[E_β(μ_t)].
 All functions take one configuration; vmap over time and realisations. Pairwise quantities use
 r_ij = ½‖x_i − x_j‖² (= 1 − <x_i, x_j> on the sphere) so that they keep full relative precision
 as the tokens merge (the deficit is evaluated as e^β (−expm1(−β r)), never as a difference of
@@ -20,15 +26,15 @@ def _half_sqdist(x):
 
 
 def interaction_energy(x: Float[Array, "N d"], beta: float) -> Array:
-    """E_β(μ) = (1/2β) ∬ e^{β<x,y>} dμ dμ for the uniform empirical measure (maximal at a Dirac)."""
+    """½ ∬ e^{β<x,y>} dμ dμ for the uniform empirical measure (maximal at a Dirac)."""
     r = _half_sqdist(x)
-    return jnp.mean(jnp.exp(beta * (1.0 - r))) / (2 * beta)
+    return 0.5 * jnp.mean(jnp.exp(beta * (1.0 - r)))
 
 
 def energy_deficit(x: Float[Array, "N d"], beta: float) -> Array:
-    """𝔇_β(μ) = (1/2β) ∬ (e^β − e^{β<x,y>}) dμ dμ ≥ 0, zero exactly at synchronisation."""
+    """The paper's energy E_β(μ) = ½ ∬ (e^β − e^{β<x,y>}) dμ dμ ≥ 0, zero exactly at synchronisation."""
     r = _half_sqdist(x)
-    return jnp.exp(beta) * jnp.mean(-jnp.expm1(-beta * r)) / (2 * beta)
+    return 0.5 * jnp.exp(beta) * jnp.mean(-jnp.expm1(-beta * r))
 
 
 def distance_energy(x: Float[Array, "N d"], p: float) -> Array:
@@ -94,3 +100,14 @@ def fit_exponential_rate(ts, y, *, t_min: float | None = None, floor: float = 1e
     if keep.sum() < 2:
         return float("nan")
     return float(np.polyfit(ts[keep], np.log(y[keep]), 1)[0])
+
+
+def nematic_order(x: Float[Array, "N d"]) -> Array:
+    """Top eigenvalue of (1/N) Σ_i x_i x_iᵀ ∈ [1/d, 1]; 1 exactly when all tokens lie on ±v."""
+    return jnp.linalg.eigvalsh(x.T @ x / x.shape[0])[-1]
+
+
+def pairwise_cosines(x: Float[Array, "N d"]) -> Float[Array, "P"]:
+    """The N(N−1)/2 cosine similarities <x_i, x_j>, i < j."""
+    i, j = np.triu_indices(x.shape[0], 1)
+    return 1.0 - _half_sqdist(x)[i, j]

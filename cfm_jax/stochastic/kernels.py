@@ -1,11 +1,28 @@
-"""Covariance kernel of the random-MLP common noise (SPEC §5).
+"""Covariance kernel of the random-MLP common noise (docs/theory.md, docs/stochastic.md).
 
-A random MLP ξ(x) = m^{-1/2} A σ(B x + c), A ~ N(0, s_a²), B ~ N(0, s_b²), c ~ N(0, s_c²), has
-E[ξ(x) ξ(y)ᵀ] = κ(<x, y>) I_d for every width m, with
+A random MLP ξ(x) = m^{-1/2} A σ(B x + c) + b, A ~ N(0, s_a²), B ~ N(0, s_b²), c ~ N(0, s_c²) and
+an output bias b ~ N(0, s_w² I_d), has E[ξ(x) ξ(y)ᵀ] = κ(<x, y>) I_d for every width m, with
 
-    κ(ρ) = s_a² E[σ(u) σ(u')],   Var u = Var u' = v := s_b² + s_c²,   Cov(u, u') = s_b² ρ + s_c².
+    κ(ρ) = s_a² E[σ(u) σ(u')] + s_w²,   Var u = Var u' = v := s_b² + s_c²,   Cov(u, u') = s_b² ρ + s_c².
 
-By Price's theorem κ'(ρ) = s_a² s_b² E[σ'(u) σ'(u')], so κ(1) = s_a² E σ(u)², κ'(1) = s_a² s_b² E σ'(u)².
+By Price's theorem κ'(ρ) = s_a² s_b² E[σ'(u) σ'(u')], so κ(1) = s_a² E σ(u)² + s_w²,
+κ'(1) = s_a² s_b² E σ'(u)² (the output bias shifts κ by a constant and leaves κ' alone).
+
+The second paper's MLP G(y) = m^{-1/2} W σ(U y/√d + b_U) + b_W with standard normal W, U,
+b_U ~ N(0, σ_U²), b_W ~ N(0, σ_W²) is :meth:`NoiseKernel.paper`: s_a = 1, s_b = 1/√d, s_c = σ_U,
+s_w = σ_W. Its synchronisation theorem uses
+
+    λ̄ = (d − 1) κ'(1) − (d − 3) κ(1)                                  (:meth:`NoiseKernel.dissipation`)
+    λ̄' = −inf_{u ∈ [−1, 1]} F(u),  F(u) = β e^{βu} G(u) / (e^β − e^{βu}),   (:meth:`NoiseKernel.energy_rate`)
+    G(u) = κ(u)(d − 2 + u² − βu(1 − u²)) + κ(1)(β(1 − u²) − (d − 1)u),
+
+with F(1) := lim_{u→1} F(u) = −λ̄. Near u = 1 both G and e^β − e^{βu} vanish; with r = 1 − u and
+the cancellation-free deficit D(r) = κ(1) − κ(1 − r),
+
+    G(1 − r)/r = κ(1)(d − 3 + r + βr(2 − r)) − (D(r)/r)(d − 2 + u² − βu(1 − u²)),
+    F(1 − r) = e^{−βr} · (G/r) · βr/(1 − e^{−βr}),
+
+which has full relative precision for every r ∈ [0, 2] (:func:`energy_rate_function`).
 
 Closed forms: ReLU (arc-cosine kernel at correlation c = (s_b² ρ + s_c²)/v, with or without bias)
 and the linear activation. Any other activation uses a tensor Gauss–Hermite rule; because the
@@ -18,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -25,9 +43,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+#: How :class:`NoiseKernel` evaluates κ: closed form for relu/linear and an interpolated table
+#: otherwise ("auto"), direct Gauss–Hermite at every call ("quadrature"), or always the table.
+KernelMethod = Literal["auto", "quadrature", "table"]
+
+#: The activations of the second paper (:meth:`NoiseKernel.paper`).
+PAPER_ACTIVATIONS = ("relu", "silu", "sigmoid", "tanh")
+
 #: Activations known by name. Closed forms exist for "relu" and "linear".
 ACTIVATIONS: dict[str, Callable] = {
     "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
     "linear": lambda u: u,
     "tanh": jnp.tanh,
     "gelu": jax.nn.gelu,
@@ -52,11 +78,12 @@ def _gauss_hermite(order: int):
 
 
 class NoiseKernel(eqx.Module):
-    """κ for a random MLP with activation ``activation`` and weight scales ``s_a, s_b, s_c``.
+    """κ for a random MLP with activation ``activation`` and weight scales ``s_a, s_b, s_c, s_w``.
 
     Args:
         activation: a name in :data:`ACTIVATIONS`.
-        s_a, s_b, s_c: standard deviations of the output weights, input weights and biases.
+        s_a, s_b, s_c: standard deviations of the output weights, input weights and input biases.
+        s_w: standard deviation of the output bias b (adds s_w² to κ; 0 = no output bias).
         method: ``"auto"`` (closed form for relu/linear, interpolated table otherwise),
             ``"quadrature"`` (direct Gauss–Hermite at every call: slow, an independent path
             for tests) or ``"table"``.
@@ -64,13 +91,15 @@ class NoiseKernel(eqx.Module):
         grid: number of table nodes on [-1, 1] (clustered at ±1).
 
     ``kernel(rho)`` evaluates κ elementwise; ``kernel.derivative(rho)`` evaluates κ'.
+    The second paper's parametrisation is :meth:`paper`.
     """
 
     activation: str = eqx.field(static=True)
     s_a: float = eqx.field(static=True)
     s_b: float = eqx.field(static=True)
     s_c: float = eqx.field(static=True)
-    method: str = eqx.field(static=True)
+    s_w: float = eqx.field(static=True)
+    method: KernelMethod = eqx.field(static=True)
     order: int = eqx.field(static=True)
     _moments: tuple = eqx.field(static=True)  # (κ(1), κ'(1), κ''(1)) as Python floats
     _nodes: Array | None
@@ -84,12 +113,13 @@ class NoiseKernel(eqx.Module):
         s_b: float = 1.0,
         s_c: float = 0.0,
         *,
-        method: str = "auto",
+        s_w: float = 0.0,
+        method: KernelMethod = "auto",
         order: int = 64,
         grid: int = 257,
     ):
         get_activation(activation)
-        for name, val in (("s_a", s_a), ("s_b", s_b), ("s_c", s_c)):
+        for name, val in (("s_a", s_a), ("s_b", s_b), ("s_c", s_c), ("s_w", s_w)):
             if not (math.isfinite(float(val)) and float(val) >= 0):
                 raise ValueError(f"`{name}` must be finite and >= 0, got {val!r}.")
         if float(s_b) == 0 and float(s_c) == 0:
@@ -99,7 +129,7 @@ class NoiseKernel(eqx.Module):
         if int(order) < 2 or int(grid) < 3:
             raise ValueError(f"`order` must be >= 2 and `grid` >= 3, got {order!r}, {grid!r}.")
         self.activation = activation
-        self.s_a, self.s_b, self.s_c = float(s_a), float(s_b), float(s_c)
+        self.s_a, self.s_b, self.s_c, self.s_w = float(s_a), float(s_b), float(s_c), float(s_w)
         self.method, self.order = method, int(order)
         with jax.ensure_compile_time_eval():  # plain floats even if built under a trace
             self._moments = self._compute_moments()
@@ -135,12 +165,12 @@ class NoiseKernel(eqx.Module):
             return _hermite_interp(rho, self._nodes, self._values, self._slopes)
         c = self._correlation(rho)
         if self.activation == "linear":
-            return self.s_a**2 * self.variance * c
+            return self.s_a**2 * self.variance * c + self.s_w**2
         # ReLU: arc-cosine kernel of degree 1 at correlation c.
         c = jnp.clip(c, -1.0, 1.0)
         return (self.s_a**2 * self.variance / (2 * jnp.pi)) * (
             jnp.sqrt(jnp.maximum(1 - c**2, 0.0)) + (jnp.pi - jnp.arccos(c)) * c
-        )
+        ) + self.s_w**2
 
     def derivative(self, rho: Float[Array, "..."]) -> Float[Array, "..."]:
         """κ'(ρ), elementwise."""
@@ -176,7 +206,7 @@ class NoiseKernel(eqx.Module):
         if self.closed_form:
             half = 0.5 if self.activation == "relu" else 1.0
             k2 = 0.0 if self.activation == "linear" else float("inf")
-            return (self.s_a**2 * self.variance * half, self.s_a**2 * self.s_b**2 * half, k2)
+            return (self.s_a**2 * self.variance * half + self.s_w**2, self.s_a**2 * self.s_b**2 * half, k2)
         z, w = _gauss_hermite(self.order)
         z = jnp.asarray(z, jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
         u = math.sqrt(self.variance) * z
@@ -184,11 +214,11 @@ class NoiseKernel(eqx.Module):
         d1 = jax.vmap(jax.grad(sig))
         d2 = jax.vmap(jax.grad(jax.grad(sig)))
         e = lambda f: float(np.sum(w * np.asarray(f(u), np.float64) ** 2))  # noqa: E731
-        return (self.s_a**2 * e(sig), self.s_a**2 * self.s_b**2 * e(d1), self.s_a**2 * self.s_b**4 * e(d2))
+        return (self.s_a**2 * e(sig) + self.s_w**2, self.s_a**2 * self.s_b**2 * e(d1), self.s_a**2 * self.s_b**4 * e(d2))
 
     @property
     def kappa1(self) -> float:
-        """κ(1) = s_a² E σ(u)²."""
+        """κ(1) = s_a² E σ(u)² + s_w²."""
         return self._moments[0]
 
     @property
@@ -205,6 +235,35 @@ class NoiseKernel(eqx.Module):
         """Top Lyapunov exponent of the noise flow on S^{d-1}: ½[(d−3)κ'(1) − (d−1)κ(1)]."""
         return lyapunov_exponent(self, d)
 
+    @classmethod
+    def paper(cls, activation: str, dim: int, sigma_u: float = 0.0, sigma_w: float = 0.0) -> "NoiseKernel":
+        """The second paper's MLP G(y) = m^{-1/2} W σ(U y/√d + b_U) + b_W on S^{dim−1}.
+
+        W, U standard normal, b_U ~ N(0, σ_U² I_m), b_W ~ N(0, σ_W² I_d): s_a = 1, s_b = 1/√dim,
+        s_c = ``sigma_u``, s_w = ``sigma_w``; so κ(1) = E σ(X/√d + σ_U ξ)² + σ_W² and
+        κ'(1) = (1/d) E σ'(X/√d + σ_U ξ)² with X, ξ independent standard normals.
+        ``activation``: one of :data:`PAPER_ACTIVATIONS` (any name in :data:`ACTIVATIONS` works).
+        """
+        if isinstance(dim, bool) or int(dim) != dim or int(dim) < 2:
+            raise ValueError(f"`dim` must be an integer >= 2, got {dim!r}.")
+        for name, val in (("sigma_u", sigma_u), ("sigma_w", sigma_w)):
+            if not (math.isfinite(float(val)) and float(val) >= 0):
+                raise ValueError(f"`{name}` must be finite and >= 0, got {val!r}.")
+        return cls(activation, 1.0, 1.0 / math.sqrt(int(dim)), float(sigma_u), s_w=float(sigma_w))
+
+    def dissipation(self, d: int) -> float:
+        """λ̄ = (d − 1) κ'(1) − (d − 3) κ(1) (Assumption 1 of the paper asks λ̄ < 0); λ₁ = λ̄/2 − κ(1) − κ'(1)."""
+        _check_dim(d)
+        return float((d - 1) * self.dkappa1 - (d - 3) * self.kappa1)
+
+    def energy_rate_function(self, u: Float[Array, "..."], d: int, beta: float) -> Float[Array, "..."]:
+        """F(u) of the energy theorem (module docstring), robust near u = 1 where F → −λ̄."""
+        return energy_rate_function(self, u, d, beta)
+
+    def energy_rate(self, d: int, beta: float) -> float:
+        """λ̄' = −inf_{u ∈ [−1, 1]} F(u): E[E_β(μ_t)] ≤ exp((ε + λ̄') t) E[E_β(μ_0)]."""
+        return energy_rate(self, d, beta)
+
     def moment_rate(self, d: int, p: float) -> float:
         """Exponential rate of E‖x − y‖^{2p} for two nearby tokens under the noise flow.
 
@@ -219,7 +278,7 @@ class NoiseKernel(eqx.Module):
     # ------------------------------------------------------------------- quadrature paths
     def quadrature(self, rho: Float[Array, "..."], order: int | None = None) -> Float[Array, "..."]:
         """κ(ρ) by a tensor Gauss–Hermite rule (any activation; slow: order² points per ρ)."""
-        return self._bivariate(rho, get_activation(self.activation), self.s_a**2, order)
+        return self._bivariate(rho, get_activation(self.activation), self.s_a**2, order) + self.s_w**2
 
     def quadrature_derivative(self, rho, order: int | None = None):
         """κ'(ρ) = s_a² s_b² E[σ'(u) σ'(u')] by the same rule (Price's theorem)."""
@@ -239,11 +298,57 @@ class NoiseKernel(eqx.Module):
         return scale * jnp.sum(ww * f(u) * f(u2), axis=(-2, -1))
 
 
+def _check_dim(d):
+    if isinstance(d, bool) or int(d) != d or int(d) < 2:
+        raise ValueError(f"`d` must be an integer >= 2, got {d!r}.")
+
+
 def lyapunov_exponent(kernel: NoiseKernel, d: int) -> float:
-    """λ₁ = ½[(d − 3) κ'(1) − (d − 1) κ(1)] (SPEC §5; checked by ``stochastic.lyapunov``)."""
-    if int(d) < 2:
-        raise ValueError(f"`d` must be >= 2, got {d!r}.")
+    """λ₁ = ½[(d − 3) κ'(1) − (d − 1) κ(1)] (docs/theory.md; checked by ``stochastic.lyapunov``)."""
+    _check_dim(d)
     return 0.5 * ((d - 3) * kernel.dkappa1 - (d - 1) * kernel.kappa1)
+
+
+def energy_rate_function(kernel: NoiseKernel, u: Float[Array, "..."], d: int, beta: float) -> Float[Array, "..."]:
+    """F(u) = β e^{βu} G(u)/(e^β − e^{βu}) elementwise on [−1, 1], F(1) = −λ̄ (module docstring).
+
+    Evaluated through r = 1 − u and ``kernel.deficit`` so that no difference of nearly equal
+    numbers is formed: relative accuracy is that of the kernel for every u, including u → 1.
+    """
+    _check_dim(d)
+    if not (math.isfinite(float(beta)) and float(beta) >= 0):
+        raise ValueError(f"`beta` must be finite and >= 0, got {beta!r}.")
+    u = jnp.clip(jnp.asarray(u, dtype=jnp.result_type(u, float)), -1.0, 1.0)
+    r = 1.0 - u
+    k1 = kernel.kappa1
+    safe = jnp.where(r > 0, r, 1.0)
+    slope = jnp.where(r > 0, kernel.deficit(r) / safe, kernel.dkappa1)  # D(r)/r → κ'(1)
+    s = r * (2.0 - r)  # 1 − u²
+    g_over_r = k1 * (d - 3 + r + beta * r * (2.0 - r)) - slope * (d - 2 + u * u - beta * u * s)
+    x = beta * r
+    safe_x = jnp.where(x > 0, x, 1.0)
+    ratio = jnp.where(x > 0, safe_x / -jnp.expm1(-safe_x), 1.0)  # βr/(1 − e^{−βr}) → 1
+    return jnp.exp(-x) * g_over_r * ratio
+
+
+def energy_rate(kernel: NoiseKernel, d: int, beta: float, *, grid: int = 4001) -> float:
+    """λ̄' = −inf_{u ∈ [−1, 1]} F(u): a dense grid in r = 1 − u (uniform plus geometric near
+    r = 0), then a bounded Brent refinement around the best node (relative accuracy ~1e-9)."""
+    from scipy.optimize import minimize_scalar
+
+    with jax.ensure_compile_time_eval():
+        r = np.unique(np.concatenate([[0.0], np.linspace(0.0, 2.0, int(grid)), np.geomspace(1e-9, 1e-2, 200)]))
+        f = np.asarray(energy_rate_function(kernel, jnp.asarray(1.0 - r), d, beta), dtype=np.float64)
+        k = int(np.argmin(f))
+        lo, hi = r[max(k - 1, 0)], r[min(k + 1, r.size - 1)]
+        best = float(f[k])
+        if hi > lo:
+            res = minimize_scalar(
+                lambda t: float(energy_rate_function(kernel, jnp.asarray(1.0 - t), d, beta)),
+                bounds=(lo, hi), method="bounded", options={"xatol": 1e-12 * max(1.0, hi)},
+            )
+            best = min(best, float(res.fun))
+    return -best
 
 
 def kappa_monte_carlo(key, kernel: NoiseKernel, rho, samples: int = 100_000):
@@ -258,7 +363,7 @@ def kappa_monte_carlo(key, kernel: NoiseKernel, rho, samples: int = 100_000):
     z2 = jax.random.normal(k2, (samples, 1), rho.dtype)
     c = jnp.clip(kernel._correlation(rho), -1.0, 1.0)[None]
     sd = math.sqrt(kernel.variance)
-    prod = kernel.s_a**2 * sig(sd * z1) * sig(sd * (c * z1 + jnp.sqrt(1 - c**2) * z2))
+    prod = kernel.s_a**2 * sig(sd * z1) * sig(sd * (c * z1 + jnp.sqrt(1 - c**2) * z2)) + kernel.s_w**2
     return prod.mean(0), prod.std(0) / math.sqrt(samples)
 
 

@@ -16,7 +16,7 @@ The step-size bias is O(Δt) (the scheme's weak order): keep κ(1)Δt small.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,10 @@ import numpy as np
 
 from ..stats import mean_ci
 from .model import check_tokens, normalise
+
+
+#: Estimator of the top exponent: tangent vectors via jvp, or twin trajectories.
+LyapunovMethod = Literal["benettin", "twin"]
 
 
 class LyapunovEstimate(NamedTuple):
@@ -91,7 +95,7 @@ def estimate_lyapunov(
     key,
     x0,
     *,
-    method: str = "benettin",
+    method: LyapunovMethod = "benettin",
     realisations: int = 128,
     delta: float = 1e-6,
     burn_in: float = 0.0,

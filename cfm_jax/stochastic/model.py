@@ -1,4 +1,4 @@
-"""The discrete stochastic transformer on the sphere (SPEC §5): post-norm attention + random MLP.
+"""The discrete stochastic transformer on the sphere (docs/theory.md): post-norm attention + random MLP.
 
 One layer, Δt = T/L, tokens x_i ∈ S^{d−1}:
 
@@ -15,6 +15,7 @@ same key uses the same MLP weights, which is how systems of different sizes shar
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import equinox as eqx
 import jax
@@ -28,6 +29,9 @@ from .noise import mlp_noise, sample_mlp
 
 _SPHERE_ATOL = 1e-5
 
+#: Attention sublayer: softmax ("SA"), unnormalised ("USA") or none.
+AttentionKind = Literal["SA", "USA", "none"]
+
 
 def normalise(x: Float[Array, "... d"]) -> Float[Array, "... d"]:
     """Radial projection 𝒩(y) = y/‖y‖ of each row."""
@@ -40,14 +44,15 @@ def random_tokens(key: PRNGKeyArray, n: int, d: int, dtype=None) -> Float[Array,
 
 
 class SphereAttention(eqx.Module):
-    """Attention drift A_i(x) of SPEC §5.
+    """Attention drift A_i(x) (docs/stochastic.md).
 
-    ``kind``: ``"SA"`` (softmax) A_i = Σ_j e^{β<Q x_i, K x_j>} V x_j / Σ_k e^{β<Q x_i, K x_k>},
+    ``kind`` (:data:`AttentionKind`): ``"SA"`` (softmax) A_i = Σ_j e^{β<Q x_i, K x_j>} V x_j / Σ_k e^{β<Q x_i, K x_k>},
     ``"USA"`` (unnormalised) A_i = (1/N) Σ_j e^{β<Q x_i, K x_j>} V x_j, or ``"none"``.
     ``Q, K, V``: ``(d, d)`` or None (identity). SA reuses the core's log-sum-exp attention means.
+    The paper's attention scaled by s ∈ {1, 0, −1} is ``V = s·I`` (s = 0: ``kind="none"``).
     """
 
-    kind: str = eqx.field(static=True, default="none")
+    kind: AttentionKind = eqx.field(static=True, default="none")
     beta: float = eqx.field(static=True, default=1.0)
     Q: Array | None = None
     K: Array | None = None
@@ -85,7 +90,9 @@ class SphereAttention(eqx.Module):
         return weights @ (x @ V.T)
 
 
-def _check_common(kernel, attention, steps_name, steps, horizon):
+def check_model_arguments(kernel, attention, steps_name: str, steps, horizon) -> None:
+    """ValueError naming the argument unless ``kernel``/``attention`` have the right types,
+    ``steps`` >= 1 and ``horizon`` is finite and > 0 (shared by the discrete model and the SDE)."""
     if not isinstance(kernel, NoiseKernel):
         raise ValueError(f"`kernel` must be a NoiseKernel, got {type(kernel).__name__}.")
     if not isinstance(attention, SphereAttention):
@@ -97,10 +104,11 @@ def _check_common(kernel, attention, steps_name, steps, horizon):
 
 
 class StochasticTransformer(eqx.Module):
-    """Discrete post-norm transformer with random-MLP common noise (SPEC §5).
+    """Discrete post-norm transformer with random-MLP common noise (docs/stochastic.md).
 
     Args:
-        kernel: activation and weight scales of the random MLP (:class:`NoiseKernel`).
+        kernel: activation and weight scales of the random MLP (:class:`NoiseKernel`; with
+            ``NoiseKernel.paper`` this is the second paper's model, output bias b_W included).
         width: MLP width m.
         layers: depth L (Δt = horizon / L).
         horizon: T.
@@ -116,7 +124,7 @@ class StochasticTransformer(eqx.Module):
     def __init__(self, kernel=None, width=64, layers=100, horizon=1.0, attention=None):
         self.kernel = NoiseKernel() if kernel is None else kernel
         self.attention = SphereAttention() if attention is None else attention
-        _check_common(self.kernel, self.attention, "layers", layers, horizon)
+        check_model_arguments(self.kernel, self.attention, "layers", layers, horizon)
         if int(width) < 1:
             raise ValueError(f"`width` must be >= 1, got {width!r}.")
         self.width, self.layers, self.horizon = int(width), int(layers), float(horizon)

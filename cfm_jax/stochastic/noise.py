@@ -1,4 +1,4 @@
-"""Samplers of the common Gaussian-field noise at the token positions (SPEC §5).
+"""Samplers of the common Gaussian-field noise at the token positions (docs/theory.md).
 
 Exact: for each coordinate a, (ΔW_i^a)_i ~ N(0, Δt C) with C_ij = κ(<x_i, x_j>). C loses rank as
 tokens synchronise, so a plain Cholesky fails. We factor C = F Fᵀ by anchoring at token 0 and
@@ -8,7 +8,8 @@ strong coupling of two schemes through one Brownian matrix ΔB, ΔW = F(x) ΔB, 
 accurate relative to the cluster diameter. ρ_ij is never formed as <x_i, x_j>: everything goes
 through r_ij = ½‖x_i − x_j‖² and κ(1) − κ(1 − r). Cost O(N³) per step.
 
-Random features: the random MLP itself, ξ(x) = m^{-1/2} A σ(B x + c) — covariance κ exactly for
+Random features: the random MLP itself, ξ(x) = m^{-1/2} A σ(B x + c) + b (b the output bias, zero
+unless ``kernel.s_w > 0``) — covariance κ exactly for
 every m, Gaussian as m → ∞, cost O(N m d) per step and trivially shared by any set of points.
 """
 
@@ -75,20 +76,25 @@ def exact_increment(
 
 
 def sample_mlp(key: PRNGKeyArray, kernel: NoiseKernel, d: int, width: int, dtype=None):
-    """Fresh MLP weights ``(A (d, m), B (m, d), c (m,))`` with the kernel's scales."""
+    """Fresh MLP weights ``(A (d, m), B (m, d), c (m,), b (d,))`` with the kernel's scales.
+
+    ``b`` is the output bias (all zeros when ``kernel.s_w == 0``; the key split is the same
+    either way, so adding an output bias does not change A, B, c for a given key).
+    """
     dtype = dtype or jnp.result_type(float)
-    ka, kb, kc = jax.random.split(key, 3)
+    ka, kb, kc, kw = jax.random.split(key, 4)
     A = kernel.s_a * jax.random.normal(ka, (d, width), dtype)
     B = kernel.s_b * jax.random.normal(kb, (width, d), dtype)
     c = kernel.s_c * jax.random.normal(kc, (width,), dtype)
-    return A, B, c
+    b = kernel.s_w * jax.random.normal(kw, (d,), dtype)
+    return A, B, c, b
 
 
 def mlp_noise(weights, x: Float[Array, "... d"], activation: str) -> Float[Array, "... d"]:
-    """ξ(x) = m^{-1/2} A σ(B x + c) for a batch of points (shared weights)."""
-    A, B, c = weights
+    """ξ(x) = m^{-1/2} A σ(B x + c) + b for a batch of points (shared weights)."""
+    A, B, c, b = weights
     h = get_activation(activation)(x @ B.T + c)
-    return (h @ A.T) / math.sqrt(A.shape[1])
+    return (h @ A.T) / math.sqrt(A.shape[1]) + b
 
 
 def feature_increment(

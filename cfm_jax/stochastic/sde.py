@@ -1,4 +1,4 @@
-"""The limit SDE on the sphere (SPEC §5), L → ∞ at any width:
+"""The limit SDE on the sphere (docs/theory.md), L → ∞ at any width:
 
     dx_i = P_{x_i} A_i(x) dt + P_{x_i} ∘ W(dt, x_i),   E[W^a(t,x) W^b(s,y)] = (t∧s) κ(<x,y>) δ_ab.
 
@@ -20,6 +20,7 @@ diffrax solve to round-off on the same path, and couples schemes of different st
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import diffrax
 import equinox as eqx
@@ -29,8 +30,11 @@ import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .kernels import NoiseKernel
-from .model import SphereAttention, _check_common, check_tokens, normalise
+from .model import SphereAttention, check_model_arguments, check_tokens, normalise
 from .noise import field_factor, mlp_noise, sample_mlp
+
+#: Sampler of the common field at the token positions: exact (C^{1/2} ΔB) or random features.
+NoiseSampler = Literal["exact", "features"]
 
 
 class SphereSDE(eqx.Module):
@@ -41,7 +45,7 @@ class SphereSDE(eqx.Module):
         steps: number of time steps (Δt = horizon / steps).
         horizon: T.
         attention: :class:`SphereAttention` (default none).
-        noise: ``"exact"`` (eigendecomposition sampler) or ``"features"`` (random MLP, ``width``).
+        noise: (:data:`NoiseSampler`) ``"exact"`` (eigendecomposition sampler) or ``"features"`` (random MLP, ``width``).
         width: random-feature width for ``noise="features"``.
     """
 
@@ -49,13 +53,13 @@ class SphereSDE(eqx.Module):
     attention: SphereAttention
     steps: int = eqx.field(static=True)
     horizon: float = eqx.field(static=True)
-    noise: str = eqx.field(static=True)
+    noise: NoiseSampler = eqx.field(static=True)
     width: int = eqx.field(static=True)
 
     def __init__(self, kernel=None, steps=100, horizon=1.0, attention=None, noise="exact", width=1024):
         self.kernel = NoiseKernel() if kernel is None else kernel
         self.attention = SphereAttention() if attention is None else attention
-        _check_common(self.kernel, self.attention, "steps", steps, horizon)
+        check_model_arguments(self.kernel, self.attention, "steps", steps, horizon)
         if noise not in ("exact", "features"):
             raise ValueError(f"`noise` must be 'exact' or 'features', got {noise!r}.")
         if int(width) < 1:
@@ -137,15 +141,26 @@ class _SphereEuler(diffrax.Euler):
         return y1, err, dict(y0=y0, y1=y1), state, result
 
 
-def brownian_path(key: PRNGKeyArray, sde: SphereSDE, shape, *, kind: str = "unsafe", dtype=None):
-    """The shared Brownian matrix ``B: [0, T] → R^{N×d}`` as a diffrax path."""
+def brownian_path(
+    key: PRNGKeyArray,
+    sde: SphereSDE,
+    shape,
+    *,
+    path_type: type[diffrax.UnsafeBrownianPath] | type[diffrax.VirtualBrownianTree] = diffrax.UnsafeBrownianPath,
+    dtype=None,
+):
+    """The shared Brownian matrix ``B: [0, T] → R^{N×d}`` as a diffrax path of class ``path_type``.
+
+    ``path_type``: ``diffrax.UnsafeBrownianPath`` (fast, fixed steps) or
+    ``diffrax.VirtualBrownianTree`` (on [0, T] with tolerance Δt/8; reproducible at any query).
+    """
     dtype = dtype or jnp.result_type(float)
     struct = jax.ShapeDtypeStruct(tuple(shape), dtype)
-    if kind == "unsafe":
+    if path_type is diffrax.UnsafeBrownianPath:
         return diffrax.UnsafeBrownianPath(shape=struct, key=key)
-    if kind == "tree":
+    if path_type is diffrax.VirtualBrownianTree:
         return diffrax.VirtualBrownianTree(0.0, sde.horizon, tol=sde.dt / 8, shape=struct, key=key)
-    raise ValueError(f"`kind` must be 'unsafe' or 'tree', got {kind!r}.")
+    raise ValueError(f"`path_type` must be diffrax.UnsafeBrownianPath or diffrax.VirtualBrownianTree, got {path_type!r}.")
 
 
 def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
