@@ -2,7 +2,9 @@
 
 float64 is enabled for the whole test session (tight tolerances need it); float32 behaviour is
 tested by passing ``dtype=jnp.float32`` explicitly. Keep shapes tiny and shared: JAX compiles
-once per shape.
+once per shape, and the persistent compilation cache (``$CFM_JAX_CACHE_DIR``, else
+``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``; the same as the CLI's) lets a second test
+run load what the first compiled. Set ``CFM_JAX_CACHE_DIR`` to another folder to start cold.
 """
 
 import os
@@ -12,6 +14,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+
+from cfm_jax.experiments.options import default_cache_dir, enable_compilation_cache  # noqa: E402
+
+enable_compilation_cache(default_cache_dir())
 
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402

@@ -1,0 +1,113 @@
+"""A general (non-kernel) contextual field: V(x, μ) = c(s) · W1(μ, ν) · e.
+
+The control of the propagation-of-chaos experiments (``docs/chaos.md``); a field built from a
+distance, so it sits above ``cfm_jax.wasserstein`` in the layers, not in ``fields/``. Its
+dependence on μ is W1-Lipschitz (|V(x, μ) − V(x, μ')| ≤ |c| W1(μ, μ')) but *not* of the kernel form
+F(∫ k(x, y) dμ(y)), so the empirical error is W1(μ_n, μ) ~ n^{-1/d} rather than the parametric
+n^{-1/2} of attention. With ν the population law (its reference sample), the population system
+stays put (W1(ν, ν) = 0) while an n-point context drifts by ~W1(μ_n, ν) along e.
+
+W1 is the debiased Sinkhorn divergence with the Euclidean cost (``cfm_jax.wasserstein``) at a
+*fixed* ε (set from ν's own scale at construction, so V is one functional of μ) and the self term
+OT_ε(ν, ν) precomputed; in d = 1 the exact sorted formula is used instead.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ._validation import is_concrete
+from .fields.base import AbstractField
+from .measures import EmpiricalMeasure, as_measure
+from .wasserstein import self_transport_cost, sinkhorn_w1, sorted_w1
+
+
+class W1ControlField(AbstractField):
+    """V(x, μ; θ) = θ["c"] · W1(μ, ν) · e (θ["c"] a scalar per layer; 1 when absent).
+
+    Build with :meth:`create`. Attributes: ``nu_points (m, d)``, ``nu_weights (m,)``,
+    ``direction (d,)`` (unit), ``epsilon`` and ``offset`` (OT_ε(ν, ν)) for the Sinkhorn path.
+    """
+
+    nu_points: Float[Array, "m d"]
+    nu_weights: Float[Array, " m"]
+    direction: Float[Array, " d"]
+    epsilon: Array
+    offset: Array
+    max_iterations: int = eqx.field(static=True, default=2000)
+    threshold: float = eqx.field(static=True, default=1e-3)
+    batch_size: int | None = eqx.field(static=True, default=None)
+
+    @classmethod
+    def create(
+        cls,
+        nu,
+        direction=None,
+        *,
+        relative_epsilon: float = 0.01,
+        max_iterations: int = 2000,
+        threshold: float = 1e-3,
+        batch_size: int | None = None,
+    ) -> "W1ControlField":
+        """Control field for the fixed measure ``nu`` (an :class:`EmpiricalMeasure` or ``(m, d)``).
+
+        ``direction`` defaults to e_1 and is normalised; ε = ``relative_epsilon``·(2 Var_ν)^{1/2}.
+        """
+        nu = as_measure(nu)
+        d = nu.dim
+        dtype = nu.points.dtype
+        e = jnp.zeros((d,), dtype).at[0].set(1.0) if direction is None else jnp.asarray(direction, dtype)
+        if e.shape != (d,):
+            raise ValueError(f"`direction` must have shape ({d},), got {e.shape}.")
+        norm = jnp.linalg.norm(e)
+        if is_concrete(norm) and not float(norm) > 0:
+            raise ValueError("`direction` must be a non-zero vector.")
+        if not relative_epsilon > 0:
+            raise ValueError(f"`relative_epsilon` must be > 0, got {relative_epsilon!r}.")
+        y, b = nu.points, nu.weights
+        var = b @ jnp.sum((y - b @ y) ** 2, -1)
+        eps = jax.lax.stop_gradient(relative_epsilon * jnp.sqrt(2 * var))
+        if d == 1:
+            offset = jnp.zeros((), dtype)
+        else:
+            offset = self_transport_cost(
+                y, b, eps, batch_size=batch_size, max_iterations=max_iterations, threshold=threshold
+            )
+        return cls(
+            nu_points=y,
+            nu_weights=b,
+            direction=e / norm,
+            epsilon=eps,
+            offset=jax.lax.stop_gradient(offset),
+            max_iterations=max_iterations,
+            threshold=threshold,
+            batch_size=batch_size,
+        )
+
+    def distance(self, measure: EmpiricalMeasure) -> Array:
+        """W1(μ, ν) as used by the field (scalar)."""
+        x, a = measure.points, measure.weights
+        if x.shape[-1] == 1:
+            return sorted_w1(x, a, self.nu_points, self.nu_weights)
+        return sinkhorn_w1(
+            x,
+            a,
+            self.nu_points,
+            self.nu_weights,
+            epsilon=self.epsilon,
+            batch_size=self.batch_size,
+            max_iterations=self.max_iterations,
+            threshold=self.threshold,
+            offset_yy=self.offset,
+        )
+
+    def __call__(self, x, measure, params):
+        c = params["c"] if "c" in params else 1.0
+        v = c * self.distance(measure) * self.direction
+        return jnp.broadcast_to(v, x.shape).astype(x.dtype)
+
+
+__all__ = ["W1ControlField"]
