@@ -1,4 +1,4 @@
-"""Forward solve of the contextual flow map (SPEC §1) with diffrax.
+"""The primal solve of the contextual flow map (docs/theory.md §1) with diffrax.
 
     dx/ds = V(x, μ_s; θ(s)),   dz_i/ds = V(z_i, μ_s; θ(s)),   μ_s = Σ_i w_i δ_{z_i(s)}.
 
@@ -6,13 +6,17 @@ The state is the pytree ``(x, z)``: ``x: (B, d)`` passive target tokens and ``z:
 context support (the weights are carried along unchanged). Both are evaluated in one call of the
 field on the stacked queries ``[x; z]``.
 
-For piecewise-constant paths the solve is a ``lax.scan`` over layers with one diffrax solve per
+:func:`integrate` is the diffrax solve used when the flow is differentiated by autodiff (a
+diffrax adjoint); the public entry point :func:`cfm_jax.forward` chooses between it and the hand
+adjoints. For piecewise-constant paths the solve is a ``lax.scan`` over layers with one diffrax solve per
 layer, so no step ever straddles a parameter jump and higher-order solvers keep their order.
 With the default ``diffrax.Euler()`` and one step per layer this is exactly the L-layer
 residual transformer x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
 """
 
 from __future__ import annotations
+
+import numbers
 
 import diffrax
 import equinox as eqx
@@ -64,14 +68,21 @@ class FlowSolution(eqx.Module):
         return EmpiricalMeasure(self.z1, self.weights)
 
 
-def _stacked_velocity(model: AbstractCFM, weights, params, state):
+def stacked_velocity(model: AbstractCFM, weights, params, state):
+    """V at the stacked queries ``[x; z]`` of the state ``(x, z)``, split back into ``(vx, vz)``."""
     x, z = state
     B = x.shape[0]
-    v = model.velocity(jnp.concatenate([x, z], axis=0), EmpiricalMeasure(z, weights), params)
+    v = model.velocity(jnp.concatenate([x, z], axis=0), EmpiricalMeasure.unchecked(z, weights), params)
     return v[:B], v[B:]
 
 
-def _validate(model, x0, context, steps):
+def check_inputs(model, x0, context, steps):
+    """Validate the arguments of a solve; returns ``(x0, context, steps)`` (steps defaulted to L).
+
+    Raises ``ValueError`` naming the argument: a model that is not an AbstractCFM, ``x0`` of
+    the wrong shape, dtype or with non-finite entries, a context of another dimension, or
+    ``steps`` that is not a positive multiple of L for piecewise-constant paths.
+    """
     if not isinstance(model, AbstractCFM):
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
     context = as_measure(context)
@@ -89,7 +100,9 @@ def _validate(model, x0, context, steps):
     L = model.num_layers
     if steps is None:
         steps = L
-    if not isinstance(steps, int) or steps < 1:
+    if isinstance(steps, numbers.Integral) and not isinstance(steps, bool):
+        steps = int(steps)
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise ValueError(f"`steps` must be a positive int, got {steps!r}.")
     if model.piecewise_constant and steps % L:
         raise ValueError(
@@ -99,54 +112,20 @@ def _validate(model, x0, context, steps):
     return x0, context, steps
 
 
-def forward(
-    model: AbstractCFM,
-    x0: Float[Array, "*B d"],
-    context,
-    *,
-    solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    saveat: SaveAt = SaveAt(),
-    adjoint: diffrax.AbstractAdjoint | None = None,
-    max_steps: int = 4096,
-) -> FlowSolution:
-    """Integrate the contextual flow map over s ∈ [0, 1].
+def integrate(model: AbstractCFM, x, z, w, *, solver, steps: int, stepsize_controller, saveat: SaveAt,
+              adjoint: diffrax.AbstractAdjoint, max_steps: int = 4096) -> FlowSolution:
+    """The diffrax solve behind :func:`cfm_jax.forward` for 2-D tokens ``x: (B, d)`` (no validation).
 
-    Args:
-        model: a :class:`~cfm_jax.Transformer` or any :class:`~cfm_jax.paths.AbstractCFM`.
-        x0: target token(s), ``(d,)`` or ``(B, d)``; passive, they do not enter the context.
-        context: :class:`~cfm_jax.EmpiricalMeasure` (or an ``(n, d)`` array, uniform weights).
-        solver: any diffrax ODE solver; default ``diffrax.Euler()``.
-        steps: total number of (initial) steps over [0, 1]; default one per layer. For
-            piecewise-constant paths it must be a multiple of L.
-        stepsize_controller: default fixed steps; pass e.g. ``diffrax.PIDController(rtol, atol)``
-            for adaptive stepping (then ``steps`` sets the first trial step).
-        saveat: :class:`SaveAt`.
-        adjoint: diffrax adjoint used when differentiating through the solve
-            (default ``diffrax.RecursiveCheckpointAdjoint()``).
-        max_steps: step cap per layer for adaptive solves.
-
-    Returns:
-        :class:`FlowSolution`.
+    Differentiated by ``adjoint``, a diffrax adjoint (autodiff through the solver).
     """
-    x0, context, steps = _validate(model, x0, context, steps)
-    dtype = jnp.result_type(x0, context.points, *jax.tree.leaves(model.stacked_params()))
-    single = x0.ndim == 1
-    x = jnp.atleast_2d(x0).astype(dtype)
-    z = context.points.astype(dtype)
-    w = context.weights.astype(dtype)
-    solver = diffrax.Euler() if solver is None else solver
-    adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
+    dtype = x.dtype
     adaptive = stepsize_controller is not None and not isinstance(
         stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)
     )
-    if saveat.steps and adaptive:
-        raise ValueError("`SaveAt(steps=True)` needs fixed steps; use `SaveAt(layers=True)` with adaptive solves.")
     L = model.num_layers
 
     def term_fn(s, state, args):
-        return _stacked_velocity(model, w, model.params_at(s) if args is None else args, state)
+        return stacked_velocity(model, w, model.params_at(s) if args is None else args, state)
 
     term = diffrax.ODETerm(term_fn)
 
@@ -198,10 +177,8 @@ def forward(
         ss = jnp.concatenate([jnp.zeros((1,), dtype), ts])
         xs = jnp.concatenate([x[None], xs_], axis=0)
         zs = jnp.concatenate([z[None], zs_], axis=0)
-        if single:
-            xs = xs[:, 0]
     return FlowSolution(
-        x1=x1[0] if single else x1,
+        x1=x1,
         z1=z1,
         weights=w,
         ss=ss,
@@ -215,19 +192,20 @@ def residual_forward(model: AbstractCFM, x0, context) -> tuple[Array, Array]:
     """Reference L-layer residual network x_{l+1} = x_l + V(x_l, μ_l; θ_l)/L as a bare ``lax.scan``.
 
     Returns ``(x1, z1)``. Same maths as ``forward(model, x0, context)`` with Euler; kept as an
-    independent code path for tests and for the diffrax-overhead benchmark.
+    independent code path for tests, for the diffrax-overhead benchmark and for the OGD
+    teacher streams.
     """
-    x0, context, _ = _validate(model, x0, context, None)
+    x0, context, _ = check_inputs(model, x0, context, None)
     x = jnp.atleast_2d(x0)
     w = context.weights
     L = model.num_layers
 
     def layer(state, l):
-        vx, vz = _stacked_velocity(model, w, model.layer_params(l), state)
+        vx, vz = stacked_velocity(model, w, model.layer_params(l), state)
         return (state[0] + vx / L, state[1] + vz / L), None
 
     (x1, z1), _ = jax.lax.scan(layer, (x, context.points), jnp.arange(L))
     return (x1[0] if x0.ndim == 1 else x1), z1
 
 
-__all__ = ["FlowSolution", "SaveAt", "forward", "residual_forward"]
+__all__ = ["FlowSolution", "SaveAt", "check_inputs", "integrate", "residual_forward", "stacked_velocity"]

@@ -91,6 +91,32 @@ class EmpiricalMeasure(eqx.Module):
         """Same weights, new support (e.g. the pushed-forward points); no re-validation."""
         return eqx.tree_at(lambda m: m.points, self, points)
 
+    def with_weights(self, weights) -> "EmpiricalMeasure":
+        """Same support, new weights; no re-validation (used inside transformations)."""
+        return eqx.tree_at(lambda m: m.weights, self, weights)
+
+    @classmethod
+    def unchecked(cls, points, weights) -> "EmpiricalMeasure":
+        """A measure from arrays without validation (traced arrays, zero-weight padding atoms)."""
+        template = cls(jnp.zeros((1, points.shape[-1]), points.dtype))
+        return eqx.tree_at(lambda m: (m.points, m.weights), template, (points, weights))
+
+    def pad_to(self, size: int) -> "EmpiricalMeasure":
+        """The same measure on ``size >= n`` atoms: the extra atoms sit at the origin with weight 0.
+
+        Atoms of weight exactly 0 carry no mass: the flow, the attention fields, the hand
+        adjoints and autodiff all give the unpadded results (to round-off) on the first n
+        atoms, and the padded atoms move passively. Padding a family of contexts to one size
+        lets a sweep compile once instead of once per n.
+        """
+        n = self.size
+        if not isinstance(size, int) or isinstance(size, bool) or size < n:
+            raise ValueError(f"`size` must be an int >= n = {n}, got {size!r}.")
+        pad = size - n
+        points = jnp.pad(self.points, ((0, pad), (0, 0)))
+        weights = jnp.pad(self.weights, (0, pad))
+        return eqx.tree_at(lambda m: (m.points, m.weights), self, (points, weights))
+
     @classmethod
     def sample(cls, key, sampler, n: int) -> "EmpiricalMeasure":
         """Uniform empirical measure of `n` i.i.d. draws `sampler(key, n) -> (n, d)`."""

@@ -42,6 +42,7 @@ from jaxtyping import Array
 
 from ._validation import is_concrete
 from .flow import residual_forward
+from .gradients import functional_gradient, value_and_grad
 from .measures import EmpiricalMeasure
 from .paths import AbstractCFM
 from .streams import AbstractStream, Sample, as_stream, check_stream
@@ -103,21 +104,13 @@ def autodiff_value_and_grad(model, x0, context, y):
 
 
 def default_grad_fn() -> GradFn:
-    """``cfm_jax.value_and_grad`` if it is available, else :func:`autodiff_value_and_grad`."""
-    import cfm_jax
-
-    return getattr(cfm_jax, "value_and_grad", None) or autodiff_value_and_grad
+    """:func:`cfm_jax.value_and_grad`: ``jax.grad`` through ``forward`` with the default (hand) adjoint."""
+    return value_and_grad
 
 
 def functional_scale(model: AbstractCFM, grads):
-    """δℓ/δθ on layer l = L · ∂ℓ/∂θ_l (SPEC §2); ``cfm_jax.functional_gradient`` when present."""
-    import cfm_jax
-
-    fg = getattr(cfm_jax, "functional_gradient", None)
-    if fg is not None:
-        return fg(model, grads)
-    L = model.num_layers
-    return jax.tree.map(lambda g: L * g, grads)
+    """δℓ/δθ on layer l = L · ∂ℓ/∂θ_l (docs/theory.md §2)."""
+    return functional_gradient(model, grads)
 
 
 # --- norms ----------------------------------------------------------------------------------------

@@ -1,33 +1,32 @@
-"""Eulerian adjoints (SPEC §2): closed-form local products, the exact adjoint of the Euler
-scheme, the continuous adjoint ODE and probe points. The public entry points are in
-:mod:`cfm_jax.gradients` (``value_and_grad``, ``adjoint_trajectories``)."""
+"""Hand-written adjoints of the flow (docs/theory.md §2) as strategies for ``forward(adjoint=...)``.
 
-from .continuous import ContinuousAdjoint, continuous_adjoint
-from .discrete import DiscreteAdjoint, euler_adjoint
-from .local import (
-    LocalVJP,
-    dtheta_transpose,
-    dx_transpose,
-    generic_local_vjp,
-    has_closed_form,
-    local_vjp,
-    measure_term,
-)
-from .probes import ball_probes, grid_probes, probe_gradients
+- :class:`DiscreteAdjoint`: the exact adjoint of explicit Euler (the residual network);
+- :class:`ContinuousAdjoint`: the adjoint ODE integrated backward with diffrax;
+- memory policies (:mod:`.memory`): ``StoreAll``, ``StoreEvery(c)``, ``Recompute``, ``Backsolve``;
+- probe sets (:mod:`.probes`) for ∇φ_s at fixed points.
+
+The local products each strategy needs come from the fields (``AbstractField.local_vjp``).
+"""
+
+from .base import AbstractHandAdjoint, AdjointResult, FlowSpec, solve, system_vjp
+from .continuous import ContinuousAdjoint
+from .discrete import DiscreteAdjoint
+from .memory import AbstractMemory, Backsolve, Recompute, StoreAll, StoreEvery
+from .probes import ball_probes, grid_probes
 
 __all__ = [
+    "AbstractHandAdjoint",
+    "AbstractMemory",
+    "AdjointResult",
+    "Backsolve",
     "ContinuousAdjoint",
     "DiscreteAdjoint",
-    "LocalVJP",
+    "FlowSpec",
+    "Recompute",
+    "StoreAll",
+    "StoreEvery",
     "ball_probes",
-    "continuous_adjoint",
-    "dtheta_transpose",
-    "dx_transpose",
-    "euler_adjoint",
-    "generic_local_vjp",
     "grid_probes",
-    "has_closed_form",
-    "local_vjp",
-    "measure_term",
-    "probe_gradients",
+    "solve",
+    "system_vjp",
 ]

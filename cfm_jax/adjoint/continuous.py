@@ -1,53 +1,38 @@
-"""Continuous Eulerian adjoint: the backward ODE system of SPEC §2 integrated with diffrax.
+"""Continuous Eulerian adjoint: the backward ODE system of docs/theory.md §2 integrated with diffrax.
 
-Backward in s from 1 to 0, layer by layer (no step straddles a parameter jump):
+Backward in s from 1 to 0, layer by layer (no step straddles a parameter jump), with b = ∂L/∂z
+(b_j = w_j a_j, a_j the test-field gradient) and c = [p; b]:
 
-    dx/ds = V(x, μ),  dz_i/ds = V(z_i, μ)                         (state re-computed backward)
-    dp/ds = −D_xV(x, μ)ᵀ p,                                       p(1) = ∇ℓ(x(1))
-    da_i/ds = −D_xV(z_i)ᵀ a_i − Σ_b G(x_b; z_i)ᵀ p_b − Σ_k w_k G(z_k; z_i)ᵀ a_k,   a_i(1) = 0
-    dg/ds = −Σ_b D_θV(x_b)ᵀ p_b − Σ_k w_k D_θV(z_k)ᵀ a_k,           g(1) = 0, ∂L/∂θ = g(0)
+    dx/ds = V(x, μ),  dz_j/ds = V(z_j, μ)                          (state, backward)
+    dp/ds = −D_xV(x, μ)ᵀ p,                                         p(1) = ∂L/∂x(1)
+    db_j/ds = −D_xV(z_j)ᵀ b_j − ∂_{z_j} Σ_r c_r·V(q_r, μ),           b(1) = ∂L/∂z(1)
+    d(∂L/∂log w_j)/ds = −∂_{log w_j} Σ_r c_r·V(q_r, μ),   dg/ds = −Σ_r D_θV(q_r)ᵀ c_r
 
-Probe characteristics (started at each layer boundary s_l at the fixed probe points) follow the
-same a-equation with zero mass, plus dφ/ds = −Σ_q c_q·(δV/δμ)(q, μ)(ζ).
+Saved-trajectory cotangents are added to (p, b) at the saved depths. Probe characteristics
+(started at each layer boundary at the fixed probe points) follow the a-equation with zero mass,
+plus dφ/ds = −Σ_r c_r·(δV/δμ)(q_r, μ)(ζ).
 
-Any diffrax solver and step-size controller can be used; with the same solver forwards and
-backwards the gradient converges to the exact gradient of the continuous flow at the solver's
-order. ``checkpoint``: ``None``/``"layers"`` restarts the backward state (x, z, ζ) from the forward
-state stored at every layer boundary (O(L) memory, limits backsolve drift), ``"recompute"``
-(alias ``"backsolve"``) stores nothing and integrates the state backward from s = 1 (memory
-independent of L).
+With the same solver forwards and backwards the gradient converges to the exact gradient of
+the continuous flow at the solver's order. Memory: ``StoreEvery(1)`` (default) restarts the
+backward state from the forward state stored at every layer boundary (O(L) memory, limits
+backsolve drift); ``Backsolve()`` stores nothing and integrates the state backward from s = 1.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..measures import EmpiricalMeasure
-from ..paths import AbstractCFM
-from .local import particle_system_vjp
+from ..flow import FlowSolution
+from .base import AbstractHandAdjoint, AdjointResult, context_measure, system_vjp, weight_gradient
+from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
 
 
-class ContinuousAdjoint(NamedTuple):
-    """Raw output of :func:`continuous_adjoint`; ``traj`` holds layer-boundary values."""
-
-    x1: jax.Array
-    z1: jax.Array
-    grads: AbstractCFM
-    p0: jax.Array
-    a0: jax.Array
-    traj: tuple | None
-    probe_grads: jax.Array | None
-    probe_values: jax.Array | None
-    num_steps: jax.Array
-
-
-def _solve(term, solver, t0, t1, k, y0, args, controller, max_steps, dtype):
-    if controller is None or isinstance(controller, (diffrax.ConstantStepSize, diffrax.StepTo)):
+def _solve(term, solver, t0, t1, k, y0, args, controller, max_steps, dtype, saveat_steps=False):
+    fixed = controller is None or isinstance(controller, (diffrax.ConstantStepSize, diffrax.StepTo))
+    if fixed:
         ts = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=dtype) / k
         # XLA may turn "/ k" into "* (1/k)": pin the end points that StepTo checks exactly
         ctrl = diffrax.StepTo(ts=ts.at[0].set(t0).at[-1].set(t1))
@@ -55,150 +40,211 @@ def _solve(term, solver, t0, t1, k, y0, args, controller, max_steps, dtype):
     else:
         ctrl, dt0, cap = controller, (t1 - t0) / k, max_steps
     sol = diffrax.diffeqsolve(
-        term, solver, t0=t0, t1=t1, dt0=dt0, y0=y0, args=args, stepsize_controller=ctrl, max_steps=cap
+        term, solver, t0=t0, t1=t1, dt0=dt0, y0=y0, args=args, stepsize_controller=ctrl, max_steps=cap,
+        saveat=diffrax.SaveAt(steps=True) if saveat_steps else diffrax.SaveAt(t1=True),
     )
-    return jax.tree.map(lambda a: a[-1], sol.ys), sol.stats["num_accepted_steps"]
+    return sol.ys, sol.ts, sol.stats["num_accepted_steps"]
 
 
-def continuous_adjoint(
-    model: AbstractCFM,
-    x,
-    z,
-    w,
-    cot_fn,
-    *,
-    solver=None,
-    steps: int,
-    stepsize_controller=None,
-    checkpoint=None,
-    probes=None,
-    trajectories: bool = False,
-    closed_form: bool = True,
-    chunk_size="field",
-    max_steps: int = 4096,
-) -> ContinuousAdjoint:
-    """Forward solve, then the adjoint ODE backward (see the module docstring).
+def _last(ys):
+    return jax.tree.map(lambda a: a[-1], ys)
 
-    Shapes as in :func:`~.discrete.euler_adjoint`; ``steps`` is the total number of (initial)
-    steps over [0, 1], split evenly over the L layers.
+
+class ContinuousAdjoint(AbstractHandAdjoint):
+    """The adjoint ODE integrated backward with diffrax (any solver, fixed or adaptive steps).
+
+    Attributes:
+        solver: solver of the backward system; None uses the forward's solver.
+        stepsize_controller: controller of the backward system; None uses the forward's.
+        memory: ``StoreEvery(1)`` (default) or ``Backsolve()`` (:mod:`cfm_jax.adjoint.memory`).
+
+    Not the exact gradient of the discretised forward: it converges to the gradient of the
+    continuous flow at the solver's order. The forward itself is the same diffrax solve as
+    with any other adjoint.
     """
-    if checkpoint not in (None, "steps", "layers", "recompute", "backsolve"):
-        raise ValueError(
-            f"`checkpoint` for the continuous adjoint must be None, 'layers' or 'recompute'/'backsolve', got {checkpoint!r}."
-        )
-    backsolve = checkpoint in ("recompute", "backsolve")
-    dtype = x.dtype
-    solver = diffrax.Euler() if solver is None else solver
-    L = model.num_layers
-    k = steps // L if steps % L == 0 else -(-steps // L)
-    B, n, d = x.shape[0], z.shape[0], x.shape[1]
-    field = model.field
-    pc = model.piecewise_constant
-    if probes is not None:
-        P = probes.shape[0]
-        zeta0 = jnp.tile(probes.astype(dtype), (L + 1, 1))
-        start = jnp.repeat(jnp.arange(L + 1), P)  # starts at layer boundary s_l = l/L
-    else:
-        zeta0 = jnp.zeros((0, d), dtype)
-        start = jnp.zeros((0,), jnp.int32)
-    R = zeta0.shape[0]
 
-    def theta(s, args):
-        return args[0] if pc else model.params_at(s)
+    solver: diffrax.AbstractSolver | None = None
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None
+    memory: AbstractMemory = StoreEvery(1)
 
-    def fwd_field(s, state, args):
-        xs, zs, zeta = state
-        vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), EmpiricalMeasure(zs, w), theta(s, args))
-        moving = (start <= args[1])[:, None].astype(dtype)
-        return vel[:B], vel[B : B + n], moving * vel[B + n :]
+    def validate(self, model, spec):
+        if self.solver is not None and not isinstance(self.solver, diffrax.AbstractSolver):
+            raise ValueError(f"ContinuousAdjoint `solver` must be a diffrax solver or None, got {self.solver!r}.")
+        ctrl = self.stepsize_controller
+        if ctrl is not None and not isinstance(ctrl, diffrax.AbstractStepSizeController):
+            raise ValueError(f"ContinuousAdjoint `stepsize_controller` must be a diffrax controller or None, got {ctrl!r}.")
+        L = model.num_layers
+        segment_steps(self.memory, "continuous", layers=L, steps=spec.steps, steps_per_layer=max(1, spec.steps // L))
 
-    fwd_term = diffrax.ODETerm(fwd_field)
-
-    def fwd_layer(state, l):
-        t0, t1 = l.astype(dtype) / L, (l + 1).astype(dtype) / L
-        args = (model.layer_params(l) if pc else None, l)
-        out, nsteps = _solve(fwd_term, solver, t0, t1, k, state, args, stepsize_controller, max_steps, dtype)
-        return out, (state, nsteps)
-
-    final, (bounds, fwd_steps) = jax.lax.scan(fwd_layer, (x, z, zeta0), jnp.arange(L))
-    x1, z1, zeta1 = final
-    p1 = cot_fn(x1)
-
-    if pc:
-        g_zero = jax.tree.map(jnp.zeros_like, model.layer_params(0))
-    else:
-        g_zero = jax.tree.map(jnp.zeros_like, eqx.filter(model, eqx.is_inexact_array))
-
-    def adj_field(s, Y, args):
-        (xs, zs, zeta), (p, a, azeta, phi, _) = Y
-        params, l = theta(s, args), args[1]
-        res = particle_system_vjp(
-            field, params, xs, zs, w, zeta, p, a, azeta, closed_form=closed_form, chunk_size=chunk_size
-        )
-        live = (start <= l).astype(dtype)
-        vel = res.velocity
-        dstate = (vel[:B], vel[B : B + n], live[:, None] * vel[B + n :])
-        dp = -res.dx[:B]
-        da = -(res.dx[B : B + n] / w[:, None] + res.dmu)
-        if R:
-            dazeta = -live[:, None] * (res.dx[B + n :] + res.dtargets)
-            dphi = -live * res.phi
+    def _setup(self, model, x, spec, probes):
+        L = model.num_layers
+        steps = spec.steps
+        k = steps // L if steps % L == 0 else -(-steps // L)
+        d, dtype = x.shape[1], x.dtype
+        if probes is not None:
+            P = probes.shape[0]
+            zeta0 = jnp.tile(probes.astype(dtype), (L + 1, 1))
+            start = jnp.repeat(jnp.arange(L + 1), P)  # starts at layer boundary s_l = l/L
         else:
-            dazeta, dphi = jnp.zeros_like(azeta), jnp.zeros_like(phi)
+            zeta0, start = jnp.zeros((0, d), dtype), jnp.zeros((0,), jnp.int32)
+        return L, k, zeta0, start
+
+    def _theta(self, model, s, args):
+        return args[0] if model.piecewise_constant else model.params_at(s)
+
+    def run_forward(self, model, x, z, w, spec, *, store, probes=None):
+        L, k, zeta0, start = self._setup(model, x, spec, probes)
+        dtype, B, n = x.dtype, x.shape[0], z.shape[0]
+        pc = model.piecewise_constant
+        steps_out = spec.saveat.steps
+
+        def field(s, state, args):
+            xs, zs, zeta = state
+            vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), context_measure(zs, w), self._theta(model, s, args))
+            moving = (start <= args[1])[:, None].astype(dtype)
+            return vel[:B], vel[B : B + n], moving * vel[B + n :]
+
+        term = diffrax.ODETerm(field)
+
+        def layer(state, l):
+            t0, t1 = l.astype(dtype) / L, (l + 1).astype(dtype) / L
+            args = (model.layer_params(l) if pc else None, l)
+            ys, ts, nsteps = _solve(term, spec.solver, t0, t1, k, state, args, spec.stepsize_controller,
+                                    spec.max_steps, dtype, steps_out)
+            return _last(ys), (state, (ys, ts) if steps_out else None, nsteps)
+
+        final, (bounds, per_step, nsteps) = jax.lax.scan(layer, (x, z, zeta0), jnp.arange(L))
+        x1, z1, _ = final
+        ss = xs = zs = None
+        if steps_out:
+            (ys_x, ys_z, _), ts = per_step
+            ss = jnp.concatenate([jnp.zeros((1,), dtype), ts.reshape(-1)])
+            xs = jnp.concatenate([x[None], ys_x.reshape((-1,) + x.shape)], 0)
+            zs = jnp.concatenate([z[None], ys_z.reshape((-1,) + z.shape)], 0)
+        elif spec.saveat.layers:
+            ss = jnp.arange(L + 1, dtype=dtype) / L
+            xs = jnp.concatenate([bounds[0], x1[None]], 0)
+            zs = jnp.concatenate([bounds[1], z1[None]], 0)
+        sol = FlowSolution(x1=x1, z1=z1, weights=w, ss=ss, xs=xs, zs=zs, num_steps=nsteps.sum())
+        residuals = None
+        if store:
+            residuals = (final, None if isinstance(self.memory, Backsolve) else bounds)
+        return sol, residuals
+
+    def run_backward(self, model, x, z, w, spec, residuals, cotangents, *, probes=None, trajectories=False):
+        L, k, zeta0, start = self._setup(model, x, spec, probes)
+        dtype, B, n, d = x.dtype, x.shape[0], z.shape[0], x.shape[1]
+        R = zeta0.shape[0]
+        pc = model.piecewise_constant
+        solver = spec.solver if self.solver is None else self.solver
+        controller = spec.stepsize_controller if self.stepsize_controller is None else self.stepsize_controller
+        final, bounds = residuals
+        field = model.field
+        ct = cotangents
+        # saved-trajectory cotangents are injected at every step (SaveAt(steps)) or layer boundary
+        sub = k if spec.saveat.steps else 1
+        per_sub = k // sub
+
+        def split(a):  # (S, ...) saved cotangent -> boundary value (S−1 → reshaped to (L, sub, ...)) and final
+            return None if a is None else (a[:-1].reshape((L, sub) + a.shape[1:]), a[-1])
+
+        inj_x, inj_z = split(ct.xs), split(ct.zs)
+
+        def zero_or(a, like):
+            return jnp.zeros_like(like) if a is None else a.astype(like.dtype)
+
+        p1 = zero_or(ct.x1, x) + (0 if inj_x is None else inj_x[1])
+        b1 = zero_or(ct.z1, z) + (0 if inj_z is None else inj_z[1])
+
         if pc:
-            dg = jax.tree.map(jnp.negative, res.dparams)
+            g_zero = jax.tree.map(jnp.zeros_like, model.layer_params(0))
         else:
-            _, pull = eqx.filter_vjp(lambda m: m.params_at(s), model)
-            dg = jax.tree.map(jnp.negative, pull(res.dparams)[0])
-        return dstate, (dp, da, dazeta, dphi, dg)
+            g_zero = jax.tree.map(jnp.zeros_like, eqx.filter(model, eqx.is_inexact_array))
 
-    adj_term = diffrax.ODETerm(adj_field)
+        def adj_field(s, Y, args):
+            (xs, zs, zeta), (p, b, bz, phi, dlogw, _) = Y
+            params, l = self._theta(model, s, args), args[1]
+            res = system_vjp(field, params, xs, zs, w, zeta, p, b, bz)
+            live = (start <= l).astype(dtype)
+            vel = res.velocity
+            dstate = (vel[:B], vel[B : B + n], live[:, None] * vel[B + n :])
+            dp = -res.dx[:B]
+            db = -(res.dx[B : B + n] + res.dz)
+            if R:
+                dbz = -live[:, None] * (res.dx[B + n :] + res.dtargets)
+                dphi = -live * res.phi
+            else:
+                dbz, dphi = jnp.zeros_like(bz), jnp.zeros_like(phi)
+            if pc:
+                dg = jax.tree.map(jnp.negative, res.dparams)
+            else:
+                _, pull = eqx.filter_vjp(lambda m: m.params_at(s), model)
+                dg = jax.tree.map(jnp.negative, pull(res.dparams)[0])
+            return dstate, (dp, db, dbz, dphi, -res.dlogw, dg)
 
-    def bwd_layer(carry, inputs):
-        state, adj = carry
-        l, bound_end = inputs
-        if not backsolve:
-            state = bound_end
-        p, a, azeta, phi, g = adj
-        g_in = g_zero if pc else g
-        t0, t1 = (l + 1).astype(dtype) / L, l.astype(dtype) / L
-        args = (model.layer_params(l) if pc else None, l)
-        (state, (p, a, azeta, phi, g_out)), nsteps = _solve(
-            adj_term, solver, t0, t1, k, (state, (p, a, azeta, phi, g_in)), args, stepsize_controller, max_steps, dtype
+        term = diffrax.ODETerm(adj_field)
+
+        def bwd_layer(carry, inputs):
+            state, adj = carry
+            l, bound_start, inj = inputs
+            args = (model.layer_params(l) if pc else None, l)
+            p, b, bz, phi, dlogw, g = adj
+            g_in = g_zero if pc else g
+
+            def bwd_sub(c, j):  # sub-interval j (from the end) of layer l
+                st, (p, b, bz, phi, dlogw, g) = c
+                t0 = (l.astype(dtype) + (j + 1).astype(dtype) / sub) / L
+                t1 = (l.astype(dtype) + j.astype(dtype) / sub) / L
+                ys, _, nsteps = _solve(term, solver, t0, t1, per_sub, (st, (p, b, bz, phi, dlogw, g)), args,
+                                       controller, spec.max_steps, dtype)
+                st, (p, b, bz, phi, dlogw, g) = _last(ys)
+                if inj is not None:
+                    jx, jz = inj
+                    p = p if jx is None else p + jx[j]
+                    b = b if jz is None else b + jz[j]
+                return (st, (p, b, bz, phi, dlogw, g)), (nsteps, (st[0], st[1], p, b) if trajectories else None)
+
+            (state, (p, b, bz, phi, dlogw, g_out)), (nsteps, tr) = jax.lax.scan(
+                bwd_sub, (state, (p, b, bz, phi, dlogw, g_in)), jnp.arange(sub), reverse=True
+            )
+            if bound_start is not None:
+                state = bound_start  # restart from the stored forward state at this layer's start
+            tr = None if tr is None else jax.tree.map(lambda a: a[0], tr)
+            out = (g_out if pc else None, tr, nsteps.sum())
+            return (state, (p, b, bz, phi, dlogw, g_out if not pc else g)), out
+
+        # the backward starts from the final state; after layer l it restarts from the stored start
+        # of layer l (the end of layer l − 1) unless the state is backsolved
+        inj = None
+        if inj_x is not None or inj_z is not None:
+            inj = (None if inj_x is None else inj_x[0], None if inj_z is None else inj_z[0])
+        adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), jnp.zeros_like(w), g_zero)
+        (_, adj0), (g_layers, traj_bwd, _) = jax.lax.scan(
+            bwd_layer, (final, adj1), (jnp.arange(L), bounds, inj), reverse=True
         )
-        out = (g_out if pc else None, (state[0], state[1], p, a) if trajectories else None, nsteps)
-        return (state, (p, a, azeta, phi, g_out if not pc else g)), out
-
-    # the state at the end of layer l is the stored start of layer l + 1 (or the final state)
-    bound_ends = jax.tree.map(lambda b, f: jnp.concatenate([b[1:], f[None]], 0), bounds, final)
-    adj1 = (p1, jnp.zeros_like(z), jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), g_zero)
-    (_, adj0), (g_layers, traj_bwd, bwd_steps) = jax.lax.scan(
-        bwd_layer, (final, adj1), (jnp.arange(L), bound_ends), reverse=True
-    )
-    p0, a0, azeta, phi, g_total = adj0
-    if pc:
-        stacked, pull = eqx.filter_vjp(lambda m: m.stacked_params(), model)
-        grads = pull(jax.tree.map(lambda g, p: g.astype(p.dtype), g_layers, stacked))[0]
-    else:
-        grads = g_total
-    traj = None
-    if trajectories:
-        xs_b, zs_b, ps_b, as_b = traj_bwd  # values at the layer starts s = l/L
-        ss = jnp.arange(L + 1, dtype=dtype) / L
-        traj = (
-            ss,
-            jnp.concatenate([bounds[0], x1[None]], 0),
-            jnp.concatenate([bounds[1], z1[None]], 0),
-            jnp.concatenate([ps_b, p1[None]], 0),
-            jnp.concatenate([as_b, jnp.zeros_like(z)[None]], 0),
-        )
-        del xs_b, zs_b
-    probe_grads = probe_values = None
-    if R:
-        probe_grads = azeta.reshape(L + 1, -1, d)
-        probe_values = phi.reshape(L + 1, -1)
-    num_steps = fwd_steps.sum() + bwd_steps.sum()
-    return ContinuousAdjoint(x1, z1, grads, p0, a0, traj, probe_grads, probe_values, num_steps)
+        p0, b0, bz, phi, dlogw, g_total = adj0
+        if pc:
+            stacked, pull = eqx.filter_vjp(lambda m: m.stacked_params(), model)
+            grads = pull(jax.tree.map(lambda g, p: g.astype(p.dtype), g_layers, stacked))[0]
+        else:
+            grads = g_total
+        traj = None
+        if trajectories:
+            x1, z1, _ = final
+            _, _, ps_b, bs_b = traj_bwd  # values at the layer starts s = l/L
+            iw = 1.0 / jnp.where(w > 0, w, 1.0)[None, :, None]
+            traj = (
+                jnp.arange(L + 1, dtype=dtype) / L,
+                jnp.concatenate([bounds[0], x1[None]], 0),
+                jnp.concatenate([bounds[1], z1[None]], 0),
+                jnp.concatenate([ps_b, p1[None]], 0),
+                jnp.concatenate([bs_b, b1[None]], 0) * iw,
+            )
+        probe_grads = probe_values = None
+        if R:
+            probe_grads = bz.reshape(L + 1, -1, d)
+            probe_values = phi.reshape(L + 1, -1)
+        return AdjointResult(grads, p0, b0, weight_gradient(dlogw, w, ct.weights), traj, probe_grads, probe_values)
 
 
-__all__ = ["ContinuousAdjoint", "continuous_adjoint"]
+__all__ = ["ContinuousAdjoint"]

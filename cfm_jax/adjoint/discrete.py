@@ -5,227 +5,238 @@ probe characteristics ζ:
 
     x_{i+1} = x_i + h V(x_i, μ_i; θ_i),  z_{i+1} = z_i + h V(z_i, μ_i; θ_i),  μ_i = Σ_j w_j δ_{z_j,i}.
 
-Backward (p_N = ∇ℓ(x_N), a_N = 0; a_i is the test-field gradient, ∂L/∂z_{j,i} = w_j a_{j,i}):
+Backward, from the output cotangents (p_N = ∂L/∂x_N, b_N = ∂L/∂z_N; saved-trajectory
+cotangents are added to p_i, b_i as the sweep passes step i):
 
     p_i = p_{i+1} + h D_xV(x_i)ᵀ p_{i+1}
-    a_i = a_{i+1} + h [D_xV(z_i)ᵀ a_{i+1} + Σ_b G(x_b; z_i)ᵀ p_{b,i+1} + Σ_k w_k G(z_k; z_i)ᵀ a_{k,i+1}]
-    ∂L/∂θ_i = h [Σ_b D_θV(x_b)ᵀ p_{b,i+1} + Σ_k w_k D_θV(z_k)ᵀ a_{k,i+1}]
+    b_i = b_{i+1} + h [D_xV(z_i)ᵀ b_{i+1} + ∂_{z_i} Σ_r c_r·V(q_r, μ_i)]          (c = [p; b])
+    ∂L/∂log w_j += h ∂_{log w_j} Σ_r c_r·V(q_r, μ_i),   ∂L/∂θ_i = h Σ_r D_θV(q_r)ᵀ c_r
 
 which is the chain rule of the scheme, so it equals reverse-mode autodiff through the same
-scheme to round-off. A probe started at step i₀ at point y follows the same a-recursion with
-zero mass (it moves in the field but does not act on it) and gives ∇φ_{s_{i₀}}(y); its value
-φ accumulates h Σ_q c_q·(δV/δμ)(q, μ_i)(ζ_i).
-
-Memory (``checkpoint``): ``None`` stores every Euler state (one forward, one backward);
-``"layers"`` stores layer boundaries and recomputes the k states inside a layer; an int c stores
-every c-th layer boundary and recomputes c-layer segments (O(L/c + c·k) states);
-``"recompute"`` stores nothing but the initial state and recomputes each layer's start from s = 0
-(memory independent of L, time O(L²) layer evaluations).
+scheme to round-off (docs/theory.md §2). b_j = w_j a_j with a_j = ∇φ_s(z_j) the test-field
+gradient. A probe started at step i₀ at point y follows the a-recursion with zero mass and
+gives ∇φ_{s_{i₀}}(y); its value φ accumulates h Σ_r c_r·(δV/δμ)(q_r, μ_i)(ζ_i).
+Memory: :mod:`cfm_jax.adjoint.memory` (StoreAll, StoreEvery(c), Recompute).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-import equinox as eqx
+import diffrax
 import jax
 import jax.numpy as jnp
 
-from ..measures import EmpiricalMeasure
-from ..paths import AbstractCFM
-from .local import particle_system_vjp
-
-CHECKPOINT_MODES = (None, "steps", "layers", "recompute")
-
-
-class DiscreteAdjoint(NamedTuple):
-    """Raw output of :func:`euler_adjoint` (2-D token arrays, stacked per-step θ-cotangents).
-
-    ``grads`` is model-shaped (∂L/∂θ of the stacked parameters); ``traj`` is None unless
-    requested: ``(ss (N+1,), xs (N+1,B,d), zs (N+1,n,d), ps (N+1,B,d), a (N+1,n,d))``.
-    ``probe_grads``/``probe_values``: ``(N+1, P, d)``/``(N+1, P)`` or None.
-    """
-
-    x1: jax.Array
-    z1: jax.Array
-    grads: AbstractCFM
-    p0: jax.Array
-    a0: jax.Array
-    traj: tuple | None
-    probe_grads: jax.Array | None
-    probe_values: jax.Array | None
+from ..flow import FlowSolution
+from .base import (
+    AbstractHandAdjoint,
+    AdjointResult,
+    FlowSpec,
+    context_measure,
+    model_grads,
+    step_params,
+    system_vjp,
+    weight_gradient,
+)
+from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
 
-def step_params(model: AbstractCFM, i, k: int, N: int, dtype):
-    """θ used by Euler step ``i``: layer ⌊i/k⌋ for piecewise-constant paths, else θ(i/N)."""
-    if model.piecewise_constant:
-        return model.layer_params(i // k)
-    return model.params_at(i.astype(dtype) / N)
-
-
-def segment_length(checkpoint, L: int, k: int) -> int | None:
-    """Steps per recomputed segment (None: store every state). Raises on a bad ``checkpoint``."""
-    if checkpoint is None or checkpoint == "steps":
-        return None
-    if checkpoint in ("layers", "recompute"):
-        return k
-    if isinstance(checkpoint, int) and not isinstance(checkpoint, bool) and checkpoint >= 1:
-        if L % checkpoint:
-            raise ValueError(f"`checkpoint`={checkpoint} (layers per stored state) must divide L={L}.")
-        return checkpoint * k
-    raise ValueError(
-        f"`checkpoint` must be None, 'steps', 'layers', 'recompute' or a positive int dividing L, got {checkpoint!r}."
-    )
-
-
-def _model_grads(model: AbstractCFM, per_step: dict, k: int, N: int, dtype) -> AbstractCFM:
-    """Map per-step cotangents of θ_i to a model-shaped gradient (the path's own chain rule)."""
-    if model.piecewise_constant:
-        per_layer = jax.tree.map(lambda g: g.reshape((N // k, k) + g.shape[1:]).sum(1), per_step)
-        stacked, pull = eqx.filter_vjp(lambda m: m.stacked_params(), model)
-        # the solve may run in a wider dtype than the parameters (e.g. float64 tokens)
-        return pull(jax.tree.map(lambda g, p: g.astype(p.dtype), per_layer, stacked))[0]
-    idx = jnp.arange(N)
-    path, pull = eqx.filter_vjp(lambda m: jax.vmap(lambda i: m.params_at(i.astype(dtype) / N))(idx), model)
-    return pull(jax.tree.map(lambda g, p: g.astype(p.dtype), per_step, path))[0]
-
-
-def euler_adjoint(
-    model: AbstractCFM,
-    x,
-    z,
-    w,
-    cot_fn,
-    *,
-    steps: int,
-    checkpoint=None,
-    probes=None,
-    trajectories: bool = False,
-    closed_form: bool = True,
-    chunk_size="field",
-) -> DiscreteAdjoint:
-    """Forward Euler solve plus its exact adjoint.
-
-    Args:
-        model: any model; its field's local products come from :func:`~.local.local_vjp`.
-        x: ``(B, d)`` target tokens; z: ``(n, d)`` context points; w: ``(n,)`` weights.
-        cot_fn: ``x1 (B, d) -> p_N (B, d)``, the loss gradient at the final tokens.
-        steps: N, a multiple of L for piecewise-constant paths.
-        checkpoint: memory mode (see the module docstring).
-        probes: ``(P, d)`` fixed points; a probe characteristic starts at each of them at every
-            saved depth s_i = i/N, i = 0..N.
-        trajectories: also return the states and adjoints at every step.
-    """
-    dtype = x.dtype
-    L, N = model.num_layers, steps
+def _dims(model, spec):
+    L, N = model.num_layers, spec.steps
     k = N // L if model.piecewise_constant else 1
-    h = jnp.asarray(1.0 / N, dtype)
-    B, n = x.shape[0], z.shape[0]
-    field = model.field
-    if probes is not None:
-        P = probes.shape[0]
-        zeta0 = jnp.tile(probes.astype(dtype), (N + 1, 1))  # row r = i·P + j starts at step i
-        start = jnp.repeat(jnp.arange(N + 1), P)
-    else:
-        zeta0 = jnp.zeros((0, x.shape[1]), dtype)
-        start = jnp.zeros((0,), jnp.int32)
-    R = zeta0.shape[0]
+    return L, N, k
 
-    def forward_step(state, i):
-        xs, zs, zeta = state
-        params = step_params(model, i, k, N, dtype)
-        vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), EmpiricalMeasure(zs, w), params)
-        moving = (start <= i)[:, None].astype(dtype)
-        return (xs + h * vel[:B], zs + h * vel[B : B + n], zeta + h * moving * vel[B + n :])
 
-    def backward_step(adj, inputs):
-        state, i = inputs
-        xs, zs, zeta = state
-        p, a, azeta, phi = adj
-        params = step_params(model, i, k, N, dtype)
-        res = particle_system_vjp(
-            field, params, xs, zs, w, zeta, p, a, azeta, closed_form=closed_form, chunk_size=chunk_size
-        )
-        p_new = p + h * res.dx[:B]
-        a_new = a + h * (res.dx[B : B + n] / w[:, None] + res.dmu)
-        if R:
-            live = start <= i
-            azeta = jnp.where(live[:, None], azeta + h * (res.dx[B + n :] + res.dtargets), azeta)
-            phi = jnp.where(live, phi + h * res.phi, phi)
-        gtheta = jax.tree.map(lambda g: h * g, res.dparams)
-        out = (gtheta, (p_new, a_new) if trajectories else None)
-        return (p_new, a_new, azeta, phi), out
+def _probe_rows(probes, N, d, dtype):
+    """Probe characteristics: row r = i·P + j starts at step i at probes[j]; ``(R, d)``, ``(R,)``."""
+    if probes is None:
+        return jnp.zeros((0, d), dtype), jnp.zeros((0,), jnp.int32)
+    P = probes.shape[0]
+    return jnp.tile(probes.astype(dtype), (N + 1, 1)), jnp.repeat(jnp.arange(N + 1), P)
 
-    def run_steps(state, first, count):
-        """``count`` forward steps from global step ``first``; returns final and step-start states."""
 
+def _saved(states, k, saveat, final):
+    """SaveAt outputs from the step-start states ``(N, ...)`` plus the final state."""
+    xs_all = jnp.concatenate([states[0], final[0][None]], 0)
+    zs_all = jnp.concatenate([states[1], final[1][None]], 0)
+    if saveat.steps:
+        return xs_all, zs_all
+    return xs_all[::k], zs_all[::k]
+
+
+def _inject(ct, k, saveat, N):
+    """Dense per-step cotangents ``(N + 1, ...)`` from a saved-trajectory cotangent (or None)."""
+    if ct is None:
+        return None
+    if saveat.steps:
+        return ct
+    return jnp.zeros((N + 1,) + ct.shape[1:], ct.dtype).at[::k].set(ct)
+
+
+class DiscreteAdjoint(AbstractHandAdjoint):
+    """The exact adjoint of explicit Euler (the residual network), O(n) memory per stored state.
+
+    Gradients equal reverse-mode autodiff through the same Euler scheme to round-off, at
+    3.5–4× the cost of a forward and without any n×n buffer. Requires ``solver=diffrax.Euler()``
+    (the default) and fixed steps. ``memory``: ``StoreAll()`` (default), ``StoreEvery(c)`` or
+    ``Recompute()`` (:mod:`cfm_jax.adjoint.memory`).
+    """
+
+    memory: AbstractMemory = StoreAll()
+
+    def validate(self, model, spec):
+        if type(spec.solver) is not diffrax.Euler:
+            raise ValueError(
+                "`adjoint`=DiscreteAdjoint() is the exact adjoint of explicit Euler; `solver` must be diffrax.Euler() "
+                f"(the default), got {type(spec.solver).__name__}. Use ContinuousAdjoint() or a diffrax adjoint."
+            )
+        if spec.stepsize_controller is not None and not isinstance(spec.stepsize_controller, diffrax.ConstantStepSize):
+            raise ValueError("`adjoint`=DiscreteAdjoint() needs fixed steps; `stepsize_controller` must be None.")
+        L, N, k = _dims(model, spec)
+        segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k)
+
+    # ---------------------------------------------------------------------------------- forward
+
+    def _step_fn(self, model, w, spec, start):
+        L, N, k = _dims(model, spec)
+
+        def step(state, i):
+            x, z, zeta = state
+            dtype = x.dtype
+            h = jnp.asarray(1.0 / N, dtype)
+            B, n = x.shape[0], z.shape[0]
+            vel = model.velocity(jnp.concatenate([x, z, zeta], 0), context_measure(z, w), step_params(model, i, k, N, dtype))
+            moving = (start <= i)[:, None].astype(dtype)
+            return (x + h * vel[:B], z + h * vel[B : B + n], zeta + h * moving * vel[B + n :])
+
+        return step
+
+    def _run_steps(self, step, state, first, count, emit: bool):
         def body(st, i):
-            return forward_step(st, i), st
+            return step(st, i), (st if emit else None)
 
         return jax.lax.scan(body, state, first + jnp.arange(count))
 
-    state0 = (x, z, zeta0)
-    seg = segment_length(checkpoint, L, k)
-    if trajectories and seg is not None:
-        seg = None  # the trajectories are stored anyway
-    stored_all = seg is None
-    if stored_all:
-        final, states = run_steps(state0, 0, N)
-        states = jax.tree.map(lambda s: s[None], states)
-        nseg, seg = 1, N
-    elif checkpoint == "recompute":
+    def run_forward(self, model, x, z, w, spec, *, store, probes=None):
+        L, N, k = _dims(model, spec)
+        zeta0, start = _probe_rows(probes, N, x.shape[1], x.dtype)
+        step = self._step_fn(model, w, spec, start)
+        state0 = (x, z, zeta0)
+        saving = spec.saveat.steps or spec.saveat.layers
+        seg = segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k) if store else None
+        residuals = None
+        if not store or seg is None:
+            keep = saving or store
+            final, states = self._run_steps(step, state0, 0, N, keep)
+            if store:
+                residuals = states
+        else:
+            recompute = isinstance(self.memory, Recompute)
+
+            def seg_body(st, iseg):
+                out, sts = self._run_steps(step, st, iseg * seg, seg, saving)
+                return out, (None if recompute else st, sts)
+
+            final, (starts, states) = jax.lax.scan(seg_body, state0, jnp.arange(N // seg))
+            if saving:
+                states = jax.tree.map(lambda a: a.reshape((N,) + a.shape[2:]), states)
+            residuals = starts
+        sol = self._solution(final, states if saving else None, w, spec, k, N)
+        return sol, residuals
+
+    def _solution(self, final, states, w, spec, k, N):
+        x1, z1, _ = final
+        ss = xs = zs = None
+        if states is not None:
+            xs, zs = _saved(states, k, spec.saveat, final)
+            ss = jnp.arange(N + 1, dtype=x1.dtype) / N
+            ss = ss if spec.saveat.steps else ss[::k]
+        return FlowSolution(x1=x1, z1=z1, weights=w, ss=ss, xs=xs, zs=zs, num_steps=jnp.asarray(N))
+
+    # --------------------------------------------------------------------------------- backward
+
+    def run_backward(self, model, x, z, w, spec, residuals, cotangents, *, probes=None, trajectories=False):
+        L, N, k = _dims(model, spec)
+        dtype = x.dtype
+        h = jnp.asarray(1.0 / N, dtype)
+        B, n, d = x.shape[0], z.shape[0], x.shape[1]
+        zeta0, start = _probe_rows(probes, N, d, dtype)
+        R = zeta0.shape[0]
+        step = self._step_fn(model, w, spec, start)
+        state0 = (x, z, zeta0)
+        seg = segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k)
+        stored_all = seg is None
+        seg = N if stored_all else seg
         nseg = N // seg
-        final = jax.lax.fori_loop(0, N, lambda i, st: forward_step(st, i), state0)
-        states = None
-    else:
-        nseg = N // seg
+        recompute = isinstance(self.memory, Recompute)
+        ct = cotangents
+        inj_x = _inject(ct.xs, k, spec.saveat, N)
+        inj_z = _inject(ct.zs, k, spec.saveat, N)
 
-        def seg_body(st, iseg):
-            out, _ = run_steps(st, iseg * seg, seg)
-            return out, st
+        def zero_or(a, like):
+            return jnp.zeros_like(like) if a is None else a.astype(like.dtype)
 
-        final, states = jax.lax.scan(seg_body, state0, jnp.arange(nseg))
+        # terminal condition: the final-state cotangents plus the last saved entry
+        p1 = zero_or(ct.x1, x) + (0 if inj_x is None else inj_x[N])
+        b1 = zero_or(ct.z1, z) + (0 if inj_z is None else inj_z[N])
+        field = model.field
 
-    x1, z1, _ = final
-    p1 = cot_fn(x1)
-    adj1 = (p1, jnp.zeros_like(z), jnp.zeros_like(zeta0), jnp.zeros((R,), dtype))
+        def backward_step(adj, inputs):
+            (xs, zs, zeta), i = inputs
+            p, b, bz, phi, dlogw = adj
+            res = system_vjp(field, step_params(model, i, k, N, dtype), xs, zs, w, zeta, p, b, bz)
+            p_new = p + h * res.dx[:B]
+            b_new = b + h * (res.dx[B : B + n] + res.dz)
+            if inj_x is not None:
+                p_new = p_new + inj_x[i]
+            if inj_z is not None:
+                b_new = b_new + inj_z[i]
+            if R:
+                live = start <= i
+                bz = jnp.where(live[:, None], bz + h * (res.dx[B + n :] + res.dtargets), bz)
+                phi = jnp.where(live, phi + h * res.phi, phi)
+            gtheta = jax.tree.map(lambda g: h * g, res.dparams)
+            out = (gtheta, (p_new, b_new) if trajectories else None)
+            return (p_new, b_new, bz, phi, dlogw + h * res.dlogw), out
 
-    def backward_segment(adj, inputs):
-        seg_states, iseg = inputs
-        first = iseg * seg
-        if seg_states is None:  # "recompute": replay from s = 0 to this segment's start
-            start_state = jax.lax.fori_loop(0, first, lambda i, st: forward_step(st, i), state0)
-            _, seg_states = run_steps(start_state, first, seg)
-        elif not stored_all:  # a segment boundary only: recompute the segment's states
-            _, seg_states = run_steps(seg_states, first, seg)
-        return jax.lax.scan(backward_step, adj, (seg_states, first + jnp.arange(seg)), reverse=True)
+        def backward_segment(adj, inputs):
+            seg_start, iseg = inputs
+            first = iseg * seg
+            if stored_all:
+                seg_states = residuals
+            else:
+                if recompute:  # replay from s = 0 to this segment's start
+                    seg_start = jax.lax.fori_loop(0, first, lambda i, st: step(st, i), state0)
+                _, seg_states = self._run_steps(step, seg_start, first, seg, True)
+            return jax.lax.scan(backward_step, adj, (seg_states, first + jnp.arange(seg)), reverse=True)
 
-    seg_inputs = (states, jnp.arange(nseg))
-    if states is None:
-        adj0, outs = jax.lax.scan(lambda c, i: backward_segment(c, (None, i)), adj1, jnp.arange(nseg), reverse=True)
-    else:
-        adj0, outs = jax.lax.scan(backward_segment, adj1, seg_inputs, reverse=True)
-    flat = lambda t: t.reshape((N,) + t.shape[2:])  # noqa: E731
-    gtheta, traj_adj = jax.tree.map(flat, outs)
-    grads = _model_grads(model, gtheta, k, N, dtype)
-    p0, a0, azeta, phi = adj0
-    traj = None
-    if trajectories:
-        xs_all, zs_all, _ = jax.tree.map(flat, states)
-        ss = jnp.arange(N + 1, dtype=dtype) / N
-        ps, as_ = traj_adj
-        traj = (
-            ss,
-            jnp.concatenate([xs_all, x1[None]], 0),
-            jnp.concatenate([zs_all, z1[None]], 0),
-            jnp.concatenate([ps, p1[None]], 0),
-            jnp.concatenate([as_, jnp.zeros_like(z)[None]], 0),
+        adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), jnp.zeros_like(w))
+        starts = None if (stored_all or recompute) else residuals
+        adj0, outs = jax.lax.scan(
+            backward_segment, adj1, (starts, jnp.arange(nseg)), reverse=True
         )
-    probe_grads = probe_values = None
-    if R:
-        probe_grads = azeta.reshape(N + 1, -1, x.shape[1])
-        probe_values = phi.reshape(N + 1, -1)
-    return DiscreteAdjoint(x1, z1, grads, p0, a0, traj, probe_grads, probe_values)
+        flat = lambda t: t.reshape((N,) + t.shape[2:])  # noqa: E731
+        gtheta, traj_adj = jax.tree.map(flat, outs)
+        grads = model_grads(model, gtheta, k, N, dtype)
+        p0, b0, bz, phi, dlogw = adj0
+        traj = None
+        if trajectories:
+            if not stored_all:
+                raise ValueError("trajectories need `memory`=StoreAll().")
+            xs_all, zs_all, _ = residuals
+            x1, z1, _ = step(jax.tree.map(lambda a: a[-1], residuals), N - 1)
+            ps, bs = traj_adj
+            a_traj = jnp.concatenate([bs, b1[None]], 0) / jnp.where(w > 0, w, 1.0)[None, :, None]
+            traj = (
+                jnp.arange(N + 1, dtype=dtype) / N,
+                jnp.concatenate([xs_all, x1[None]], 0),
+                jnp.concatenate([zs_all, z1[None]], 0),
+                jnp.concatenate([ps, p1[None]], 0),
+                a_traj,
+            )
+        probe_grads = probe_values = None
+        if R:
+            probe_grads = bz.reshape(N + 1, -1, d)
+            probe_values = phi.reshape(N + 1, -1)
+        return AdjointResult(grads, p0, b0, weight_gradient(dlogw, w, ct.weights), traj, probe_grads, probe_values)
 
 
-__all__ = ["CHECKPOINT_MODES", "DiscreteAdjoint", "euler_adjoint", "segment_length", "step_params"]
+__all__ = ["DiscreteAdjoint"]

@@ -4,7 +4,7 @@ A probe for depth s at point y is a passive characteristic started at (s, y): it
 V(·, μ) but carries no mass, and its adjoint obeys the particle equation
 da/ds = −D_xV(ζ)ᵀa − Σ_b G(x_b; ζ)ᵀ p_b − Σ_k w_k G(z_k; ζ)ᵀ a_k with a(1) = 0, so a(s) = ∇φ_s(y).
 The probe adjoints are carried inside the discrete/continuous adjoints (see
-:func:`cfm_jax.adjoint_trajectories`); this module builds probe sets and wraps the call.
+:func:`cfm_jax.adjoint_trajectories`); this module builds probe sets.
 """
 
 from __future__ import annotations
@@ -45,12 +45,4 @@ def grid_probes(dim: int, radius: float = 1.0, per_axis: int = 5, dtype=None):
     return jnp.asarray(pts, dtype=dtype or jnp.result_type(float))
 
 
-def probe_gradients(model, x0, context, y, probes, **kwargs):
-    """``(ss, ∇φ_s(probes) (S, P, d), φ_s(probes) (S, P))`` via :func:`cfm_jax.adjoint_trajectories`."""
-    from ..gradients import adjoint_trajectories
-
-    sol = adjoint_trajectories(model, x0, context, y, probes=probes, **kwargs)
-    return sol.ss, sol.probe_grads, sol.probe_values
-
-
-__all__ = ["ball_probes", "grid_probes", "probe_gradients"]
+__all__ = ["ball_probes", "grid_probes"]

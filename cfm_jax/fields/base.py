@@ -1,11 +1,37 @@
-"""The velocity-field interface: V(query points, context measure, one layer's parameters)."""
+"""The velocity-field interface V(query points, context measure, one layer's parameters) and its
+local products, the building blocks of the Eulerian adjoint (docs/theory.md §2).
+
+For query rows q_r with cotangents c_r, a context μ = Σ_j w_j δ_{z_j} and one layer's θ,
+:meth:`AbstractField.local_vjp` returns in one pass
+
+- ``velocity``  V(q_r, μ; θ)                                               ``(Q, d)``
+- ``dx``        D_xV(q_r, μ)ᵀ c_r, row by row                              ``(Q, d)``
+- ``dz``        ∂/∂z_j Σ_r a_r c_r·V(q_r, μ)  (the support points)         ``(n, d)``
+- ``dlogw``     ∂/∂log w_j Σ_r a_r c_r·V(q_r, μ)  (= w_j ∂/∂w_j)           ``(n,)``
+- ``dparams``   Σ_r a_r D_θV(q_r, μ)ᵀ c_r                                  (mapping like θ)
+- ``dtargets``  Σ_r a_r G(q_r; y_t)ᵀ c_r at extra zero-mass points y_t     ``(T, d)``
+- ``phi``       Σ_r a_r c_r·(δV/δμ)(q_r, μ)(y_t)                           ``(T,)``
+
+where a_r ∈ {0, 1} marks the *active* rows (targets and context particles, whose covectors act
+on μ and θ; passive probe rows only get ``velocity`` and ``dx``) and
+G(q; y) = ∇_y (δV/δμ)(q, μ)(y). ``dz`` and ``dlogw`` are plain partial derivatives (the
+autodiff convention); the test-field gradient of docs/theory.md is dz_j / w_j, and
+dlogw_j / w_j = Σ_r a_r c_r·(δV/δμ)(q_r, μ)(z_j) is the first variation at the atom.
+
+The default implementation is ``jax.vjp`` of the field itself (:func:`generic_local_vjp`), so
+any user field gets the hand adjoint for free; fields override :meth:`AbstractField.local_vjp`
+with closed forms for speed (attention, MLP), and :class:`SumField` adds its summands' products.
+"""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..measures import EmpiricalMeasure
@@ -13,14 +39,71 @@ from ..measures import EmpiricalMeasure
 LayerParams = Mapping[str, Array]
 """One layer's parameters θ(s) as a mapping name -> array (e.g. ``{"Q": (H, d, d), ...}``)."""
 
+#: mass given to the atoms that carry zero-mass targets in the generic path (by itemsize).
+_GENERIC_TARGET_MASS = {4: 1e-18, 8: 1e-150}
+
+
+class LocalVJP(NamedTuple):
+    """Local products of a field at query rows (see the module docstring for the maths)."""
+
+    velocity: Array
+    dx: Array
+    dz: Array
+    dlogw: Array
+    dparams: dict
+    dtargets: Array | None = None
+    phi: Array | None = None
+
+
+def complete_params(dparams: Mapping, params: Mapping) -> dict:
+    """Zero cotangents for the parameters a field does not read (keeps θ's pytree shape)."""
+    return {k: dparams[k] if k in dparams else jnp.zeros_like(v) for k, v in params.items()}
+
+
+def generic_local_vjp(field, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
+    """:class:`LocalVJP` of any field from ``jax.vjp`` of the field itself.
+
+    The query rows are independent inputs of the vjp, so ``dx`` is D_xV(q)ᵀc row by row.
+    Targets y_t are added as extra atoms of negligible mass ε_t: φ_t = ∂/∂ε_t Σ_r c_r·V(q_r,
+    μ + Σ_t ε_t δ_{y_t}) (the first variation), and its gradient in y_t is taken by
+    reverse-over-reverse.
+    """
+    z, w = measure.points, measure.weights
+    act = jnp.ones(queries.shape[:1], queries.dtype) if active is None else jnp.asarray(active, queries.dtype)
+    ca = cot * act[:, None]
+
+    def f(q, pts, wts, th):
+        return field(q, measure.with_points(pts).with_weights(wts), th)
+
+    velocity, pull = jax.vjp(f, queries, z, w, params)
+    dx = pull(cot)[0]
+    _, dz, dw, dparams = pull(ca)
+    dtar = phi = None
+    if targets is not None:
+        eps0 = _GENERIC_TARGET_MASS.get(jnp.dtype(queries.dtype).itemsize, 1e-18)
+
+        def phi_fn(y):
+            def lagrangian(eps):
+                aug = measure.with_points(jnp.concatenate([z, y], axis=0)).with_weights(jnp.concatenate([w, eps]))
+                return jnp.sum(ca * field(queries, aug, params))
+
+            return jax.grad(lagrangian)(jnp.full(y.shape[:1], eps0, y.dtype))
+
+        phi, pull_y = jax.vjp(phi_fn, targets)
+        (dtar,) = pull_y(jnp.ones_like(phi))
+        dlogw = jnp.where(w > 0, w * dw, 0.0)  # zero-mass (padding) atoms: 0 · ∞ would be NaN
+    return LocalVJP(velocity, dx, dz, dlogw, complete_params(dparams, params), dtar, phi)
+
 
 class AbstractField(eqx.Module):
     """A velocity field V(x, μ; θ).
 
-    Subclasses implement ``__call__(x, measure, params) -> velocities`` with
-    ``x: (q, d)`` query points, ``measure`` an :class:`EmpiricalMeasure` with points ``(n, d)``
-    and ``params`` one layer's parameters (a mapping); the result has shape ``(q, d)``.
-    Any such module plugs into :func:`cfm_jax.forward` through :class:`cfm_jax.CFM`.
+    Subclasses implement ``__call__(x, measure, params) -> velocities`` with ``x: (q, d)``
+    query points, ``measure`` an :class:`EmpiricalMeasure` with points ``(n, d)`` and
+    ``params`` one layer's parameters (a mapping); the result has shape ``(q, d)``. Any such
+    module plugs into :func:`cfm_jax.forward` through :class:`cfm_jax.CFM`, and gets the hand
+    adjoint through the ``jax.vjp`` default of :meth:`local_vjp`. Atoms of weight 0 must
+    contribute nothing (padding).
     """
 
     @abc.abstractmethod
@@ -29,8 +112,42 @@ class AbstractField(eqx.Module):
     ) -> Float[Array, "q d"]:
         raise NotImplementedError
 
+    def local_vjp(
+        self,
+        queries: Float[Array, "q d"],
+        measure: EmpiricalMeasure,
+        params: LayerParams,
+        cot: Float[Array, "q d"],
+        *,
+        active: Float[Array, " q"] | None = None,
+        targets: Float[Array, "t d"] | None = None,
+    ) -> LocalVJP:
+        """All local products at ``queries`` with cotangents ``cot`` (module docstring).
+
+        ``active``: ``(q,)`` 0/1 mask of the rows whose covector acts on μ and θ (default all);
+        ``targets``: ``(t, d)`` zero-mass points where the measure term and φ are wanted.
+        Override with closed forms for speed; the default is :func:`generic_local_vjp`.
+        """
+        return generic_local_vjp(self, queries, measure, params, cot, active=active, targets=targets)
+
+    def dx_transpose(self, queries, measure, params, cot) -> Array:
+        """D_xV(q_r, μ)ᵀ c_r, ``(q, d)``."""
+        return self.local_vjp(queries, measure, params, cot).dx
+
+    def measure_term(self, queries, measure, params, cot) -> Array:
+        """∂/∂z_j Σ_r c_r·V(q_r, μ) at the support points, ``(n, d)``."""
+        return self.local_vjp(queries, measure, params, cot).dz
+
+    def dtheta_transpose(self, queries, measure, params, cot) -> dict:
+        """Σ_r D_θV(q_r, μ)ᵀ c_r, a mapping shaped like ``params``."""
+        return self.local_vjp(queries, measure, params, cot).dparams
+
     def __add__(self, other: "AbstractField") -> "SumField":
         return SumField((self, other))
+
+
+def _add(a, b):
+    return None if a is None else a + b
 
 
 class SumField(AbstractField):
@@ -49,3 +166,22 @@ class SumField(AbstractField):
         for f in self.fields[1:]:
             out = out + f(x, measure, params)
         return out
+
+    def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
+        """The summands' products, added (each summand uses its own closed form or the default)."""
+        parts = [f.local_vjp(queries, measure, params, cot, active=active, targets=targets) for f in self.fields]
+        out = parts[0]
+        for p in parts[1:]:
+            out = LocalVJP(
+                out.velocity + p.velocity,
+                out.dx + p.dx,
+                out.dz + p.dz,
+                out.dlogw + p.dlogw,
+                {k: out.dparams[k] + p.dparams[k] for k in out.dparams},
+                _add(out.dtargets, p.dtargets),
+                _add(out.phi, p.phi),
+            )
+        return out
+
+
+__all__ = ["AbstractField", "LayerParams", "LocalVJP", "SumField", "complete_params", "generic_local_vjp"]

@@ -1,4 +1,8 @@
-"""Token-wise MLP velocity W2 σ(W1 x + b1) + b2 (no dependence on the measure)."""
+"""Token-wise MLP velocity W2 σ(W1 x + b1) + b2 (no dependence on the measure).
+
+Local products (docs/theory.md §2): with h = W1 q + b1 and k = σ'(h) ⊙ W2ᵀc,
+D_xVᵀc = W1ᵀk, ∂/∂W2 = c σ(h)ᵀ, ∂/∂b2 = c, ∂/∂b1 = k, ∂/∂W1 = k qᵀ; the measure terms vanish.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,9 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 
-from .base import AbstractField
+from .base import AbstractField, LocalVJP, complete_params
 
 
 class MLPField(AbstractField):
@@ -22,3 +27,19 @@ class MLPField(AbstractField):
     def __call__(self, x, measure, params):
         hidden = self.activation(x @ params["W1"].T + params["b1"])
         return hidden @ params["W2"].T + params["b2"]
+
+    def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
+        """Closed-form local products (module docstring); σ and σ' from one forward-mode pass."""
+        W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
+        hidden = queries @ W1.T + b1
+        sig, dsig = jax.jvp(self.activation, (hidden,), (jnp.ones_like(hidden),))
+        velocity = sig @ W2.T + b2
+        k = dsig * (cot @ W2)
+        dx = k @ W1
+        act = 1.0 if active is None else jnp.asarray(active, queries.dtype)[:, None]
+        ca, ka = cot * act, k * act
+        dparams = complete_params({"W1": ka.T @ queries, "b1": ka.sum(0), "W2": ca.T @ sig, "b2": ca.sum(0)}, params)
+        z = measure.points
+        dtar = None if targets is None else jnp.zeros_like(targets)
+        phi = None if targets is None else jnp.zeros(targets.shape[:1], targets.dtype)
+        return LocalVJP(velocity, dx, jnp.zeros_like(z), jnp.zeros(z.shape[:1], z.dtype), dparams, dtar, phi)

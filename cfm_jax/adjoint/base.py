@@ -1,0 +1,185 @@
+"""The hand-adjoint strategy interface and how it is attached to the forward solve.
+
+A strategy (:class:`AbstractHandAdjoint`) provides a forward pass that keeps what its backward
+sweep needs (``run_forward``) and the backward sweep itself (``run_backward``), which takes the
+cotangents of *every* output of the solve — final tokens x1, final context z1, weights, saved
+trajectories — and returns the gradients with respect to *every* input: the model, x0, z0 and
+the weights w. :func:`solve` wires the two together with ``eqx.filter_custom_vjp``, so
+``jax.grad``, ``jax.vjp``, ``eqx.filter_grad``, ``jax.jit`` and ``jax.vmap`` all run the hand
+adjoint.
+
+Internally the context adjoint is carried as b_j = ∂L/∂z_j (the autodiff convention); the
+test-field gradient of docs/theory.md §2 is a_j = ∇φ_s(z_j) = b_j / w_j, and the weight
+gradient accumulates ∂L/∂log w_j = w_j φ_0(z_j) (centred: Σ_j w_j ∂L/∂w_j = 0 for softmax
+attention, which is invariant to scaling all weights).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from ..fields import LocalVJP
+from ..flow import FlowSolution, SaveAt
+from ..measures import EmpiricalMeasure
+from ..paths import AbstractCFM
+from .memory import AbstractMemory
+
+
+class FlowSpec(eqx.Module):
+    """How the forward is integrated: the arguments of :func:`cfm_jax.forward` after validation."""
+
+    solver: diffrax.AbstractSolver
+    stepsize_controller: diffrax.AbstractStepSizeController | None
+    saveat: SaveAt
+    steps: int = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True, default=4096)
+
+
+class AdjointResult(NamedTuple):
+    """Gradients of the backward sweep, plus optional trajectories and probe values.
+
+    ``grads``: model-shaped ∂L/∂θ; ``x0``: ``(B, d)``; ``z0``: ``(n, d)`` (= w_j a_j(0));
+    ``weights``: ``(n,)`` ∂L/∂w. ``traj``: ``(ss (S,), xs (S,B,d), zs (S,n,d), ps (S,B,d),
+    a (S,n,d))`` with a the test-field gradients, or None. ``probe_grads (S, P, d)``,
+    ``probe_values (S, P)`` or None.
+    """
+
+    grads: AbstractCFM
+    x0: Array
+    z0: Array
+    weights: Array
+    traj: tuple | None = None
+    probe_grads: Array | None = None
+    probe_values: Array | None = None
+
+
+class AbstractHandAdjoint(eqx.Module):
+    """A hand-written adjoint of the forward solve, passed as ``forward(..., adjoint=...)``."""
+
+    memory: eqx.AbstractVar[AbstractMemory]
+
+    @abc.abstractmethod
+    def validate(self, model: AbstractCFM, spec: FlowSpec) -> None:
+        """Raise a ``ValueError`` naming the argument if the strategy does not apply."""
+
+    @abc.abstractmethod
+    def run_forward(self, model, x, z, w, spec: FlowSpec, *, store: bool, probes=None):
+        """Forward solve. Returns ``(FlowSolution, residuals)`` (residuals None unless ``store``)."""
+
+    @abc.abstractmethod
+    def run_backward(self, model, x, z, w, spec: FlowSpec, residuals, cotangents: FlowSolution, *,
+                     probes=None, trajectories: bool = False) -> AdjointResult:
+        """Backward sweep from the output cotangents (None entries are zero)."""
+
+
+def system_vjp(field, params, x, z, w, probes, p, b, b_probes) -> LocalVJP:
+    """Local products of the stacked rows ``[x; z; probes]`` with cotangents ``[p; b; b_probes]``.
+
+    Targets and context rows act on μ and θ; probe rows (passive, zero-mass characteristics)
+    do not, but receive the measure term and the φ increment at their own positions.
+    """
+    R = probes.shape[0]
+    active = None
+    if R:
+        active = jnp.concatenate([jnp.ones((x.shape[0] + z.shape[0],), z.dtype), jnp.zeros((R,), z.dtype)])
+    return field.local_vjp(
+        jnp.concatenate([x, z, probes], 0),
+        context_measure(z, w),
+        params,
+        jnp.concatenate([p, b, b_probes], 0),
+        active=active,
+        targets=probes if R else None,
+    )
+
+
+def context_measure(z, w) -> EmpiricalMeasure:
+    """μ = Σ_j w_j δ_{z_j} without re-validation (inside transformations; zero weights allowed)."""
+    return EmpiricalMeasure.unchecked(z, w)
+
+
+def model_grads(model: AbstractCFM, per_step: dict, k: int, N: int, dtype) -> AbstractCFM:
+    """Map per-step θ cotangents ``(N, ...)`` to a model-shaped gradient (the path's own chain rule)."""
+    if model.piecewise_constant:
+        per_layer = jax.tree.map(lambda g: g.reshape((N // k, k) + g.shape[1:]).sum(1), per_step)
+        stacked, pull = eqx.filter_vjp(lambda m: m.stacked_params(), model)
+        # the solve may run in a wider dtype than the parameters (e.g. float64 tokens)
+        return pull(jax.tree.map(lambda g, p: g.astype(p.dtype), per_layer, stacked))[0]
+    idx = jnp.arange(N)
+    path, pull = eqx.filter_vjp(lambda m: jax.vmap(lambda i: m.params_at(i.astype(dtype) / N))(idx), model)
+    return pull(jax.tree.map(lambda g, p: g.astype(p.dtype), per_step, path))[0]
+
+
+def step_params(model: AbstractCFM, i, k: int, N: int, dtype):
+    """θ used by Euler step ``i``: layer ⌊i/k⌋ for piecewise-constant paths, else θ(i/N)."""
+    if model.piecewise_constant:
+        return model.layer_params(i // k)
+    return model.params_at(i.astype(dtype) / N)
+
+
+def weight_gradient(dlogw, w, ct_weights):
+    """∂L/∂w from the accumulated ∂L/∂log w (zero at zero-mass atoms) plus the direct cotangent."""
+    dw = jnp.where(w > 0, dlogw / jnp.where(w > 0, w, 1.0), 0.0)
+    return dw if ct_weights is None else dw + ct_weights
+
+
+def _inexact_like(grads, tree):
+    """``grads`` restricted to the inexact-array leaves of ``tree`` (None elsewhere), as custom_vjp wants."""
+    return jax.tree.map(lambda g, t: g if eqx.is_inexact_array(t) else None, grads, tree,
+                        is_leaf=lambda x: x is None)
+
+
+@eqx.filter_custom_vjp
+def _solve(inputs, adjoint, spec):
+    model, x, z, w = inputs
+    sol, _ = adjoint.run_forward(model, x, z, w, spec, store=False)
+    return sol
+
+
+@_solve.def_fwd
+def _solve_fwd(perturbed, inputs, adjoint, spec):
+    del perturbed
+    model, x, z, w = inputs
+    return adjoint.run_forward(model, x, z, w, spec, store=True)
+
+
+@_solve.def_bwd
+def _solve_bwd(residuals, cotangents, perturbed, inputs, adjoint, spec):
+    del perturbed
+    model, x, z, w = inputs
+    res = adjoint.run_backward(model, x, z, w, spec, residuals, cotangents)
+    grads = _inexact_like(res.grads, eqx.filter(model, eqx.is_inexact_array))
+    return grads, res.x0, res.z0, res.weights
+
+
+def solve(adjoint: AbstractHandAdjoint, model, x, z, w, spec: FlowSpec) -> FlowSolution:
+    """The forward solve of ``adjoint`` with its backward sweep attached (2-D ``x``, validated inputs)."""
+    try:
+        return _solve((model, x, z, w), adjoint, spec)
+    except TypeError as e:
+        if "forward-mode" not in str(e) and "jvp" not in str(e):
+            raise
+        raise TypeError(
+            f"{type(adjoint).__name__} is a reverse-mode (custom_vjp) strategy, so forward-mode autodiff "
+            "(jax.jvp, jax.jacfwd, jax.hessian) cannot run through it. Use an autodiff adjoint for forward mode: "
+            "forward(..., adjoint=diffrax.DirectAdjoint()) (or diffrax.ForwardMode() for jax.jvp alone)."
+        ) from None
+
+
+__all__ = [
+    "AbstractHandAdjoint",
+    "AdjointResult",
+    "FlowSpec",
+    "context_measure",
+    "model_grads",
+    "solve",
+    "step_params",
+    "system_vjp",
+    "weight_gradient",
+]
