@@ -41,7 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .control import W1ControlField
-from .flow import SaveAt, forward
+from .flow import SaveAt
+from .solve import forward
 from .gradients import adjoint_trajectories
 from .measures import EmpiricalMeasure, as_measure
 from .paths import CFM, AbstractCFM, Transformer
