@@ -37,6 +37,13 @@ INTERRUPTED = "finished rows are on disk; rerun the same command with --resume t
 __all__ = ["COMMANDS", "add_experiment_arguments", "build_parser", "main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (exit code 2), pointing to ``--help``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _chosen(argv: list[str]) -> str | None:
     """The subcommand named in ``argv`` (the first word that is one), without parsing."""
     return next((a for a in argv if a in COMMANDS), None)
@@ -45,7 +52,7 @@ def _chosen(argv: list[str]) -> str | None:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` gets its options (and its module imported)."""
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="cfm-jax", description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser = _Parser(prog="cfm-jax", description=DESCRIPTION, formatter_class=HelpFormatter)
     add_global_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = _chosen(argv)

@@ -28,7 +28,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         if (
             "%(default)" in help_
             or "default" in help_
-            or action.default in (None, False, argparse.SUPPRESS)
+            or action.default is None
+            or action.default is False
+            or action.default == argparse.SUPPRESS
             or not action.option_strings
         ):
             return help_

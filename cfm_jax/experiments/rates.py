@@ -213,6 +213,13 @@ def _panels(fits):
 
 
 def plot_rates(fits: list[dict], path) -> Path:
+    """:func:`rates_figure` saved to ``path``."""
+    from .plotting import save
+
+    return save(rates_figure(fits), path)
+
+
+def rates_figure(fits: list[dict]):
     """Log-log deviation vs n, one panel per (field, quantity) in :func:`fit_rates`.
 
     Solid lines with markers: mean over seeds; dashed, same colour: the expected slope drawn
@@ -222,7 +229,7 @@ def plot_rates(fits: list[dict], path) -> Path:
     from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
 
     from ..chaos import QUANTITIES
-    from .plotting import COLORS, figure, log_ticks, save
+    from .plotting import COLORS, figure, log_ticks
 
     panels = _panels(fits)
     fig, axes = figure(len(panels), ncols=min(4, len(panels)), width=4.0, height=3.5)
@@ -250,7 +257,7 @@ def plot_rates(fits: list[dict], path) -> Path:
         labels += ["expected slope (same colour)", "reference floor (same colour)"]
         ax.legend(handles, labels, fontsize=7, title="fitted slope", title_fontsize=7)
     fig.suptitle("finite vs infinite context: deviation (sup over depth, mean over seeds) vs n", fontsize=11)
-    return save(fig, path)
+    return fig
 
 
 # ----------------------------------------------------------------------------------------------
@@ -355,6 +362,7 @@ __all__ = [
     "format_table",
     "grid_from_args",
     "plot_rates",
+    "rates_figure",
     "prefactors_vs_dim",
     "run",
     "run_config",
