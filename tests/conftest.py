@@ -45,16 +45,16 @@ NOTEBOOKS = __import__("pathlib").Path(__file__).resolve().parents[1] / "noteboo
 
 
 def execute_notebook(name: str, workdir) -> tuple[list, str]:
-    """Execute ``notebooks/<name>`` in ``workdir``; assert its outputs were stripped and no cell errored.
-
-    Returns the list of code-cell outputs and their concatenated text.
-    """
+    """Execute ``notebooks/<name>`` afresh (its committed outputs cleared) in ``workdir``; assert no
+    cell errored. Returns the list of code-cell outputs and their concatenated text."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{name}: outputs must be stripped"
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"], f"{name}: a cell raised"
     return outputs, "".join(o.get("text", "") for o in outputs)

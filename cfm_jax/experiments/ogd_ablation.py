@@ -1,4 +1,4 @@
-"""``cfm-jax ogd``: the ridge ablation of the OGD finite- vs population-context coupling (SPEC §3).
+"""``cfm-jax ogd``: the ridge ablation of the OGD finite- vs population-context coupling (``docs/ogd.md``).
 
 Teacher–student stream (contexts uniform on the unit sphere by default, the compact support
 the paper assumes). Steps:
@@ -50,12 +50,14 @@ def add_arguments(parser):
                         help="context law (default: uniform_sphere)")
 
 
-def _config(args) -> dict:
-    cfg = dict(QUICK if args.quick else DEFAULTS)
-    for k in ("dim", "layers", "mlp_width", "n_ref", "ns", "eta", "steps", "seeds", "population"):
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = tuple(v) if k == "ns" else v
+def make_config(quick: bool = False, seed: int = 0, **overrides) -> dict:
+    """The ablation's configuration: :data:`DEFAULTS` (or :data:`QUICK`) with ``overrides``
+    (``None`` values ignored); a ValueError names the first bad entry."""
+    cfg = dict(QUICK if quick else DEFAULTS)
+    unknown = set(overrides) - set(cfg)
+    if unknown:
+        raise ValueError(f"unknown configuration keys {sorted(unknown)}; known: {sorted(cfg)}.")
+    cfg.update({k: v for k, v in overrides.items() if v is not None})
     cfg["ns"] = tuple(int(n) for n in cfg["ns"])
     if len(cfg["ns"]) < 2 or min(cfg["ns"]) < 1:
         raise ValueError(f"--ns: need at least two positive context sizes to fit a rate, got {cfg['ns']}.")
@@ -70,7 +72,7 @@ def _config(args) -> dict:
             raise ValueError(f"--{k}: must be >= 1, got {cfg[k]}.")
     if not cfg["eta"] > 0:
         raise ValueError(f"--eta: must be > 0, got {cfg['eta']}.")
-    cfg["seed"] = int(args.seed)
+    cfg["seed"] = int(seed)
     return cfg
 
 
@@ -236,30 +238,35 @@ def ablation_figure(cfg, pilot, rows, table):
     return fig
 
 
-def run(args) -> int:
+def run_ablation(cfg: dict, out, *, resume: bool = False, progress: bool = True, verbose: bool = True) -> dict:
+    """Pilot, coupled runs for every (regime, seed), table and figure; returns the summary.
+
+    ``cfg`` from :func:`make_config`; ``out`` the folder for ``pilot.jsonl``, ``rows.jsonl``,
+    ``summary.json`` and ``ogd_ablation.png`` (rows already there are kept with ``resume``).
+    """
     from .options import prepare_out
     from .plotting import save
     from .runner import Sweep, write_summary
 
-    cfg = _config(args)
-    out = prepare_out(args.out)
+    say = print if verbose else (lambda *a, **k: None)
+    out = prepare_out(out)
     problem = _Problem(cfg)
     t0 = time.perf_counter()
     shape_cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
-    pilot_rows = Sweep(out / "pilot.jsonl", resume=args.resume, progress=False).run(
+    pilot_rows = Sweep(out / "pilot.jsonl", resume=resume, progress=False).run(
         [{"pilot": True, **shape_cfg}], lambda c: _pilot(problem), desc="pilot")
     pilot = pilot_rows[0]
-    print(f"pilot (λ=0): C = {pilot['C']:.4g} (pairs {pilot['C_pairs']:.4g}, local {pilot['C_local']:.4g}), "
-          f"λ_c = 2C = {pilot['lambda_c']:.4g}; η = {cfg['eta']}")
+    say(f"pilot (λ=0): C = {pilot['C']:.4g} (pairs {pilot['C_pairs']:.4g}, local {pilot['C_local']:.4g}), "
+        f"λ_c = 2C = {pilot['lambda_c']:.4g}; η = {cfg['eta']}")
     if pilot["lambdas"]["strong"] <= pilot["lambda_c"]:
-        print(f"warning: η = {cfg['eta']} does not allow λ > λ_c with η·λ < 1; the 'strong' run is below λ_c.")
+        say(f"warning: η = {cfg['eta']} does not allow λ > λ_c with η·λ < 1; the 'strong' run is below λ_c.")
     configs = [{**shape_cfg, "regime": name, "lam": lam, "rep": s}
                for name, lam in pilot["lambdas"].items() for s in range(cfg["seeds"])]
-    rows = Sweep(out / "rows.jsonl", resume=args.resume, progress=not args.no_progress).run(
+    rows = Sweep(out / "rows.jsonl", resume=resume, progress=progress).run(
         configs, lambda c: _row(problem, c), desc="ogd")
     table = _summarise(cfg, pilot, rows)
     fig_path = save(ablation_figure(cfg, pilot, rows, table), out / "ogd_ablation.png")
-    print(format_table(cfg, table))
+    say(format_table(cfg, table))
     summary = {
         "config": shape_cfg,
         "pilot": {k: pilot[k] for k in ("C", "C_pairs", "C_local", "lambda_c", "lambdas")},
@@ -269,7 +276,15 @@ def run(args) -> int:
         "rows": [{k: v for k, v in r.items() if k not in ("curve", "curve_k")} for r in rows],
     }
     path = write_summary(out, summary)
-    print(f"\nwrote {out / 'pilot.jsonl'}, {out / 'rows.jsonl'}, {path}, {fig_path}")
+    say(f"\nwrote {out / 'pilot.jsonl'}, {out / 'rows.jsonl'}, {path}, {fig_path}")
+    return summary
+
+
+def run(args) -> int:
+    """``cfm-jax ogd``."""
+    keys = ("dim", "layers", "mlp_width", "n_ref", "ns", "eta", "steps", "seeds", "population")
+    cfg = make_config(args.quick, args.seed, **{k: getattr(args, k, None) for k in keys})
+    run_ablation(cfg, args.out, resume=args.resume, progress=not args.no_progress)
     return 0
 
 
@@ -295,3 +310,6 @@ def format_table(cfg, table) -> str:
         f"  growth     deviation at the last step / at step K/2, n = {ns[0]} (> 1: still growing)",
     ]
     return "\n".join(lines)
+
+
+__all__ = ["DEFAULTS", "QUICK", "ablation_figure", "add_arguments", "format_table", "make_config", "run", "run_ablation"]
