@@ -85,7 +85,10 @@ def test_figure_has_one_labelled_panel_per_quantity(tmp_path):
         assert ax.get_xlabel() == "context size n" and ax.get_ylabel()
         np.testing.assert_array_equal(ax.get_xticks(), [4, 8])
         labels = ax.get_legend().get_texts()
-        assert any("expected slope" in t.get_text() for t in labels) and any("floor" in t.get_text() for t in labels)
+        assert any("expected slope" in t.get_text() for t in labels)
+        # the floor's line style is explained exactly where a floor is drawn (none for the coupled context)
+        drawn = any(line.get_linestyle() == ":" for line in ax.get_lines())
+        assert drawn == any("floor" in t.get_text() for t in labels) == (ax.get_title() != "attention: context")
     assert rates.plot_rates(fits, tmp_path / "rates.png").stat().st_size > 10_000
 
 

@@ -197,7 +197,7 @@ def _summarise(cfg, pilot, rows):
 
 def ablation_figure(cfg, pilot, rows, table):
     """Deviation vs step k per regime (one shared y scale) and sup_k deviation vs n with fitted slopes."""
-    from .plotting import COLORS, figure, log_ticks, reference_slope
+    from .plotting import COLORS, figure, log_ticks, log_values, reference_slope
 
     names = [n for n in ("zero", "weak", "strong") if n in table]
     fig, axes = figure(len(names) + 1, ncols=len(names) + 1, width=4.0, height=3.6)
@@ -209,7 +209,7 @@ def ablation_figure(cfg, pilot, rows, table):
         curves = np.asarray([r["curve"] for r in rs])  # (S, P, len(ns))
         for i, n in enumerate(cfg["ns"]):
             ax.plot(k, np.exp(np.log(curves[:, :, i]).mean(0)), color=COLORS[i], lw=1.4, label=f"n = {n}")
-        ax.set_yscale("log")
+        log_values(ax, "y")
         lam = table[name]["lambda"]
         ax.set_title(f"{name}: λ = {lam:.3g} = {lam / pilot['lambda_c']:.2g}·λ_c")
         ax.axvline(1 / cfg["eta"], color="0.3", ls=":", lw=1.2, label="k = 1/η")
@@ -229,7 +229,7 @@ def ablation_figure(cfg, pilot, rows, table):
         ax.plot(ns, fit["prefactor"] * ns ** fit["slope"], color=COLORS[i], lw=1.2,
                 label=f"{name}: fit, slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]")
     reference_slope(ax, ns, (ns[0], y[0]), -0.5, label="reference slope −1/2")
-    ax.set_yscale("log")
+    log_values(ax, "y")
     log_ticks(ax, ns, "x")
     ax.set_xlabel("context size n")
     ax.set_ylabel("sup_k ‖θ_k − θ̂_k‖_∞ (geometric mean)")

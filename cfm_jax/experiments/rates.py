@@ -226,16 +226,16 @@ def rates_figure(fits: list[dict]):
     through the curve's last point; dotted, same colour: the reference floor.
     """
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
 
     from ..chaos import QUANTITIES
-    from .plotting import COLORS, figure, log_ticks
+    from .plotting import COLORS, figure, log_ticks, log_values
 
     panels = _panels(fits)
     fig, axes = figure(len(panels), ncols=min(4, len(panels)), width=4.0, height=3.5)
     for ax, (field, q) in zip(axes, panels):
         sel = [f for f in fits if f["field"] == field and f["quantity"] == q]
         all_ns = sorted({n for f in sel for n in f["ns"]})
+        floors = False
         for i, f in enumerate(sel):
             color = COLORS[i % len(COLORS)]
             ns, m = np.array(f["ns"]), np.array(f["mean"])
@@ -245,16 +245,18 @@ def rates_figure(fits: list[dict]):
             ax.plot(ns, m[-1] * (ns / ns[-1]) ** f["expected"], "--", color=color, lw=1.0)
             if f["floor"] is not None and np.isfinite(f["floor"]):
                 ax.axhline(f["floor"], color=color, ls=":", lw=1.0)
-        ax.set_yscale("log")
+                floors = True
+        log_values(ax, "y")
         log_ticks(ax, all_ns, "x")
-        ax.yaxis.set_major_formatter(LogFormatterSciNotation())
-        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{field}: {q}", fontsize=10)
         ax.set_xlabel("context size n")
-        ax.set_ylabel(QUANTITIES[q].replace(" (coupled context)", ""), fontsize=9)
+        ax.set_ylabel(QUANTITIES[q].replace(" (coupled context)", "") + " (token units)", fontsize=9)
         handles, labels = ax.get_legend_handles_labels()
-        handles += [Line2D([], [], color="0.3", ls="--"), Line2D([], [], color="0.3", ls=":")]
-        labels += ["expected slope (same colour)", "reference floor (same colour)"]
+        handles.append(Line2D([], [], color="0.3", ls="--"))
+        labels.append("expected slope (same colour)")
+        if floors:  # the coupled context has no floor
+            handles.append(Line2D([], [], color="0.3", ls=":"))
+            labels.append("reference floor (same colour)")
         ax.legend(handles, labels, fontsize=7, title="fitted slope", title_fontsize=7)
     fig.suptitle("finite vs infinite context: deviation (sup over depth, mean over seeds) vs n", fontsize=11)
     return fig
