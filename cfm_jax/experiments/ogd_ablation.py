@@ -214,8 +214,8 @@ def ablation_figure(cfg, pilot, rows, table):
         ax.set_title(f"{name}: λ = {lam:.3g} = {lam / pilot['lambda_c']:.2g}·λ_c")
         ax.axvline(1 / cfg["eta"], color="0.3", ls=":", lw=1.2, label="k = 1/η")
         ax.set_xlabel("OGD step k")
-        ax.set_ylabel("‖θ_k − θ̂_k‖_∞ (geometric mean over seeds)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0].set_ylabel("‖θ_k − θ̂_k‖_∞ (geometric mean over seeds)")  # the three panels share it
     ax = axes[-1]
     ns = np.asarray(cfg["ns"], dtype=float)
     for i, (name, marker) in enumerate(zip(names, "os^")):
@@ -235,6 +235,7 @@ def ablation_figure(cfg, pilot, rows, table):
     ax.set_ylabel("sup_k ‖θ_k − θ̂_k‖_∞ (geometric mean)")
     ax.set_title(f"sup over k vs n (λ_c = 2C = {pilot['lambda_c']:.3g})")
     ax.legend(fontsize=6)
+    fig.tight_layout()
     return fig
 
 

@@ -259,6 +259,7 @@ def rates_figure(fits: list[dict]):
             labels.append("reference floor (same colour)")
         ax.legend(handles, labels, fontsize=7, title="fitted slope", title_fontsize=7)
     fig.suptitle("finite vs infinite context: deviation (sup over depth, mean over seeds) vs n", fontsize=11)
+    fig.tight_layout()
     return fig
 
 
