@@ -54,7 +54,14 @@ def execute_notebook(name: str, workdir) -> tuple[list, str]:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+    # The kernel inherits the environment: without this it would get the session's Agg backend
+    # and display no figure.
+    backend = os.environ.pop("MPLBACKEND", None)
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"], f"{name}: a cell raised"
     return outputs, "".join(o.get("text", "") for o in outputs)
