@@ -18,7 +18,6 @@ Rows go through the resumable :class:`~cfm_jax.experiments.Sweep` (``pilot.jsonl
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 

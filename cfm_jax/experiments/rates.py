@@ -159,21 +159,6 @@ def fit_rates(rows: list[dict], *, floor_ratio: float = 0.5, n_boot: int = 1000)
     return fits
 
 
-def format_table(fits: list[dict]) -> str:
-    """Plain-text table: quantity, field, population, d (d'), slope, 95 % CI, expected, prefactor."""
-    head = f"{'quantity':9} {'field':9} {'population':17} {'d':>3} {'dʹ':>3} {'slope':>7} {'95% CI':>17} {'expected':>8} {'prefactor':>9} {'floor/dev':>9}  note"
-    lines = [head, "-" * len(head)]
-    for f in fits:
-        ratio = f["floor"] / f["deviation_at_max_n"] if np.isfinite(f["floor"]) else float("nan")
-        note = "" if f["meaningful"] else "floor-limited: n_ref^(-1/d) not << n^(-1/d), slope not meaningful"
-        lines.append(
-            f"{f['quantity']:9} {f['field']:9} {f['population']:17} {f['dim']:>3} {f['intrinsic_dim']:>3} "
-            f"{f['slope']:>7.3f} [{f['ci_low']:>7.3f},{f['ci_high']:>7.3f}] {f['expected']:>8.3f} "
-            f"{f['prefactor']:>9.3g} {ratio:>9.2f}  {note}"
-        )
-    return "\n".join(lines)
-
-
 def prefactors_vs_dim(fits: list[dict]) -> dict:
     """Dimension-free constants: the fitted prefactor of attention's token quantities vs d."""
     out: dict = {}
