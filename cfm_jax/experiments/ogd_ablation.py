@@ -213,7 +213,7 @@ def ablation_figure(cfg, pilot, rows, table):
         ax.set_title(f"{name}: λ = {lam:.3g} = {lam / pilot['lambda_c']:.2g}·λ_c")
         ax.axvline(1 / cfg["eta"], color="0.3", ls=":", lw=1.2, label="k = 1/η")
         ax.set_xlabel("OGD step k")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7)
     axes[0].set_ylabel("‖θ_k − θ̂_k‖_∞ (geometric mean over seeds)")  # the three panels share it
     ax = axes[-1]
     ns = np.asarray(cfg["ns"], dtype=float)
@@ -233,7 +233,7 @@ def ablation_figure(cfg, pilot, rows, table):
     ax.set_xlabel("context size n")
     ax.set_ylabel("sup_k ‖θ_k − θ̂_k‖_∞ (geometric mean)")
     ax.set_title(f"sup over k vs n (λ_c = 2C = {pilot['lambda_c']:.3g})")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside: the points fill the panel
     fig.tight_layout()
     return fig
 
