@@ -9,9 +9,7 @@ import pytest
 
 import cfm_jax
 from cfm_jax import EmpiricalMeasure, Transformer, chaos
-from cfm_jax.control import W1ControlField
 from cfm_jax.stats import fit_loglog
-from cfm_jax.wasserstein import wasserstein1
 
 _EXACT = dict(n_ref=32, layers=2, heads=1, mlp_width=4, batch=2, num_probes=3, w1_size=32)
 
@@ -121,22 +119,6 @@ def test_control_rate_is_slower_in_d4():
     spec1 = chaos.ChaosSpec(field="control", dim=1, **kw)
     fit1 = fit_loglog(spec1.ns, chaos.run_seeds(spec1, seeds=8)["token"].T)
     assert fit1.contains(-0.5) and fit1.ci_high < -0.25, fit1
-
-
-def test_control_field_population_fixed_point_and_lipschitz():
-    """With ν = the reference, the reference system does not move; |V(μ) − V(μ')| ≤ W1(μ, μ')."""
-    nu = EmpiricalMeasure(jax.random.normal(jax.random.key(4), (64, 1), jnp.float64))
-    field = W1ControlField.create(nu)
-    model = cfm_jax.CFM(field, {"c": jnp.ones(3)}, 1)
-    sol = jax.jit(cfm_jax.forward)(model, jnp.zeros((1, 1)), nu)
-    assert float(jnp.abs(sol.x1).max()) < 1e-12
-    mu1 = EmpiricalMeasure(jax.random.normal(jax.random.key(5), (20, 1), jnp.float64))
-    mu2 = EmpiricalMeasure(mu1.points * 1.3 + 0.2)
-    q = jnp.zeros((1, 1))
-    dv = float(jnp.abs(field(q, mu1, {}) - field(q, mu2, {})).max())
-    assert 0 < dv <= float(wasserstein1(mu1, mu2)) + 1e-12
-    with pytest.raises(ValueError, match="direction"):
-        W1ControlField.create(nu, direction=jnp.zeros(2))
 
 
 def test_prefix_weights():
