@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 from _machine import machine
-from cfm_jax.experiments import chaos
+from cfm_jax import chaos
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

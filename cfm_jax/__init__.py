@@ -21,7 +21,7 @@ from .adjoint import (
     grid_probes,
 )
 from .fields import AbstractField, AttentionField, LocalVJP, MLPField, SumField, generic_local_vjp
-from .fields.control import W1ControlField
+from .control import W1ControlField
 from .flow import FlowSolution, SaveAt, residual_forward
 from .gradients import (
     AdjointSolution,

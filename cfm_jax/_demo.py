@@ -12,10 +12,15 @@ def add_arguments(parser):
     parser.add_argument("--layers", type=int, default=12, help="layers L")
     parser.add_argument("--heads", type=int, default=2, help="attention heads H")
     parser.add_argument("--mlp-width", type=int, default=32, help="MLP width m (0: none)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed of the model and the inputs")
 
 
 def run(args) -> int:
+    for name in ("dim", "context", "batch", "layers", "heads"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}.")
+    if args.mlp_width < 0:
+        raise ValueError(f"--mlp-width: must be >= 0, got {args.mlp_width}.")
     import jax
     import jax.numpy as jnp
 
@@ -38,7 +43,7 @@ def run(args) -> int:
         f"context n={args.context}; batch B={args.batch}"
     )
     print(f"  forward (Euler, one step per layer): first call {t_compile:.2f} s, then {t_run * 1e3:.2f} ms")
-    print(f"  x1[0] = {jnp.round(sol.x1[0], 4).tolist()}")
+    print(f"  x1[0] = [{', '.join(f'{float(v):.4f}' for v in sol.x1[0])}]")
     drift = float(jnp.linalg.norm(sol.x1 - x0, axis=-1).mean())
     spread0 = float(jnp.linalg.norm(context.points - context.mean(), axis=-1).mean())
     spread1 = float(jnp.linalg.norm(sol.z1 - sol.measure.mean(), axis=-1).mean())

@@ -1,41 +1,65 @@
 """Command line: ``cfm-jax <command>`` (also ``python -m cfm_jax``).
 
-Each experiment subcommand lives in its own module exposing ``add_arguments(parser)`` and
-``run(args) -> int``; this file only dispatches (modules are imported lazily so that
-``cfm-jax demo`` starts fast). Experiment subcommands share ``--quick``, ``--out DIR`` and
-``--resume`` and write ``DIR/summary.json`` plus PNG figures.
+Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``;
+this file only dispatches. Only the module of the chosen subcommand is imported (``cfm-jax --help``
+imports none). Errors end with one line on stderr and a non-zero exit code; SIGINT/SIGTERM end
+any subcommand at once with 130/143, finished rows on disk (see ``experiments.runner``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from .experiments.options import HelpFormatter, add_experiment_arguments, add_global_arguments, apply_global_options
+from .experiments.runner import exit_on_signals
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("cfm_jax._demo", "small forward solve on built-in defaults"),
     "gradcheck": ("cfm_jax.experiments.gradcheck", "compare gradient methods and finite differences"),
-    "rates": ("cfm_jax.experiments.chaos", "finite vs infinite context: fitted rates in n and d"),
+    "rates": ("cfm_jax.experiments.rates", "finite vs infinite context: fitted rates in n and d"),
     "ogd": ("cfm_jax.experiments.ogd_ablation", "ridge-regularised OGD ablation over lambda and n"),
     "sync": ("cfm_jax.experiments.sync", "stochastic transformer: synchronisation and Lyapunov table"),
 }
 
+DESCRIPTION = (
+    "Contextual flow maps in JAX: demos and the paper's experiments.\n"
+    "Experiments write OUT/rows.jsonl (one finished row per line, resumable with --resume),\n"
+    "OUT/summary.json and PNG figures. Global options may also follow the subcommand."
+)
 
-def add_experiment_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:
-    """The options every experiment subcommand shares."""
-    parser.add_argument("--quick", action="store_true", help="reduced configuration (~1 min on 2 CPU cores)")
-    parser.add_argument("--out", default=default_out, help=f"output folder (default: {default_out})")
-    parser.add_argument("--resume", action="store_true", help="keep finished rows in OUT and run only the rest")
-    parser.add_argument("--seed", type=int, default=0, help="base PRNG seed")
+INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."
+
+# Kept for experiment modules that still import it from here; it lives in experiments.options.
+__all__ = ["COMMANDS", "add_experiment_arguments", "build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cfm-jax", description=__doc__.splitlines()[0])
-    parser.add_argument("--float64", action="store_true", help="enable jax_enable_x64")
-    sub = parser.add_subparsers(dest="command", required=True)
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (exit code 2), pointing to ``--help``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _chosen(argv: list[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is one), without parsing."""
+    return next((a for a in argv if a in COMMANDS), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the subcommand named in ``argv`` gets its options (and its module imported)."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _Parser(prog="cfm-jax", description=DESCRIPTION, formatter_class=HelpFormatter)
+    add_global_arguments(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = _chosen(argv)
     for name, (module, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=HelpFormatter)
+        if name != chosen:
+            continue
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
@@ -44,24 +68,42 @@ def build_parser() -> argparse.ArgumentParser:
             p.set_defaults(_missing=module)
             continue
         mod.add_arguments(p)
+        add_global_arguments(p, suppress=True)
         p.set_defaults(_run=mod.run)
     return parser
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "_missing", None):
-        parser.error(f"`{args.command}` is not available in this build (module {args._missing} missing).")
-    if args.float64:
-        import jax
+def _error(command: str | None, exc: BaseException) -> int:
+    text = str(exc).strip().splitlines()
+    msg = text[0] if text else type(exc).__name__
+    if not isinstance(exc, (ValueError, OSError)):
+        msg = f"{type(exc).__name__}: {msg}"
+    print(f"cfm-jax{' ' + command if command else ''}: error: {msg}", file=sys.stderr)
+    return 1
 
-        jax.config.update("jax_enable_x64", True)
-    try:
-        return int(args._run(args) or 0)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished rows are on disk; rerun with --resume to continue.", file=sys.stderr)
-        return 130
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    with exit_on_signals(INTERRUPTED):
+        try:
+            parser = build_parser(argv)
+            args = parser.parse_args(argv)
+        except KeyboardInterrupt:
+            return 130
+        except Exception as e:  # an experiment module that fails to import
+            return _error(_chosen(argv), e)
+        if getattr(args, "_missing", None):
+            parser.error(f"`{args.command}` is not available in this build (module {args._missing} missing).")
+        if getattr(args, "no_progress", False):
+            os.environ["TQDM_DISABLE"] = "1"  # also for experiments that build their own bars
+        try:
+            apply_global_options(args)
+            return int(args._run(args) or 0)
+        except KeyboardInterrupt:  # a signal that arrived before the handlers were installed
+            print(f"\ninterrupted: {INTERRUPTED}", file=sys.stderr)
+            return 130
+        except Exception as e:
+            return _error(args.command, e)
 
 
 if __name__ == "__main__":

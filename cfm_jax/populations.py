@@ -13,6 +13,8 @@ empirical W1 rate n^{-1/d'}). All samplers are pure, jit- and vmap-able in ``key
 
 from __future__ import annotations
 
+from typing import Literal
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -161,7 +163,11 @@ def embedded_sphere(dim: int, intrinsic_dim: int, *, radius: float = 1.0, seed: 
     return _Sphere(dim=dim, intrinsic_dim=k, name="embedded_sphere", frame=frame, radius=float(radius))
 
 
-def make_population(name: str, dim: int, intrinsic_dim: int | None = None, **kwargs) -> Population:
+#: the population names :func:`make_population` knows.
+PopulationName = Literal["gaussian", "gaussian_mixture", "uniform_sphere", "subspace_gaussian", "embedded_sphere"]
+
+
+def make_population(name: PopulationName, dim: int, intrinsic_dim: int | None = None, **kwargs) -> Population:
     """Population by name: ``gaussian``, ``uniform_sphere``, ``subspace_gaussian``, ``embedded_sphere``,
     ``gaussian_mixture`` (two components at ±2·e_1)."""
     if name == "gaussian":
@@ -184,6 +190,7 @@ def make_population(name: str, dim: int, intrinsic_dim: int | None = None, **kwa
 
 __all__ = [
     "Population",
+    "PopulationName",
     "embedded_sphere",
     "gaussian",
     "gaussian_mixture",

@@ -53,8 +53,8 @@ def _check_pair(mu, nu):
     return mu, nu
 
 
-def _sorted_w1(x, a, y, b):
-    """Exact 1-D W1 = Σ_k |F_μ − F_ν|(t_k) (t_{k+1} − t_k) over the merged sorted support."""
+def sorted_w1(x, a, y, b):
+    """Exact 1-D W1 on raw arrays ``x (n, 1), a (n,), y (m, 1), b (m,)`` = Σ_k |F_μ − F_ν|(t_k) (t_{k+1} − t_k) over the merged sorted support."""
     t = jnp.concatenate([x[:, 0], y[:, 0]])
     mass = jnp.concatenate([a, -b])
     order = jnp.argsort(t)
@@ -203,7 +203,7 @@ def wasserstein1(
         if d != 1:
             raise ValueError(f"method='sorted' is the exact formula for d = 1 only; got d = {d}.")
         dtype = jnp.result_type(x, y)
-        return _sorted_w1(x.astype(dtype), a.astype(dtype), y.astype(dtype), b.astype(dtype))
+        return sorted_w1(x.astype(dtype), a.astype(dtype), y.astype(dtype), b.astype(dtype))
     if method == "exact":
         if not all(is_concrete(t) for t in (x, a, y, b)):
             raise ValueError("method='exact' runs a NumPy LP and cannot be traced (jit/vmap/grad).")
@@ -228,4 +228,4 @@ def wasserstein1(
     )
 
 
-__all__ = ["cost_scale", "self_transport_cost", "sinkhorn_w1", "wasserstein1"]
+__all__ = ["cost_scale", "self_transport_cost", "sinkhorn_w1", "sorted_w1", "wasserstein1"]

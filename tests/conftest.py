@@ -2,7 +2,9 @@
 
 float64 is enabled for the whole test session (tight tolerances need it); float32 behaviour is
 tested by passing ``dtype=jnp.float32`` explicitly. Keep shapes tiny and shared: JAX compiles
-once per shape.
+once per shape, and the persistent compilation cache (``$CFM_JAX_CACHE_DIR``, else
+``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``; the same as the CLI's) lets a second test
+run load what the first compiled. Set ``CFM_JAX_CACHE_DIR`` to another folder to start cold.
 """
 
 import os
@@ -12,6 +14,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+
+from cfm_jax.experiments.options import default_cache_dir, enable_compilation_cache  # noqa: E402
+
+enable_compilation_cache(default_cache_dir())
 
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
@@ -39,16 +45,23 @@ NOTEBOOKS = __import__("pathlib").Path(__file__).resolve().parents[1] / "noteboo
 
 
 def execute_notebook(name: str, workdir) -> tuple[list, str]:
-    """Execute ``notebooks/<name>`` in ``workdir``; assert its outputs were stripped and no cell errored.
-
-    Returns the list of code-cell outputs and their concatenated text.
-    """
+    """Execute ``notebooks/<name>`` afresh (its committed outputs cleared) in ``workdir``; assert no
+    cell errored. Returns the list of code-cell outputs and their concatenated text."""
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{name}: outputs must be stripped"
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    # The kernel inherits the environment: without this it would get the session's Agg backend
+    # and display no figure.
+    backend = os.environ.pop("MPLBACKEND", None)
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"], f"{name}: a cell raised"
     return outputs, "".join(o.get("text", "") for o in outputs)

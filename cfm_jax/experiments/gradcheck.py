@@ -40,7 +40,7 @@ def methods() -> dict:
 
 
 def add_arguments(parser):
-    from ..cli import add_experiment_arguments
+    from .options import add_experiment_arguments
 
     add_experiment_arguments(parser, "cfm_out/gradcheck")
     parser.add_argument("--dim", type=int, default=4, help="token dimension d")

@@ -1,4 +1,4 @@
-"""``cfm-jax ogd``: the ridge ablation of the OGD finite- vs population-context coupling (SPEC §3).
+"""``cfm-jax ogd``: the ridge ablation of the OGD finite- vs population-context coupling (``docs/ogd.md``).
 
 Teacher–student stream (contexts uniform on the unit sphere by default, the compact support
 the paper assumes). Steps:
@@ -18,7 +18,6 @@ Rows go through the resumable :class:`~cfm_jax.experiments.Sweep` (``pilot.jsonl
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -30,33 +29,49 @@ MAX_CURVE_POINTS = 300
 
 
 def add_arguments(parser):
-    from ..cli import add_experiment_arguments
+    from .options import add_experiment_arguments
 
     add_experiment_arguments(parser, "cfm_out/ogd")
-    parser.add_argument("--dim", type=int, help=f"token dimension d (default {DEFAULTS['dim']})")
-    parser.add_argument("--layers", type=int, help=f"layers L (default {DEFAULTS['layers']})")
-    parser.add_argument("--mlp-width", type=int, help=f"MLP width m (default {DEFAULTS['mlp_width']})")
-    parser.add_argument("--n-ref", type=int, help=f"reference (population) sample size (default {DEFAULTS['n_ref']})")
-    parser.add_argument("--ns", type=int, nargs="+", help=f"context sizes n (default {DEFAULTS['ns']})")
-    parser.add_argument("--eta", type=float, help=f"learning rate η (default {DEFAULTS['eta']})")
-    parser.add_argument("--steps", type=int, help=f"OGD steps K (default {DEFAULTS['steps']})")
-    parser.add_argument("--seeds", type=int, help=f"seeds per (λ, n) (default {DEFAULTS['seeds']})")
+
+    def dflt(key):
+        show = lambda v: " ".join(map(str, v)) if isinstance(v, tuple) else v  # noqa: E731
+        return f"(default: {show(DEFAULTS[key])}; with --quick: {show(QUICK[key])})"
+
+    parser.add_argument("--dim", type=int, help=f"token dimension d {dflt('dim')}")
+    parser.add_argument("--layers", type=int, help=f"layers L {dflt('layers')}")
+    parser.add_argument("--mlp-width", type=int, help=f"MLP width m {dflt('mlp_width')}")
+    parser.add_argument("--n-ref", type=int, help=f"reference (population) sample size {dflt('n_ref')}")
+    parser.add_argument("--ns", type=int, nargs="+", metavar="N", help=f"context sizes n {dflt('ns')}")
+    parser.add_argument("--eta", type=float, help=f"learning rate η {dflt('eta')}")
+    parser.add_argument("--steps", type=int, help=f"OGD steps K {dflt('steps')}")
+    parser.add_argument("--seeds", type=int, help=f"seeds per (λ, n) {dflt('seeds')}")
     parser.add_argument("--population", choices=["uniform_sphere", "gaussian", "gaussian_mixture"],
-                        help="context law (default uniform_sphere)")
+                        help="context law (default: uniform_sphere)")
 
 
-def _config(args) -> dict:
-    cfg = dict(QUICK if args.quick else DEFAULTS)
-    for k in ("dim", "layers", "mlp_width", "n_ref", "ns", "eta", "steps", "seeds", "population"):
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = tuple(v) if k == "ns" else v
+def make_config(quick: bool = False, seed: int = 0, **overrides) -> dict:
+    """The ablation's configuration: :data:`DEFAULTS` (or :data:`QUICK`) with ``overrides``
+    (``None`` values ignored); a ValueError names the first bad entry."""
+    cfg = dict(QUICK if quick else DEFAULTS)
+    unknown = set(overrides) - set(cfg)
+    if unknown:
+        raise ValueError(f"unknown configuration keys {sorted(unknown)}; known: {sorted(cfg)}.")
+    cfg.update({k: v for k, v in overrides.items() if v is not None})
     cfg["ns"] = tuple(int(n) for n in cfg["ns"])
+    if len(cfg["ns"]) < 2 or min(cfg["ns"]) < 1:
+        raise ValueError(f"--ns: need at least two positive context sizes to fit a rate, got {cfg['ns']}.")
     if max(cfg["ns"]) > cfg["n_ref"]:
         raise ValueError(f"--ns must not exceed --n-ref={cfg['n_ref']}, got {cfg['ns']}.")
-    if len(cfg["ns"]) < 2 or cfg["seeds"] < 1 or cfg["steps"] < 4:
-        raise ValueError("need >= 2 context sizes, >= 1 seed and >= 4 steps.")
-    cfg["seed"] = int(args.seed)
+    if cfg["seeds"] < 2:
+        raise ValueError(f"--seeds: need at least 2 seeds for a confidence interval, got {cfg['seeds']}.")
+    if cfg["steps"] < 4:
+        raise ValueError(f"--steps: need at least 4 OGD steps, got {cfg['steps']}.")
+    for k in ("dim", "layers"):
+        if cfg[k] < 1:
+            raise ValueError(f"--{k}: must be >= 1, got {cfg[k]}.")
+    if not cfg["eta"] > 0:
+        raise ValueError(f"--eta: must be > 0, got {cfg['eta']}.")
+    cfg["seed"] = int(seed)
     return cfg
 
 
@@ -179,82 +194,79 @@ def _summarise(cfg, pilot, rows):
     return out
 
 
-def _figure(path, cfg, pilot, rows, table):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def ablation_figure(cfg, pilot, rows, table):
+    """Deviation vs step k per regime (one shared y scale) and sup_k deviation vs n with fitted slopes."""
+    from .plotting import COLORS, figure, log_ticks, log_values, reference_slope
 
     names = [n for n in ("zero", "weak", "strong") if n in table]
-    fig, axes = plt.subplots(1, len(names) + 1, figsize=(4.2 * (len(names) + 1), 3.6))
+    fig, axes = figure(len(names) + 1, ncols=len(names) + 1, width=4.0, height=3.6)
     for ax in axes[1 : len(names)]:
         ax.sharey(axes[0])  # one scale for the three regimes
-    colors = plt.cm.viridis(np.linspace(0, 0.85, len(cfg["ns"])))
     for ax, name in zip(axes, names):
         rs = [r for r in rows if r["config"]["regime"] == name]
         k = np.asarray(rs[0]["curve_k"])
         curves = np.asarray([r["curve"] for r in rs])  # (S, P, len(ns))
         for i, n in enumerate(cfg["ns"]):
-            ax.plot(k, np.exp(np.log(curves[:, :, i]).mean(0)), color=colors[i], label=f"n={n}")
-        ax.set_yscale("log")
+            ax.plot(k, np.exp(np.log(curves[:, :, i]).mean(0)), color=COLORS[i], lw=1.4, label=f"n = {n}")
+        log_values(ax, "y")
         lam = table[name]["lambda"]
-        ax.set_title(f"λ={lam:.3g} ({lam / pilot['lambda_c']:.2g}·λ_c)")
-        ax.axvline(1 / cfg["eta"], color="gray", ls=":", lw=1)
-        ax.set_xlabel("k (dotted: 1/η)")
-    axes[0].set_ylabel("‖θ_k − θ̂_k‖_L∞ (geo-mean over seeds)")
-    axes[0].legend(fontsize=8)
+        ax.set_title(f"{name}: λ = {lam:.3g} = {lam / pilot['lambda_c']:.2g}·λ_c")
+        ax.axvline(1 / cfg["eta"], color="0.3", ls=":", lw=1.2, label="k = 1/η")
+        ax.set_xlabel("OGD step k")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("‖θ_k − θ̂_k‖_∞ (geometric mean over seeds)")  # the three panels share it
     ax = axes[-1]
-    ns = np.asarray(cfg["ns"])
-    for name, marker in zip(names, "os^"):
+    ns = np.asarray(cfg["ns"], dtype=float)
+    for i, (name, marker) in enumerate(zip(names, "os^")):
         t = table[name]
         sup = np.asarray([r["sup_dev"] for r in rows if r["config"]["regime"] == name])  # (S, len(ns))
         y = np.exp(np.log(sup).mean(0))
         err = np.stack([y - sup.min(0), sup.max(0) - y])  # range over seeds
-        ax.errorbar(ns, y, yerr=err, marker=marker, ls="none", capsize=2,
-                    label=f"{name}: slope {t['slope_sup']['slope']:.2f}")
-        ax.plot(ns, t["slope_sup"]["prefactor"] * ns ** t["slope_sup"]["slope"], color="gray", lw=0.8)
-    ax.plot(ns, y[0] * (ns / ns[0]) ** -0.5, "k--", lw=0.8, label="n^-1/2")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(ns, [str(n) for n in ns])
-    ax.minorticks_off()
+        fit = t["slope_sup"]
+        ax.errorbar(ns, y, yerr=err, marker=marker, ls="none", capsize=2, color=COLORS[i],
+                    label=f"{name}: data (bars: range over seeds)")
+        ax.plot(ns, fit["prefactor"] * ns ** fit["slope"], color=COLORS[i], lw=1.2,
+                label=f"{name}: fit, slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]")
+    reference_slope(ax, ns, (ns[0], y[0]), -0.5, label="reference slope −1/2")
+    log_values(ax, "y")
+    log_ticks(ax, ns, "x")
     ax.set_xlabel("context size n")
-    ax.set_title(f"sup_k deviation (λ_c = 2C = {pilot['lambda_c']:.3g})\ngeo-mean, bars: range over seeds", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.set_ylabel("sup_k ‖θ_k − θ̂_k‖_∞ (geometric mean)")
+    ax.set_title(f"sup over k vs n (λ_c = 2C = {pilot['lambda_c']:.3g})")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside: the points fill the panel
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
-def run(args) -> int:
+def run_ablation(cfg: dict, out, *, resume: bool = False, progress: bool = True, verbose: bool = True) -> dict:
+    """Pilot, coupled runs for every (regime, seed), table and figure; returns the summary.
+
+    ``cfg`` from :func:`make_config`; ``out`` the folder for ``pilot.jsonl``, ``rows.jsonl``,
+    ``summary.json`` and ``ogd_ablation.png`` (rows already there are kept with ``resume``).
+    """
+    from .options import prepare_out
+    from .plotting import save
     from .runner import Sweep, write_summary
 
-    cfg = _config(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    say = print if verbose else (lambda *a, **k: None)
+    out = prepare_out(out)
     problem = _Problem(cfg)
     t0 = time.perf_counter()
     shape_cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
-    pilot_rows = Sweep(out / "pilot.jsonl", resume=args.resume, progress=False).run(
+    pilot_rows = Sweep(out / "pilot.jsonl", resume=resume, progress=False).run(
         [{"pilot": True, **shape_cfg}], lambda c: _pilot(problem), desc="pilot")
     pilot = pilot_rows[0]
-    print(f"pilot (λ=0): C = {pilot['C']:.4g} (pairs {pilot['C_pairs']:.4g}, local {pilot['C_local']:.4g}), "
-          f"λ_c = 2C = {pilot['lambda_c']:.4g}; η = {cfg['eta']}")
+    say(f"pilot (λ=0): C = {pilot['C']:.4g} (pairs {pilot['C_pairs']:.4g}, local {pilot['C_local']:.4g}), "
+        f"λ_c = 2C = {pilot['lambda_c']:.4g}; η = {cfg['eta']}")
     if pilot["lambdas"]["strong"] <= pilot["lambda_c"]:
-        print(f"warning: η = {cfg['eta']} does not allow λ > λ_c with η·λ < 1; the 'strong' run is below λ_c.")
+        say(f"warning: η = {cfg['eta']} does not allow λ > λ_c with η·λ < 1; the 'strong' run is below λ_c.")
     configs = [{**shape_cfg, "regime": name, "lam": lam, "rep": s}
                for name, lam in pilot["lambdas"].items() for s in range(cfg["seeds"])]
-    rows = Sweep(out / "rows.jsonl", resume=args.resume).run(configs, lambda c: _row(problem, c), desc="ogd")
+    rows = Sweep(out / "rows.jsonl", resume=resume, progress=progress).run(
+        configs, lambda c: _row(problem, c), desc="ogd")
     table = _summarise(cfg, pilot, rows)
-    _figure(out / "ogd_ablation.png", cfg, pilot, rows, table)
-    print(f"\n{'regime':8s} {'λ':>8s} {'λ/λ_c':>6s} {'λ/2C_reg':>8s} " +
-          " ".join(f"{'n=' + str(n):>16s}" for n in cfg["ns"]) + f" {'slope [95% CI]':>24s} growth(n={cfg['ns'][0]})")
-    for name, t in table.items():
-        cells = " ".join(f"{t['sup_dev'][n][0]:9.3g}±{t['sup_dev'][n][1]:<6.2g}" for n in cfg["ns"])
-        s = t["slope_sup"]
-        print(f"{name:8s} {t['lambda']:8.3g} {t['lambda_over_lambda_c_pilot']:6.2f} {t['lambda_over_2C_region']:8.2f} "
-              f"{cells} {s['slope']:7.2f} [{s['ci_low']:.2f}, {s['ci_high']:.2f}]  "
-              f"{t['growth_K_over_K2'][cfg['ns'][0]]:.3g}")
+    fig_path = save(ablation_figure(cfg, pilot, rows, table), out / "ogd_ablation.png")
+    say(format_table(cfg, table))
     summary = {
         "config": shape_cfg,
         "pilot": {k: pilot[k] for k in ("C", "C_pairs", "C_local", "lambda_c", "lambdas")},
@@ -264,5 +276,40 @@ def run(args) -> int:
         "rows": [{k: v for k, v in r.items() if k not in ("curve", "curve_k")} for r in rows],
     }
     path = write_summary(out, summary)
-    print(f"\nwrote {path} and {out / 'ogd_ablation.png'}")
+    say(f"\nwrote {out / 'pilot.jsonl'}, {out / 'rows.jsonl'}, {path}, {fig_path}")
+    return summary
+
+
+def run(args) -> int:
+    """``cfm-jax ogd``."""
+    keys = ("dim", "layers", "mlp_width", "n_ref", "ns", "eta", "steps", "seeds", "population")
+    cfg = make_config(args.quick, args.seed, **{k: getattr(args, k, None) for k in keys})
+    run_ablation(cfg, args.out, resume=args.resume, progress=not args.no_progress)
     return 0
+
+
+def format_table(cfg, table) -> str:
+    """One line per regime: λ, its ratios to λ_c, sup_k deviation per n (mean ± 95 % t half-width
+    over seeds), the fitted n-slope with its bootstrap 95 % CI, and the late growth; then a key."""
+    ns = cfg["ns"]
+    seeds = max(t["seeds"] for t in table.values())
+    lines = [f"{'regime':8s} {'λ':>8s} {'λ/λ_c':>6s} {'λ/λ_c,run':>9s} " + " ".join(f"{'n=' + str(n):>17s}" for n in ns)
+             + f" {'slope [95% CI]':>22s} {'growth':>7s}"]
+    for name, t in table.items():
+        cells = " ".join(f"{t['sup_dev'][n][0]:9.3g} ± {t['sup_dev'][n][1]:<5.2g}" for n in ns)
+        s = t["slope_sup"]
+        lines.append(f"{name:8s} {t['lambda']:8.3g} {t['lambda_over_lambda_c_pilot']:6.2f} "
+                     f"{t['lambda_over_2C_region']:9.2f} {cells} {s['slope']:7.2f} [{s['ci_low']:5.2f}, {s['ci_high']:5.2f}] "
+                     f"{t['growth_K_over_K2'][ns[0]]:7.3g}")
+    lines += [
+        "",
+        f"  n=…        sup over steps k of ‖θ_k^(n) − θ̂_k‖_∞: mean ± 95 % t half-width over {seeds} seeds",
+        "  λ/λ_c      ridge λ over λ_c = 2C, C the Lipschitz estimate of the pilot run (λ = 0)",
+        "  λ/λ_c,run  λ over 2C with C re-estimated on the parameters this regime's runs visited (max over seeds)",
+        "  slope      fitted exponent of sup_k deviation ≈ C·n^slope; bootstrap 95 % CI resampling seeds",
+        f"  growth     deviation at the last step / at step K/2, n = {ns[0]} (> 1: still growing)",
+    ]
+    return "\n".join(lines)
+
+
+__all__ = ["DEFAULTS", "QUICK", "ablation_figure", "add_arguments", "format_table", "make_config", "run", "run_ablation"]

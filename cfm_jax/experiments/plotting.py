@@ -73,6 +73,18 @@ def log_ticks(ax, values: Sequence[float], axis: str = "x") -> None:
     target.set_minor_formatter(NullFormatter())
 
 
+def log_values(ax, axis: str = "y") -> None:
+    """Log scale on ``axis`` for measured values: ticks at 1, 2, 5 × 10^k with plain labels
+    (0.02, 0.05, 0.1, …), so that a range narrower than a decade still has labelled ticks."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
 def reference_slope(ax, x, anchor: tuple[float, float], slope: float, *, label: str | None = None, **kw):
     """Dashed line y = y₀ (x/x₀)^slope through ``anchor = (x₀, y₀)``; labelled for the legend."""
     x = np.asarray(x, dtype=float)
@@ -92,4 +104,4 @@ def save(fig, path) -> Path:
     return path
 
 
-__all__ = ["COLORS", "STYLE", "figure", "log_ticks", "pyplot", "reference_slope", "save"]
+__all__ = ["COLORS", "STYLE", "figure", "log_ticks", "log_values", "pyplot", "reference_slope", "save"]

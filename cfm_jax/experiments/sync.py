@@ -34,7 +34,7 @@ DIMS = (2, 3, 5, 10)
 
 
 def add_arguments(parser):
-    from ..cli import add_experiment_arguments
+    from .options import add_experiment_arguments
 
     add_experiment_arguments(parser, "cfm_out/sync")
     parser.add_argument("--realisations", type=int, default=None, help="override runs per configuration")

@@ -1,7 +1,8 @@
 """A general (non-kernel) contextual field: V(x, μ) = c(s) · W1(μ, ν) · e.
 
-The control of the propagation-of-chaos experiments (SPEC §4). Its dependence on μ is
-W1-Lipschitz (|V(x, μ) − V(x, μ')| ≤ |c| W1(μ, μ')) but *not* of the kernel form
+The control of the propagation-of-chaos experiments (``docs/chaos.md``); a field built from a
+distance, so it sits above ``cfm_jax.wasserstein`` in the layers, not in ``fields/``. Its
+dependence on μ is W1-Lipschitz (|V(x, μ) − V(x, μ')| ≤ |c| W1(μ, μ')) but *not* of the kernel form
 F(∫ k(x, y) dμ(y)), so the empirical error is W1(μ_n, μ) ~ n^{-1/d} rather than the parametric
 n^{-1/2} of attention. With ν the population law (its reference sample), the population system
 stays put (W1(ν, ν) = 0) while an n-point context drifts by ~W1(μ_n, ν) along e.
@@ -18,10 +19,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._validation import is_concrete
-from ..measures import EmpiricalMeasure, as_measure
-from ..wasserstein import _sorted_w1, self_transport_cost, sinkhorn_w1
-from .base import AbstractField
+from ._validation import is_concrete
+from .fields.base import AbstractField
+from .measures import EmpiricalMeasure, as_measure
+from .wasserstein import self_transport_cost, sinkhorn_w1, sorted_w1
 
 
 class W1ControlField(AbstractField):
@@ -90,7 +91,7 @@ class W1ControlField(AbstractField):
         """W1(μ, ν) as used by the field (scalar)."""
         x, a = measure.points, measure.weights
         if x.shape[-1] == 1:
-            return _sorted_w1(x, a, self.nu_points, self.nu_weights)
+            return sorted_w1(x, a, self.nu_points, self.nu_weights)
         return sinkhorn_w1(
             x,
             a,

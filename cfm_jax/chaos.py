@@ -1,0 +1,383 @@
+"""Finite vs infinite context: synchronously coupled deviations (propagation of chaos, ``docs/chaos.md``).
+
+The infinite-context system is approximated by a reference sample of ``n_ref`` points drawn from
+the population P; the n-point system is coupled synchronously to it: its context is the first n
+points of the reference sample, and both carry the same target tokens x0 (and loss targets y).
+At every layer boundary s = l/L we measure
+
+- ``token``    ‖x_s − x̂_s‖ for each target token (then sup over s, mean over tokens);
+- ``context``  Σ_i w_i ‖z_i(s) − ẑ_i(s)‖ = (1/n) Σ_{i<n} ‖z_i(s) − ẑ_i(s)‖, the coupled context
+  particles; it bounds W1(μ_s, Φ̂_s#μ_0), the transport of the *same* initial sample by the
+  population flow;
+- ``w1``       W1(μ_s, μ̂_s) between the n-point measure and the reference measure (its first
+  ``w1_size`` particles), which contains the initial sampling error W1(μ_0, P) ~ n^{-1/d'};
+- ``adjoint``  ‖p_s − p̂_s‖ per target token (p for the per-token loss ½‖x_1 − y‖²);
+- ``grad_phi`` sup_{z ∈ probes} ‖∇φ_s(z) − ∇φ̂_s(z)‖ on fixed probe points in the ball of radius R
+  (φ for the batch-mean loss).
+
+Every quantity is reported as a sup over s. The reference's own error ("floor") is measured by
+the same code between two independent references.
+
+One compilation per structure: every n-point context of a sweep is the first N = max(ns) reference
+points with weights 1/n on the first n and exactly 0 on the rest (zero-weight atoms move with the
+flow but act on nothing), so one compiled n-system serves every n through ``lax.map``; the
+deviations equal those of the unpadded n-point system to round-off.
+
+Expected (paper's table): transformer token quantities ~ n^{-1/2} whatever d; W1 between
+measures ~ n^{-1/d'} (d' the intrinsic dimension of P; n^{-1/2} up to a log at d' ≤ 2); the
+general W1-Lipschitz control field (:class:`~cfm_jax.control.W1ControlField`) drives its
+tokens at the slower n^{-1/d'}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .control import W1ControlField
+from .flow import SaveAt
+from .solve import forward
+from .gradients import adjoint_trajectories
+from .measures import EmpiricalMeasure, as_measure
+from .paths import CFM, AbstractCFM, Transformer
+from .populations import make_population
+from .wasserstein import wasserstein1
+
+#: quantity -> definition
+QUANTITIES = {
+    "token": "sup_s ‖x_s − x̂_s‖",
+    "context": "sup_s mean_i ‖z_i(s) − ẑ_i(s)‖ (coupled context)",
+    "w1": "sup_s W1(μ_s, μ̂_s)",
+    "adjoint": "sup_s ‖p_s − p̂_s‖",
+    "grad_phi": "sup_{s,|z|≤R} ‖∇φ_s(z) − ∇φ̂_s(z)‖",
+}
+
+Field = Literal["attention", "control"]
+
+
+def wasserstein_slope(intrinsic_dim: int) -> float:
+    """Empirical W1 rate exponent: −1/d' for d' ≥ 2 (with a log at d' = 2), −1/2 for d' = 1."""
+    return -1.0 / max(2, intrinsic_dim)
+
+
+def expected_slope(field: Field, quantity: str, intrinsic_dim: int) -> float:
+    """The paper's rate: −1/2 for attention's token-level quantities, −1/d' for W1 and the control."""
+    if quantity == "w1" or field == "control":
+        return wasserstein_slope(intrinsic_dim)
+    return -0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class ChaosSpec:
+    """One (field, population, d, ns) experiment; hashable, so it keys the jit cache.
+
+    ``field``: ``"attention"`` (a random :class:`Transformer`) or ``"control"``
+    (:class:`W1ControlField` with ν = the reference sample). Populations are scaled to unit
+    second moment (E‖z‖² = 1) so that constants can be compared across d.
+    """
+
+    field: Field = "attention"
+    population: str = "gaussian"
+    dim: int = 2
+    intrinsic_dim: int | None = None
+    ns: tuple = (16, 32, 64, 128)
+    n_ref: int = 4096
+    layers: int = 4
+    heads: int = 2
+    mlp_width: int = 16
+    batch: int = 4
+    num_probes: int = 16
+    radius: float = 1.0
+    qk_scale: float = 1.0
+    v_scale: float = 1.0
+    w1: bool = True
+    w1_size: int = 1024
+    relative_epsilon: float = 0.01
+    adjoint: bool = True
+    control_strength: float = 1.0
+
+    def population_law(self):
+        d = self.dim
+        k = self.intrinsic_dim
+        if self.population in ("gaussian", "gaussian_mixture"):
+            scale = 1.0 / math.sqrt(d) if self.population == "gaussian" else 0.5
+            return make_population(self.population, d, scale=scale)
+        if self.population == "subspace_gaussian":
+            return make_population(self.population, d, k, scale=1.0 / math.sqrt(k or 2))
+        return make_population(self.population, d, k)
+
+    @property
+    def d_intrinsic(self) -> int:
+        return self.population_law().intrinsic_dim
+
+
+def validate_spec(spec: ChaosSpec) -> ChaosSpec:
+    """ValueError naming the field of ``spec`` that is out of range."""
+    if spec.field not in ("attention", "control"):
+        raise ValueError(f"`field` must be 'attention' or 'control', got {spec.field!r}.")
+    for name in ("dim", "n_ref", "layers", "batch", "num_probes", "w1_size"):
+        if int(getattr(spec, name)) < 1:
+            raise ValueError(f"`{name}` must be >= 1, got {getattr(spec, name)!r}.")
+    if not isinstance(spec.ns, tuple) or not spec.ns or any(int(n) < 1 for n in spec.ns):
+        raise ValueError(f"`ns` must be a non-empty tuple of positive context sizes, got {spec.ns!r}.")
+    if max(spec.ns) > spec.n_ref:
+        raise ValueError(f"`ns` ({spec.ns}) must be <= `n_ref` ({spec.n_ref}): each n-point context is a prefix of the reference.")
+    spec.population_law()  # raises a ValueError for unknown populations
+    return spec
+
+
+def _ball(key, num, dim, radius, dtype):
+    """``num`` points uniform in the ball of radius ``radius`` (probe points)."""
+    kd, kr = jax.random.split(key)
+    g = jax.random.normal(kd, (num, dim), dtype)
+    u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
+    return radius * u * jax.random.uniform(kr, (num, 1), dtype) ** (1.0 / dim)
+
+
+def prefix_weights(n, size: int, dtype=None) -> jax.Array:
+    """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after (``n`` may be traced)."""
+    dtype = dtype or jnp.result_type(float)
+    keep = jnp.arange(size) < n
+    return jnp.where(keep, 1.0 / jnp.asarray(n, dtype), 0.0).astype(dtype)
+
+
+def build_model(spec: ChaosSpec, key, reference=None) -> AbstractCFM:
+    """The model of ``spec``: a random transformer, or the control field around ``reference``."""
+    dtype = jnp.result_type(float)
+    if spec.field == "attention":
+        return Transformer.init(
+            key,
+            spec.dim,
+            heads=spec.heads,
+            mlp_width=spec.mlp_width,
+            layers=spec.layers,
+            qk_scale=spec.qk_scale,
+            v_scale=spec.v_scale,
+            dtype=dtype,
+        )
+    field = W1ControlField.create(EmpiricalMeasure(reference), relative_epsilon=spec.relative_epsilon)
+    return CFM(field, {"c": jnp.full((spec.layers,), spec.control_strength, dtype)}, spec.dim)
+
+
+def adjoint_states(model, x0, context, y, probes=None):
+    """(ps (S, B, d), probe_grads (S, P, d) or None) at the layer boundaries, batch-mean loss.
+
+    The discrete adjoint of :func:`cfm_jax.adjoint_trajectories` (the default).
+    """
+    sol = adjoint_trajectories(model, x0, as_measure(context), y, probes=probes)
+    return sol.ps, sol.probe_grads
+
+
+def _system(model, x0, context: EmpiricalMeasure, y=None, probes=None, adjoint: bool = False) -> dict:
+    """Trajectories of one system at the layer boundaries: xs, zs, the weights (and ps, pg)."""
+    sol = forward(model, x0, context, saveat=SaveAt(layers=True))
+    out = {"xs": sol.xs, "zs": sol.zs, "w": context.weights}
+    if adjoint and y is not None:
+        out["ps"], out["pg"] = adjoint_states(model, x0, context, y, probes)
+    return out
+
+
+def _w1_path(zs_a, wa, zs_b, wb, relative_epsilon):
+    """W1 between two weighted context trajectories (S, n, d) and (S, m, d) at every depth."""
+
+    def one(za, zb):
+        return wasserstein1(EmpiricalMeasure(za, wa), EmpiricalMeasure(zb, wb), relative_epsilon=relative_epsilon)
+
+    return jax.vmap(one)(zs_a, zs_b)
+
+
+def _compare(a: dict, b: dict, *, coupled: bool, w1_size, relative_epsilon) -> dict:
+    """Deviation trajectories between two systems from :func:`_system` (``b`` the reference)."""
+    out = {"token": jnp.linalg.norm(a["xs"] - b["xs"], axis=-1)}
+    n = a["zs"].shape[1]
+    if coupled:
+        out["context"] = jnp.linalg.norm(a["zs"] - b["zs"][:, :n], axis=-1) @ a["w"]
+    if w1_size is not None:
+        wb = jnp.full((w1_size,), 1.0 / w1_size, b["zs"].dtype)
+        if coupled:  # the whole n-point measure
+            za, wa = a["zs"], a["w"]
+        else:  # two references, both truncated alike
+            za, wa = a["zs"][:, :w1_size], wb
+        out["w1"] = _w1_path(za, wa, b["zs"][:, :w1_size], wb, relative_epsilon)
+    if "ps" in a and "ps" in b:
+        B = a["xs"].shape[1]
+        out["adjoint"] = B * jnp.linalg.norm(a["ps"] - b["ps"], axis=-1)
+        if a["pg"] is not None and b["pg"] is not None:
+            out["grad_phi"] = jnp.max(jnp.linalg.norm(a["pg"] - b["pg"], axis=-1), axis=-1)
+    return out
+
+
+def coupled_deviations(
+    model: AbstractCFM,
+    x0,
+    context,
+    reference,
+    *,
+    y=None,
+    probes=None,
+    coupled: bool = True,
+    w1_size: int | None = None,
+    relative_epsilon: float = 0.01,
+    adjoint: bool = True,
+) -> dict:
+    """Deviations between two systems at every layer boundary (trajectories, not sups).
+
+    Args:
+        model: the CFM (one step per layer, explicit Euler: the residual network).
+        x0: ``(B, d)`` target tokens shared by both systems.
+        context: ``(n, d)`` points (uniform weights) or an :class:`EmpiricalMeasure`, whose atoms
+            may carry weight exactly 0 (padding; see :func:`prefix_weights`).
+        reference: ``(n_ref, d)`` reference points (uniform weights).
+        y: ``(B, d)`` loss targets; with ``adjoint`` the adjoints are compared too.
+        probes: ``(P, d)`` fixed points for ∇φ.
+        coupled: ``context`` is the prefix of ``reference`` (synchronous coupling), so the
+            particles can be compared one by one.
+        w1_size: when set, W1(μ_s, μ̂_s) with μ̂_s the first ``w1_size`` reference particles
+            (and, when not ``coupled``, μ_s truncated to its first ``w1_size`` particles too).
+
+    Returns:
+        dict with ``ss (S,)``, ``token (S, B)``, and where applicable ``context (S,)``,
+        ``w1 (S,)``, ``adjoint (S, B)`` (per-token adjoint, i.e. B·p for the batch-mean loss),
+        ``grad_phi (S,)`` (max over probes).
+    """
+    a = _system(model, x0, as_measure(context), y, probes, adjoint)
+    b = _system(model, x0, as_measure(reference), y, probes, adjoint)
+    out = _compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=relative_epsilon)
+    out["ss"] = jnp.arange(a["xs"].shape[0], dtype=a["xs"].dtype) / model.num_layers
+    return out
+
+
+def _sups(dev: dict) -> dict:
+    """sup over depth (then mean over target tokens) of every deviation trajectory."""
+    res = {}
+    for k, v in dev.items():
+        if k == "ss":
+            continue
+        s = jnp.max(v, axis=0)
+        res[k] = jnp.mean(s) if s.ndim else s
+    return res
+
+
+def seed_inputs(spec: ChaosSpec, key):
+    """(model key, reference, second reference, x0, y, probes) of one seed (pure in ``key``)."""
+    dtype = jnp.result_type(float)
+    k_model, k_ref, k_ref2, k_x, k_y, k_probe = jax.random.split(key, 6)
+    law = spec.population_law()
+    ref = law(k_ref, spec.n_ref).astype(dtype)
+    ref2 = law(k_ref2, spec.n_ref).astype(dtype)
+    x0 = law(k_x, spec.batch).astype(dtype)
+    y = law(k_y, spec.batch).astype(dtype)
+    probes = _ball(k_probe, spec.num_probes, spec.dim, spec.radius, dtype)
+    return k_model, ref, ref2, x0, y, probes
+
+
+def seed_deviations(spec: ChaosSpec, key, *, padded: bool = True) -> dict:
+    """Sup-over-depth deviations for one seed, every n of ``spec.ns`` (pure in ``key``).
+
+    The reference (first ``n_ref`` draws) is solved once; each n-point system starts from its
+    first n points. ``padded`` (default): one n-system of size max(ns) with zero-weight atoms,
+    mapped over the ns (one compiled body); otherwise one unpadded system per n (the check).
+    ``floor_<quantity>`` compares the reference with an independent second reference (the
+    proxy's own error). Model, references, targets and probes depend on ``key`` only, so the
+    n-sweep uses common random numbers.
+
+    Returns quantity -> ``(len(ns),)`` and ``floor_<quantity>`` -> scalar.
+    """
+    k_model, ref, ref2, x0, y, probes = seed_inputs(spec, key)
+    model = build_model(spec, k_model, ref)
+    use_adj = spec.adjoint and spec.field == "attention"
+    w1_size = min(spec.w1_size, spec.n_ref) if spec.w1 else None
+    eps = spec.relative_epsilon
+    sys_ref = _system(model, x0, EmpiricalMeasure(ref), y, probes, use_adj)
+    sys_ref2 = _system(model, x0, EmpiricalMeasure(ref2), y, probes, use_adj)
+
+    def one(context):
+        a = _system(model, x0, context, y, probes, use_adj)
+        return _sups(_compare(a, sys_ref, coupled=True, w1_size=w1_size, relative_epsilon=eps))
+
+    if padded:
+        size = max(spec.ns)
+        ns = jnp.asarray(spec.ns)
+        out = jax.lax.map(lambda n: one(EmpiricalMeasure(ref[:size], prefix_weights(n, size, ref.dtype))), ns)
+    else:
+        per_n = [one(EmpiricalMeasure(ref[:n])) for n in spec.ns]
+        out = {k: jnp.stack([r[k] for r in per_n]) for k in per_n[0]}
+    floor = _sups(_compare(sys_ref2, sys_ref, coupled=False, w1_size=w1_size, relative_epsilon=eps))
+    out.update({f"floor_{k}": v for k, v in floor.items()})
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _batched(spec: ChaosSpec, padded: bool):
+    return jax.jit(jax.vmap(lambda k: seed_deviations(spec, k, padded=padded)))
+
+
+@functools.lru_cache(maxsize=16)
+def _single(spec: ChaosSpec):
+    return jax.jit(lambda k: seed_deviations(spec, k))
+
+
+def run_seeds(spec: ChaosSpec, seeds: int, base_seed: int = 0, *, padded: bool = True) -> dict:
+    """All seeds at once (``jit(vmap)``); returns quantity -> NumPy ``(seeds, len(ns))`` (floors ``(seeds,)``)."""
+    validate_spec(spec)
+    if int(seeds) < 1:
+        raise ValueError(f"`seeds` must be >= 1, got {seeds!r}.")
+    keys = jax.random.split(jax.random.key(base_seed), seeds)
+    out = jax.block_until_ready(_batched(spec, padded)(keys))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def run_seeds_loop(spec: ChaosSpec, seeds: int, base_seed: int = 0) -> dict:
+    """Same as :func:`run_seeds` with a Python loop over seeds (the benchmark's baseline)."""
+    validate_spec(spec)
+    keys = jax.random.split(jax.random.key(base_seed), seeds)
+    fn = _single(spec)
+    rows = [jax.block_until_ready(fn(k)) for k in keys]
+    return {k: np.asarray([r[k] for r in rows], dtype=np.float64) for k in rows[0]}
+
+
+def uniform_attention_deviation(model: Transformer, mean_difference) -> jax.Array:
+    """Closed-form token deviation x_l − x̂_l for K = 0 (uniform attention) and no MLP.
+
+    Then V(x, μ) = M_l · mean(μ) with M_l = Σ_h V_{l,h}; the context mean obeys
+    m_{l+1} = (I + M_l/L) m_l and x_{l+1} = x_l + M_l m_l / L, so for the Euler scheme
+
+        x_l − x̂_l = (Π_{k<l} (I + M_k/L) − I)(m_0 − m̂_0),
+
+    independent of x_0. Returns ``(L + 1, d)``.
+    """
+    L = model.num_layers
+    M = jnp.sum(model.V, axis=1)  # (L, d, d)
+    eye = jnp.eye(model.dim, dtype=M.dtype)
+
+    def step(G, Ml):
+        G = (eye + Ml / L) @ G
+        return G, G
+
+    _, Gs = jax.lax.scan(step, eye, M)
+    Gs = jnp.concatenate([eye[None], Gs], axis=0)
+    return jnp.einsum("lde,e->ld", Gs - eye, jnp.asarray(mean_difference, M.dtype))
+
+
+__all__ = [
+    "ChaosSpec",
+    "QUANTITIES",
+    "adjoint_states",
+    "build_model",
+    "coupled_deviations",
+    "expected_slope",
+    "prefix_weights",
+    "run_seeds",
+    "run_seeds_loop",
+    "seed_deviations",
+    "seed_inputs",
+    "uniform_attention_deviation",
+    "validate_spec",
+    "wasserstein_slope",
+]

@@ -1,0 +1,121 @@
+"""Command-line options shared by every experiment, and what they switch on.
+
+The experiments' ``add_arguments(parser)`` call :func:`add_experiment_arguments`; the command
+line (``cfm_jax.cli``) imports this module, never the other way round. Global options
+(``--float64``, ``--cache-dir``, ``--no-cache``) are accepted before *and* after the subcommand.
+
+The persistent compilation cache lives in ``$CFM_JAX_CACHE_DIR``, else
+``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``; a second run of the same experiment
+loads its compiled XLA programs from there instead of compiling them again.
+This module imports neither JAX nor an experiment, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+#: environment variable overriding the compilation-cache folder.
+CACHE_ENV = "CFM_JAX_CACHE_DIR"
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows ``(default: …)`` after every option that has a default (not for flags or ``None``)."""
+
+    def _get_help_string(self, action):
+        help_ = action.help or ""
+        if (
+            "%(default)" in help_
+            or "default" in help_
+            or action.default is None
+            or action.default is False
+            or action.default == argparse.SUPPRESS
+            or not action.option_strings
+        ):
+            return help_
+        return help_ + " (default: %(default)s)"
+
+
+def default_cache_dir() -> Path:
+    """``$CFM_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "cfm_jax"
+
+
+def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--float64``, ``--cache-dir``, ``--no-cache``.
+
+    ``suppress``: on a subcommand, leave the values parsed before the subcommand untouched when
+    the option is not repeated after it.
+    """
+    kw = {"default": argparse.SUPPRESS} if suppress else {}
+    parser.add_argument("--float64", action="store_true", help="compute in float64 (jax_enable_x64)",
+                        **({"default": argparse.SUPPRESS} if suppress else {"default": False}))
+    parser.add_argument("--cache-dir", type=Path, help=f"persistent compilation cache (default: ${CACHE_ENV}, "
+                        "else $XDG_CACHE_HOME/cfm_jax, else ~/.cache/cfm_jax)", **kw)
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the compilation cache",
+                        **({"default": argparse.SUPPRESS} if suppress else {"default": False}))
+
+
+def add_experiment_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:
+    """The options every experiment subcommand shares (``--quick/--out/--resume/--seed/--no-progress``)."""
+    parser.formatter_class = HelpFormatter
+    parser.add_argument("--quick", action="store_true", help="reduced configuration (about a minute on 2 CPU cores)")
+    parser.add_argument("--out", type=Path, default=Path(default_out), help="output folder")
+    parser.add_argument("--resume", action="store_true", help="keep the finished rows in OUT and run only the rest")
+    parser.add_argument("--seed", type=int, default=0, help="base PRNG seed")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def enable_compilation_cache(path: str | os.PathLike) -> Path:
+    """Point JAX's persistent compilation cache at ``path`` (created), caching every program."""
+    import jax
+
+    path = Path(path).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    # Cache every program, however small or quick to compile: the sweeps are many small ones.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
+
+
+def apply_global_options(args: argparse.Namespace) -> None:
+    """Switch on ``--float64`` and the compilation cache; a folder that cannot be made is a ValueError."""
+    import jax
+
+    if getattr(args, "float64", False):
+        jax.config.update("jax_enable_x64", True)
+    if not getattr(args, "no_cache", False):
+        path = getattr(args, "cache_dir", None) or default_cache_dir()
+        try:
+            enable_compilation_cache(path)
+        except OSError as e:
+            raise ValueError(f"--cache-dir {path}: cannot create it ({e.strerror or e}).") from None
+
+
+def prepare_out(path: str | os.PathLike) -> Path:
+    """Create the ``--out`` folder; a ValueError naming ``--out`` when that is impossible."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"--out {path}: cannot create the folder ({e.strerror or e}).") from None
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"--out {path}: the folder is not writable.")
+    return path
+
+
+__all__ = [
+    "CACHE_ENV",
+    "HelpFormatter",
+    "add_experiment_arguments",
+    "add_global_arguments",
+    "apply_global_options",
+    "default_cache_dir",
+    "enable_compilation_cache",
+    "prepare_out",
+]

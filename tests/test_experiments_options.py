@@ -1,0 +1,50 @@
+"""experiments.options: the cache folder's resolution, defaults in help, --out errors."""
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from cfm_jax.experiments import options
+
+
+def test_cache_dir_resolution(monkeypatch, tmp_path):
+    monkeypatch.delenv(options.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert options.default_cache_dir() == tmp_path / "xdg" / "cfm_jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert options.default_cache_dir() == Path.home() / ".cache" / "cfm_jax"
+    monkeypatch.setenv(options.CACHE_ENV, str(tmp_path / "mine"))
+    assert options.default_cache_dir() == tmp_path / "mine"
+
+
+def test_help_formatter_adds_defaults_once():
+    parser = argparse.ArgumentParser(formatter_class=options.HelpFormatter)
+    parser.add_argument("--a", type=int, default=0, help="base seed")
+    parser.add_argument("--b", type=int, default=3, help="three (default: 3)")
+    parser.add_argument("--c", action="store_true", help="a flag")
+    text = " ".join(parser.format_help().split())
+    assert "base seed (default: 0)" in text  # 0 is a default, not "no default"
+    assert text.count("(default: 3)") == 1 and "a flag (default" not in text
+
+
+def test_prepare_out_names_the_option(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="--out"):
+        options.prepare_out(tmp_path / "file" / "sub")
+    assert options.prepare_out(tmp_path / "a" / "b").is_dir()
+
+
+def test_apply_global_options_cache(tmp_path):
+    import jax
+
+    args = argparse.Namespace(float64=False, no_cache=False, cache_dir=tmp_path / "cache")
+    old = jax.config.jax_compilation_cache_dir
+    try:
+        options.apply_global_options(args)
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
+        (tmp_path / "blocker").write_text("")
+        with pytest.raises(ValueError, match="--cache-dir"):
+            options.apply_global_options(argparse.Namespace(no_cache=False, cache_dir=tmp_path / "blocker" / "c"))
+    finally:
+        jax.config.update("jax_compilation_cache_dir", old)

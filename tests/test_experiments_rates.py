@@ -1,0 +1,107 @@
+"""experiments.rates: grid rules, the resumable sweep, fits and their floor flag, table, figure, JSON."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cfm_jax.experiments import rates
+
+TINY = dict(attention_dims=[1], control_dims=[1], ns=[4, 8], control_ns=[4, 8], n_ref=32, control_n_ref=32,
+            seeds=2, subspace=None)
+
+
+def _tiny_configs():
+    # The same specs as the CLI tests, so they share compiled functions.
+    return rates.sweep_configs(TINY, layers=2, adjoint=False)
+
+
+def test_sweep_configs_rules():
+    """One configuration per (field, population, d); W1 only where dʹ <= 3; the subspace pair."""
+    configs = rates.sweep_configs(rates.default_grid(False))
+    keys = [(c["field"], c["population"], c["dim"]) for c in configs]
+    assert len(keys) == len(set(keys)) == 5 + 4 + 2
+    for c in configs:
+        assert c["w1"] == ((c["intrinsic_dim"] or c["dim"]) <= 3)
+        assert max(c["ns"]) <= c["n_ref"]
+    sub = [c for c in configs if c["population"] == "subspace_gaussian"]
+    assert {(c["dim"], c["intrinsic_dim"]) for c in sub} == {(8, 2)}
+
+
+def test_sweep_resume_matches_uninterrupted(tmp_path):
+    configs = _tiny_configs()
+    full = rates.run_sweep(configs, tmp_path / "full", progress=False)
+    part = rates.run_sweep(configs, tmp_path / "part", progress=False, stop_after=1)
+    assert len(part) == 1
+    resumed = rates.run_sweep(configs, tmp_path / "part", resume=True, progress=False)
+    strip = lambda rows: [(r["key"], json.dumps(r["values"]), json.dumps(r["floor"])) for r in rows]  # noqa: E731
+    assert strip(resumed) == strip(full)
+    lines = (tmp_path / "part" / "rows.jsonl").read_text().splitlines()
+    assert len(lines) == len(configs)  # no duplicates
+
+
+def test_fitted_rates_and_floor_flag(tmp_path):
+    """Attention d = 4, n ∈ {8, 32, 128}, n_ref = 2048, 8 seeds: the token slope's bootstrap 95 % CI
+    lies below 0 and contains −1/2 (sign and size of the rate), and the fit is meaningful: the
+    coupled deviation at n = 128 is ~(1/n − 1/n_ref)^{1/2}, the reference error ~n_ref^{-1/2},
+    ratio 1/√15 ≈ 0.26 < 0.5. With n_ref = 2·max n that ratio is ≈ 1: floor-limited, and
+    fit_rates must say so."""
+    grid = dict(attention_dims=[4], control_dims=[], ns=[8, 32, 128], control_ns=[4, 8], n_ref=2048,
+                control_n_ref=32, seeds=8, subspace=None)
+    configs = rates.sweep_configs(grid, layers=1, adjoint=False)
+    fits = rates.fit_rates(rates.run_sweep(configs, tmp_path / "a", progress=False))
+    tok = next(f for f in fits if f["quantity"] == "token")
+    assert tok["ci_high"] < 0 and tok["ci_low"] <= -0.5 <= tok["ci_high"] and tok["meaningful"], tok
+    assert tok["expected"] == -0.5 and tok["ns"] == [8.0, 32.0, 128.0]
+    coarse = rates.sweep_configs(dict(grid, n_ref=256), layers=1, adjoint=False)
+    cfits = rates.fit_rates(rates.run_sweep(coarse, tmp_path / "b", progress=False))
+    ctok = next(f for f in cfits if f["quantity"] == "token")
+    assert not ctok["meaningful"], ctok
+
+
+def test_table_and_summary_have_no_nan_strings(tmp_path):
+    rows = rates.run_sweep(_tiny_configs(), tmp_path, progress=False)
+    fits = rates.fit_rates(rows)
+    table = rates.format_table(fits)
+    assert "nan" not in table.lower()
+    for col in rates.COLUMNS:  # every column is explained under the table
+        assert f"  {col} " in table
+    from cfm_jax.experiments.runner import write_summary
+
+    text = write_summary(tmp_path, {"fits": fits}).read_text()
+    loaded = json.loads(text, parse_constant=lambda c: pytest.fail(c))
+    context = next(f for f in loaded["fits"] if f["quantity"] == "context")
+    assert context["floor"] is None  # no floor for the coupled context: null, not "nan"
+
+
+def test_figure_has_one_labelled_panel_per_quantity(tmp_path):
+    """No empty panel, every axis labelled, x ticks at the n that were run, a legend in every panel."""
+    fits = rates.fit_rates(rates.run_sweep(_tiny_configs(), tmp_path, progress=False))
+    fig = rates.rates_figure(fits)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["attention: token", "attention: context", "attention: w1", "control: token", "control: w1"]
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "context size n" and ax.get_ylabel()
+        np.testing.assert_array_equal(ax.get_xticks(), [4, 8])
+        labels = ax.get_legend().get_texts()
+        assert any("expected slope" in t.get_text() for t in labels)
+        # the floor's line style is explained exactly where a floor is drawn (none for the coupled context)
+        drawn = any(line.get_linestyle() == ":" for line in ax.get_lines())
+        assert drawn == any("floor" in t.get_text() for t in labels) == (ax.get_title() != "attention: context")
+    assert rates.plot_rates(fits, tmp_path / "rates.png").stat().st_size > 10_000
+
+
+def test_grid_from_args_rejects_bad_sizes():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    rates.add_arguments(parser)
+    with pytest.raises(ValueError, match="--ns"):
+        rates.grid_from_args(parser.parse_args(["--ns", "8"]))
+    with pytest.raises(ValueError, match="--n-ref"):
+        rates.grid_from_args(parser.parse_args(["--ns", "8", "64", "--n-ref", "32"]))
+    with pytest.raises(ValueError, match="--seeds"):
+        rates.grid_from_args(parser.parse_args(["--seeds", "1"]))
+    assert math.isclose(rates.grid_from_args(parser.parse_args(["--quick"]))["n_ref"], 1024)
+    np.testing.assert_array_equal(rates.grid_from_args(parser.parse_args([]))["ns"], [16, 32, 64, 128])
