@@ -1,4 +1,4 @@
-"""Forward-solver benchmarks (issue 2).
+"""Forward-solver benchmarks.
 
 1. Attention throughput: achieved FLOP/s of one velocity evaluation of the whole context
    (queries = keys = the n context points; 4·n²·d FLOPs per head, the n² exponentials counted

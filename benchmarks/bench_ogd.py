@@ -1,4 +1,4 @@
-"""OGD training-loop benchmark (issue 5).
+"""OGD training-loop benchmark.
 
 Training steps per second of the jit-compiled ``lax.scan`` loop (:func:`cfm_jax.run_ogd`, one
 trajectory, ridge SGD, default gradient source) for n ∈ {256, 4096}, d = 16, L = 8, H = 2,
@@ -93,7 +93,7 @@ def main():
     (RESULTS / "ogd.json").write_text(json.dumps(res, indent=2) + "\n")
     m = res["machine"]
     lines = [
-        "# OGD training loop (issue 5)",
+        "# OGD training loop",
         "",
         f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']}, backend {m['backend']}. "
         "Ratios are measured within one run (absolute times vary on shared machines).",

@@ -1,4 +1,4 @@
-"""Forward solver (issue 2): exactness of the residual scheme, invariances, chunking, stability."""
+"""The flow: Euler is the residual network, invariances of the context, solver orders, jit and vmap."""
 
 import diffrax
 import jax

@@ -180,17 +180,3 @@ def test_cli_bad_width_is_one_line_error(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == ["cfm-jax sync: error: --width must be >= 1 and --realisations >= 2"]
-
-
-def test_sync_convergence_figure_accepts_rows_as_stored(tmp_path):
-    """Rows come back from rows.jsonl with NaN stored as the string "nan" (a weak-error fit has
-    one mean per size, hence no CI): the default run's figure code must draw them."""
-    from cfm_jax.experiments import sync
-
-    fit = {"slope": -1.5, "intercept": 0.0, "ci_low": "nan", "ci_high": "nan", "prefactor": 1.0}
-    rows = [{"config": {"section": "weak_L", "Ls": [1, 2, 4]}, "errors": [0.2, 0.08, 0.02],
-             "standard_errors": [0.01, 0.01, 0.01], "fit": fit},
-            {"config": {"section": "strong", "Ls": [4, 8]}, "errors": [0.4, 0.3],
-             "fit": {**fit, "ci_low": -0.7, "ci_high": -0.5}}]
-    written = sync._figures(tmp_path, rows)
-    assert [p.name for p in written] == ["convergence.png"] and written[0].stat().st_size > 10_000

@@ -1,0 +1,95 @@
+"""Stochastic transformer (docs/theory.md): kernels, sphere invariance, exact sampler, SDE integrators."""
+
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cfm_jax.stochastic import (
+    NoiseKernel,
+    SphereAttention,
+    SphereSDE,
+    StochasticTransformer,
+    kappa_monte_carlo,
+    random_tokens,
+    simulate,
+)
+
+RHO = jnp.linspace(-0.95, 1.0, 9)
+
+
+# ----------------------------------------------------------------------------- kernels
+@pytest.mark.parametrize("act,s_c", [("relu", 0.0), ("relu", 0.7), ("linear", 0.0), ("linear", 0.4)])
+def test_closed_form_vs_quadrature(act, s_c):
+    k = NoiseKernel(act, 1.3, 0.9, s_c)
+    kq = NoiseKernel(act, 1.3, 0.9, s_c, method="quadrature", order=160)
+    # Gauss–Hermite converges slowly across the ReLU kink (~1e-3 at this order); exact for linear.
+    tol = 3e-3 if act == "relu" else 1e-12
+    np.testing.assert_allclose(k(RHO), kq(RHO), atol=tol * k.kappa1)
+    if act == "linear":  # σ' is a step for ReLU: quadrature of σ'σ' is too rough (FD test below)
+        np.testing.assert_allclose(k.derivative(RHO), kq.derivative(RHO), atol=1e-12)
+    # κ(1), κ'(1) closed forms vs 1-D quadrature (through the generic path of a "table" kernel).
+    kt = NoiseKernel(act, 1.3, 0.9, s_c, method="table", grid=9)
+    assert not kt.closed_form
+    np.testing.assert_allclose([kt.kappa1, kt.dkappa1], [k.kappa1, k.dkappa1], rtol=1e-6)
+    assert float(k(1.0)) == pytest.approx(k.kappa1, rel=1e-12)
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh", "linear"])
+def test_kernel_vs_monte_carlo(act):
+    k = NoiseKernel(act, 1.0, 1.0, 0.5)
+    rho = RHO[:-1]
+    mean, se = kappa_monte_carlo(jax.random.key(0), k, rho, samples=200_000)
+    z = np.abs((np.asarray(mean) - np.asarray(k(rho))) / np.asarray(se))
+    assert z.max() < 5.0, z
+
+
+def test_table_kernel_matches_quadrature_and_derivative():
+    k = NoiseKernel("tanh", 1.1, 1.0, 0.2)
+    kq = NoiseKernel("tanh", 1.1, 1.0, 0.2, method="quadrature")
+    r = jnp.linspace(-1, 1, 301)
+    np.testing.assert_allclose(k(r), kq(r), atol=1e-8)
+    np.testing.assert_allclose(k.derivative(r), kq.derivative(r), atol=1e-5)
+    # κ' against central finite differences of κ (independent of Price's theorem).
+    h = 1e-5
+    r = jnp.linspace(-0.9, 0.9, 7)
+    np.testing.assert_allclose(k.derivative(r), (k(r + h) - k(r - h)) / (2 * h), rtol=1e-6)
+    kr = NoiseKernel("relu", 1.0, 1.0, 0.3)
+    np.testing.assert_allclose(kr.derivative(r), (kr(r + h) - kr(r - h)) / (2 * h), rtol=1e-6)
+
+
+def test_lyapunov_closed_form_special_cases():
+    # ReLU without bias: κ(1) = κ'(1) = s_a² s_b²/2, so λ₁ = −s_a² s_b²/2 in every dimension.
+    for d in (2, 3, 5, 10):
+        assert NoiseKernel("relu", 2.0, 0.5).lyapunov(d) == pytest.approx(-0.5)
+    # Linear without bias: κ(ρ) = s²ρ, λ₁ = −s².
+    assert NoiseKernel("linear", 1.5, 1.0).lyapunov(7) == pytest.approx(-2.25)
+    # p → 0 limit of the moment rate is 2λ₁.
+    k = NoiseKernel("tanh")
+    assert k.moment_rate(5, 1e-7) / 1e-7 == pytest.approx(2 * k.lyapunov(5), rel=1e-5)
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="activation"):
+        NoiseKernel("swish!")
+    with pytest.raises(ValueError, match="s_a"):
+        NoiseKernel("relu", -1.0)
+    with pytest.raises(ValueError, match="attention"):
+        SphereAttention("softmax")
+    with pytest.raises(ValueError, match="layers"):
+        StochasticTransformer(layers=0)
+    with pytest.raises(ValueError, match="noise"):
+        SphereSDE(noise="gaussian")
+    with pytest.raises(ValueError, match="x0"):
+        simulate(StochasticTransformer(layers=2), jnp.ones((3, 2)), jax.random.key(0))
+    with pytest.raises(ValueError, match="save_every"):
+        simulate(StochasticTransformer(layers=5), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0), save_every=2)
+
+
+def test_kernel_deficit_is_accurate_near_the_diagonal():
+    for k in (NoiseKernel("relu", 1.2, 0.9, 0.5), NoiseKernel("linear", 1.0, 1.0, 0.3), NoiseKernel("tanh", 1.0, 1.0, 0.2)):
+        r = jnp.array([0.002, 0.1, 0.7, 1.5])
+        np.testing.assert_allclose(k.deficit(r), k.kappa1 - k(1.0 - r), rtol=1e-6)
+        tiny = jnp.array([1e-20, 1e-14])  # κ(1) − κ(1 − r) ≈ κ'(1) r (ReLU: − (s²v/2π)(2√2/3) q^{3/2})
+        np.testing.assert_allclose(k.deficit(tiny), k.dkappa1 * tiny, rtol=1e-6)
