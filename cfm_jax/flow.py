@@ -112,6 +112,28 @@ def check_inputs(model, x0, context, steps):
     return x0, context, steps
 
 
+def solve_segment(term, solver, t0, t1, k: int, y0, args, *, stepsize_controller=None, max_steps: int = 4096,
+                  save_steps: bool = False, adjoint: diffrax.AbstractAdjoint | None = None):
+    """One diffrax solve over [t0, t1] (one layer): ``k`` fixed steps, or adaptive from dt0 = (t1 − t0)/k.
+
+    Fixed steps go through ``StepTo`` on a grid whose end points are pinned exactly (t0 + (t1 − t0)
+    need not round to t1, and StepTo checks them). Returns ``(ys, ts, accepted steps)`` with the
+    states after every step (``save_steps``) or at t1 only.
+    """
+    fixed = stepsize_controller is None or isinstance(stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo))
+    if fixed:
+        grid = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=jnp.result_type(t0)) / k
+        controller, dt0, cap = diffrax.StepTo(ts=grid.at[0].set(t0).at[-1].set(t1)), None, k
+    else:
+        controller, dt0, cap = stepsize_controller, (t1 - t0) / k, max_steps
+    sol = diffrax.diffeqsolve(
+        term, solver, t0=t0, t1=t1, dt0=dt0, y0=y0, args=args, stepsize_controller=controller,
+        saveat=diffrax.SaveAt(steps=True) if save_steps else diffrax.SaveAt(t1=True),
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint, max_steps=cap,
+    )
+    return sol.ys, sol.ts, sol.stats["num_accepted_steps"]
+
+
 def integrate(model: AbstractCFM, x, z, w, *, solver, steps: int, stepsize_controller, saveat: SaveAt,
               adjoint: diffrax.AbstractAdjoint, max_steps: int = 4096) -> FlowSolution:
     """The diffrax solve behind :func:`cfm_jax.forward` for 2-D tokens ``x: (B, d)`` (no validation).
@@ -119,9 +141,6 @@ def integrate(model: AbstractCFM, x, z, w, *, solver, steps: int, stepsize_contr
     Differentiated by ``adjoint``, a diffrax adjoint (autodiff through the solver).
     """
     dtype = x.dtype
-    adaptive = stepsize_controller is not None and not isinstance(
-        stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)
-    )
     L = model.num_layers
 
     def term_fn(s, state, args):
@@ -130,28 +149,9 @@ def integrate(model: AbstractCFM, x, z, w, *, solver, steps: int, stepsize_contr
     term = diffrax.ODETerm(term_fn)
 
     def solve(t0, t1, k, y0, args):
-        if adaptive:
-            controller, dt0, cap = stepsize_controller, (t1 - t0) / k, max_steps
-        else:
-            # Pin both ends: t0 + (t1 - t0) need not round to t1, and StepTo checks the end points.
-            grid = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=dtype) / k
-            controller = diffrax.StepTo(ts=grid.at[0].set(t0).at[-1].set(t1))
-            dt0, cap = None, k
-        sol = diffrax.diffeqsolve(
-            term,
-            solver,
-            t0=t0,
-            t1=t1,
-            dt0=dt0,
-            y0=y0,
-            args=args,
-            stepsize_controller=controller,
-            saveat=diffrax.SaveAt(steps=True) if saveat.steps else diffrax.SaveAt(t1=True),
-            adjoint=adjoint,
-            max_steps=cap,
-        )
-        final = jax.tree.map(lambda a: a[-1], sol.ys)
-        return final, sol.ys, sol.ts, sol.stats["num_accepted_steps"]
+        ys, ts, nsteps = solve_segment(term, solver, t0, t1, k, y0, args, stepsize_controller=stepsize_controller,
+                                       max_steps=max_steps, save_steps=saveat.steps, adjoint=adjoint)
+        return jax.tree.map(lambda a: a[-1], ys), ys, ts, nsteps
 
     if model.piecewise_constant:
         k = steps // L
@@ -208,4 +208,4 @@ def residual_forward(model: AbstractCFM, x0, context) -> tuple[Array, Array]:
     return (x1[0] if x0.ndim == 1 else x1), z1
 
 
-__all__ = ["FlowSolution", "SaveAt", "check_inputs", "integrate", "residual_forward", "stacked_velocity"]
+__all__ = ["FlowSolution", "SaveAt", "check_inputs", "integrate", "residual_forward", "solve_segment", "stacked_velocity"]

@@ -129,6 +129,15 @@ def weight_gradient(dlogw, w, ct_weights):
     return dw if ct_weights is None else dw + ct_weights
 
 
+def finish(grads, p0, b0, dlogw, w, cotangents, traj, probe_adjoints, probe_phi, depths: int, d: int) -> AdjointResult:
+    """Assemble an :class:`AdjointResult`: the weight gradient, and probe rows reshaped to ``(S, P, ...)``."""
+    probe_grads = probe_values = None
+    if probe_adjoints.shape[0]:
+        probe_grads = probe_adjoints.reshape(depths, -1, d)
+        probe_values = probe_phi.reshape(depths, -1)
+    return AdjointResult(grads, p0, b0, weight_gradient(dlogw, w, cotangents.weights), traj, probe_grads, probe_values)
+
+
 def _inexact_like(grads, tree):
     """``grads`` restricted to the inexact-array leaves of ``tree`` (None elsewhere), as custom_vjp wants."""
     return jax.tree.map(lambda g, t: g if eqx.is_inexact_array(t) else None, grads, tree,
@@ -177,6 +186,7 @@ __all__ = [
     "AdjointResult",
     "FlowSpec",
     "context_measure",
+    "finish",
     "model_grads",
     "solve",
     "step_params",

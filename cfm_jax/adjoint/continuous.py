@@ -25,25 +25,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..flow import FlowSolution
-from .base import AbstractHandAdjoint, AdjointResult, context_measure, system_vjp, weight_gradient
+from ..flow import FlowSolution, solve_segment
+from .base import AbstractHandAdjoint, context_measure, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
 
 
 def _solve(term, solver, t0, t1, k, y0, args, controller, max_steps, dtype, saveat_steps=False):
-    fixed = controller is None or isinstance(controller, (diffrax.ConstantStepSize, diffrax.StepTo))
-    if fixed:
-        ts = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=dtype) / k
-        # XLA may turn "/ k" into "* (1/k)": pin the end points that StepTo checks exactly
-        ctrl = diffrax.StepTo(ts=ts.at[0].set(t0).at[-1].set(t1))
-        dt0, cap = None, k
-    else:
-        ctrl, dt0, cap = controller, (t1 - t0) / k, max_steps
-    sol = diffrax.diffeqsolve(
-        term, solver, t0=t0, t1=t1, dt0=dt0, y0=y0, args=args, stepsize_controller=ctrl, max_steps=cap,
-        saveat=diffrax.SaveAt(steps=True) if saveat_steps else diffrax.SaveAt(t1=True),
-    )
-    return sol.ys, sol.ts, sol.stats["num_accepted_steps"]
+    del dtype
+    return solve_segment(term, solver, t0, t1, k, y0, args, stepsize_controller=controller, max_steps=max_steps,
+                         save_steps=saveat_steps)
 
 
 def _last(ys):
@@ -240,11 +230,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
                 jnp.concatenate([ps_b, p1[None]], 0),
                 jnp.concatenate([bs_b, b1[None]], 0) * iw,
             )
-        probe_grads = probe_values = None
-        if R:
-            probe_grads = bz.reshape(L + 1, -1, d)
-            probe_values = phi.reshape(L + 1, -1)
-        return AdjointResult(grads, p0, b0, weight_gradient(dlogw, w, ct.weights), traj, probe_grads, probe_values)
+        return finish(grads, p0, b0, dlogw, w, ct, traj, bz, phi, L + 1, d)
 
 
 __all__ = ["ContinuousAdjoint"]

@@ -26,15 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from ..flow import FlowSolution
-from .base import (
-    AbstractHandAdjoint,
-    AdjointResult,
-    context_measure,
-    model_grads,
-    step_params,
-    system_vjp,
-    weight_gradient,
-)
+from .base import AbstractHandAdjoint, context_measure, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
 
@@ -231,11 +223,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
                 jnp.concatenate([ps, p1[None]], 0),
                 a_traj,
             )
-        probe_grads = probe_values = None
-        if R:
-            probe_grads = bz.reshape(N + 1, -1, d)
-            probe_values = phi.reshape(N + 1, -1)
-        return AdjointResult(grads, p0, b0, weight_gradient(dlogw, w, ct.weights), traj, probe_grads, probe_values)
+        return finish(grads, p0, b0, dlogw, w, ct, traj, bz, phi, N + 1, d)
 
 
 __all__ = ["DiscreteAdjoint"]

@@ -26,7 +26,6 @@ antipodal pairs antipodal: the paper's two-point random attractor; ReLU gives on
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -209,7 +208,7 @@ def print_kernel_table(rows) -> list[dict]:
 
 
 def print_comparison(comp, width: int):
-    print(f"\nDecay of E[E_β] (fitted rate over t ∈ [0, T], 95% bootstrap CI over realisations) vs the bound ε + λ̄'")
+    print("\nDecay of E[E_β] (fitted rate over t ∈ [0, T], 95% bootstrap CI over realisations) vs the bound ε + λ̄'")
     print("(cells where Assumption 1 holds; ε: largest observed (dE_β/dt)/E_β of the noiseless flow, a lower estimate;")
     print(f" 'pointwise': log(E[E_t]/E[E_0]) ≤ (ε + λ̄')t at every saved layer; m = {width})")
     print(f"{'act':>8} {'d':>4} {'σ':>4} {'attn':>5} {'ε':>8} {'λ̄′':>8} {'bound':>8} {'rate':>8} {'95% CI':>19} {'pointwise':>9}")

@@ -211,8 +211,9 @@ def _local_block(q, c, act, z, logw, A, Vh, targets):
     # Σ_r α_rj [v_r + s_rj u_r] and Σ_r α_rj s_rj as (d+1, r)·(r, n) products (one extra column
     # of u for the log-weight term). XLA:CPU is ~2x slower on the transposed (r, n)ᵀ·(r, d) form.
     us = jnp.concatenate([u * scale, jnp.broadcast_to(scale, scale.shape[:-1] + (1,))], axis=-1)
-    dzw = jnp.einsum("hrd,hrn->dn", v * scale, P) + jnp.einsum("hrd,hrn->dn", us, R)[:-1]
-    dlogw = jnp.einsum("hr,hrn->n", scale[..., 0], R)
+    uR = jnp.einsum("hrd,hrn->dn", us, R)
+    dzw = jnp.einsum("hrd,hrn->dn", v * scale, P) + uR[:-1]
+    dlogw = uR[-1]
     dA = jnp.einsum("rd,hrf->hdf", q, g * mask)
     dV = jnp.einsum("re,hrd->hed", ca, m)
     if targets is None:
