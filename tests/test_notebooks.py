@@ -54,5 +54,20 @@ def test_ogd_notebook_reports_the_three_ridge_regimes(tmp_path):
 
 
 def test_sync_notebook(tmp_path):
+    """The text says the Benettin estimate's 95% CI contains the closed-form λ₁."""
     _, text = execute_notebook("sync.ipynb", tmp_path)
-    assert "closed form" in text
+    m = re.search(r"estimate ([+-]?[\d.]+), 95% Student-t CI half-width over \d+ runs ([\d.]+); closed form ([+-]?[\d.]+)", text)
+    est, half, closed = (float(v) for v in m.groups())
+    assert abs(est - closed) <= half, (est, half, closed)
+
+
+def test_paper_notebook(tmp_path):
+    """The text says the theorem's bound holds where Assumption 1 does, and that ReLU ends in one
+    cluster (polar and nematic order 1) while tanh ends on two antipodal points (nematic 1, polar < 1)."""
+    outputs, text = execute_notebook("paper.ipynb", tmp_path)
+    assert "bound holds at every layer: True" in text
+    orders = dict(re.findall(r"^\s*(relu|tanh): polar order ([\d.]+), nematic order [\d.]+", text, re.M))
+    nematic = dict(re.findall(r"^\s*(relu|tanh): polar order [\d.]+, nematic order ([\d.]+)", text, re.M))
+    assert float(orders["relu"]) > 0.99 and float(nematic["relu"]) > 0.99
+    assert float(orders["tanh"]) < 0.9 and float(nematic["tanh"]) > 0.99
+    assert len(_images(outputs)) >= 1

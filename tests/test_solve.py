@@ -188,3 +188,27 @@ def test_forward_validation(tiny, x0, context, kwargs, match):
 def test_forward_rejects_non_models():
     with pytest.raises(ValueError, match="model"):
         forward({"Q": 1}, np.zeros(2), np.zeros((3, 2)))
+
+
+def test_hand_adjoints_refuse_gradients_in_arrays_outside_theta():
+    """A field that holds arrays (the W1 control field's target measure): differentiating them through
+    a hand adjoint raises instead of returning a silent zero; θ alone, or a diffrax adjoint, works."""
+    from cfm_jax import W1ControlField
+
+    nu = cfm_jax.EmpiricalMeasure(jax.random.normal(jax.random.key(0), (6, 2)))
+    field = W1ControlField.create(nu, relative_epsilon=0.05, max_iterations=50)
+    model = cfm_jax.CFM(field, {"dummy": jnp.zeros((2, 1))}, 2)
+    x0, ctx = jnp.ones((1, 2)), cfm_jax.EmpiricalMeasure(jax.random.normal(jax.random.key(1), (5, 2)))
+
+    def loss(m, adjoint=None):
+        return jnp.sum(cfm_jax.forward(m, x0, ctx, adjoint=adjoint).x1)
+
+    with pytest.raises(ValueError, match="outside its parameters"):
+        eqx.filter_grad(loss)(model)
+    g = eqx.filter_grad(loss)(model, AUTODIFF)
+    assert bool(jnp.any(g.field.nu_points != 0))
+    # differentiating the context only (the model's arrays held fixed) is fine
+    gz = jax.grad(lambda z: jnp.sum(cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure(z)).x1))(ctx.points)
+    gz_ref = jax.grad(lambda z: jnp.sum(cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure(z), adjoint=AUTODIFF).x1))(
+        ctx.points)
+    assert rel(gz, gz_ref) <= 1e-8

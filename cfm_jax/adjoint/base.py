@@ -144,6 +144,20 @@ def _inexact_like(grads, tree):
                         is_leaf=lambda x: x is None)
 
 
+def _check_only_theta_is_perturbed(model, perturbed_model):
+    """The hand adjoints differentiate θ (the path's stacked parameters), not arrays held elsewhere in
+    the model (e.g. a W1ControlField's target measure): refuse to return a silent zero for those."""
+    theta = {id(a) for a in jax.tree.leaves(model.stacked_params())}
+    other = [a for a, p in zip(jax.tree.leaves(model), jax.tree.leaves(perturbed_model)) if p and id(a) not in theta]
+    if other:
+        raise ValueError(
+            f"the model holds {len(other)} differentiated array(s) outside its parameters θ (e.g. inside its field); "
+            "the hand adjoints compute gradients in θ, x0 and the context only. Use forward(..., "
+            "adjoint=diffrax.RecursiveCheckpointAdjoint()) for gradients in those arrays, or differentiate only θ "
+            "(eqx.partition the model, or jax.lax.stop_gradient the field's arrays)."
+        )
+
+
 @eqx.filter_custom_vjp
 def _solve(inputs, adjoint, spec):
     model, x, z, w = inputs
@@ -160,8 +174,8 @@ def _solve_fwd(perturbed, inputs, adjoint, spec):
 
 @_solve.def_bwd
 def _solve_bwd(residuals, cotangents, perturbed, inputs, adjoint, spec):
-    del perturbed
     model, x, z, w = inputs
+    _check_only_theta_is_perturbed(model, perturbed[0])
     res = adjoint.run_backward(model, x, z, w, spec, residuals, cotangents)
     grads = _inexact_like(res.grads, eqx.filter(model, eqx.is_inexact_array))
     return grads, res.x0, res.z0, res.weights
