@@ -126,3 +126,18 @@ def test_zero_weight_padding_atoms_change_nothing():
         assert _rel(g1, g0) <= 1e-12
     with pytest.raises(ValueError, match="`size`"):
         ctx.pad_to(3)
+
+
+def test_functional_gradient_does_not_depend_on_how_depth_is_cut():
+    """δL/δθ(s) is a function of depth: an L-layer model with 2 Euler steps per layer is the same
+    flow as the 2L-layer model repeating each layer, and its functional gradient on layer l equals
+    the mean of the 2L-layer one on the two halves (the plain partials differ by the factor L)."""
+    model, x0, ctx, y = _problem(20, layers=3)
+    doubled = jax.tree.map(lambda a: jnp.repeat(a, 2, axis=0) if eqx.is_inexact_array(a) else a, model)
+    _, g = cfm_jax.value_and_grad(model, x0, ctx, y, steps=6)
+    _, g2 = cfm_jax.value_and_grad(doubled, x0, ctx, y)
+    fg, fg2 = cfm_jax.functional_gradient(model, g), cfm_jax.functional_gradient(doubled, g2)
+    halves = jax.tree.map(lambda a: 0.5 * (a[0::2] + a[1::2]), eqx.filter(fg2, eqx.is_inexact_array))
+    assert _rel(halves, eqx.filter(fg, eqx.is_inexact_array)) <= 1e-12
+    assert _rel(jax.tree.map(lambda a: a[0::2] + a[1::2], eqx.filter(g2, eqx.is_inexact_array)),
+                eqx.filter(g, eqx.is_inexact_array)) <= 1e-12
