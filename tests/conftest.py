@@ -8,6 +8,7 @@ run load what the first compiled. Set ``CFM_JAX_CACHE_DIR`` to another folder to
 """
 
 import os
+import re
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -65,3 +66,19 @@ def execute_notebook(name: str, workdir) -> tuple[list, str]:
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"], f"{name}: a cell raised"
     return outputs, "".join(o.get("text", "") for o in outputs)
+
+
+def notebook_images(outputs):
+    """The inline PNG outputs of an executed notebook."""
+    return [o for o in outputs if o.get("data", {}).get("image/png")]
+
+
+def printed_intervals(text, prefix):
+    """(slope, low, high) of every line starting with ``prefix`` that prints 'slope S ... [L, H]'."""
+    out = []
+    for ln in text.splitlines():
+        if ln.startswith(prefix):
+            m = re.search(r"slope ([+-][\d.]+).*?\[([+-][\d.]+), ([+-][\d.]+)\]", ln)
+            if m:
+                out.append(tuple(float(v) for v in m.groups()))
+    return out

@@ -2,22 +2,7 @@
 
 import re
 
-from conftest import execute_notebook
-
-
-def _images(outputs):
-    return [o for o in outputs if o.get("data", {}).get("image/png")]
-
-
-def _intervals(text, prefix):
-    """(slope, low, high) of every line starting with ``prefix`` that prints 'slope S ... [L, H]'."""
-    out = []
-    for ln in text.splitlines():
-        if ln.startswith(prefix):
-            m = re.search(r"slope ([+-][\d.]+).*?\[([+-][\d.]+), ([+-][\d.]+)\]", ln)
-            if m:
-                out.append(tuple(float(v) for v in m.groups()))
-    return out
+from conftest import execute_notebook, notebook_images
 
 
 def test_quickstart_notebook(tmp_path):
@@ -26,31 +11,7 @@ def test_quickstart_notebook(tmp_path):
     assert float(line.split(":")[1]) < 1e-5
     errors = [float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith("Heun")]
     assert len(errors) == 3 and all(2.5 < a / b < 6 for a, b in zip(errors, errors[1:]))  # "about fourfold"
-    assert len(_images(outputs)) == 1  # the trajectory figure is displayed inline
-
-
-def test_chaos_notebook(tmp_path):
-    """The text says every attention slope's CI contains −1/2; control d=1 contains −1/2, d=4 lies above it."""
-    outputs, text = execute_notebook("chaos.ipynb", tmp_path)
-    attention = [_intervals(text, q) for q in ("token", "context", "adjoint", "grad_phi")]
-    assert all(len(a) == 1 and a[0][1] <= -0.5 <= a[0][2] for a in attention), attention
-    (c1,), (c4,) = _intervals(text, "control d=1"), _intervals(text, "control d=4")
-    assert c1[1] <= -0.5 <= c1[2] and c4[1] > -0.5 and c4[0] < -0.25, (c1, c4)
-    assert len(_images(outputs)) == 1
-
-
-def test_ogd_notebook_reports_the_three_ridge_regimes(tmp_path):
-    """The text says: strong ridge lowest at every n, deviation falls with n, slope at λ = 0 near −1."""
-    outputs, text = execute_notebook("ogd.ipynb", tmp_path)
-    rows = {ln.split()[0]: ln for ln in text.splitlines() if ln.split() and ln.split()[0] in ("zero", "weak", "strong")
-            and "±" in ln}
-    assert set(rows) == {"zero", "weak", "strong"}
-    means = {k: [float(v) for v in re.findall(r"([\d.e+-]+) ±", ln)] for k, ln in rows.items()}
-    assert all(s < z for s, z in zip(means["strong"], means["zero"])), means
-    assert all(m[-1] < m[0] for m in means.values()), means
-    (zero,) = _intervals(text, "zero ")
-    assert -1.3 < zero[0] < -0.7, zero
-    assert len(_images(outputs)) == 1
+    assert len(notebook_images(outputs)) == 1  # the trajectory figure is displayed inline
 
 
 def test_sync_notebook(tmp_path):
@@ -70,4 +31,4 @@ def test_paper_notebook(tmp_path):
     nematic = dict(re.findall(r"^\s*(relu|tanh): polar order [\d.]+, nematic order ([\d.]+)", text, re.M))
     assert float(orders["relu"]) > 0.99 and float(nematic["relu"]) > 0.99
     assert float(orders["tanh"]) < 0.9 and float(nematic["tanh"]) > 0.99
-    assert len(_images(outputs)) >= 1
+    assert len(notebook_images(outputs)) >= 1
