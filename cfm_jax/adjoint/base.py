@@ -91,17 +91,12 @@ def system_vjp(field, params, x, z, w, probes, p, b, b_probes) -> LocalVJP:
         active = jnp.concatenate([jnp.ones((x.shape[0] + z.shape[0],), z.dtype), jnp.zeros((R,), z.dtype)])
     return field.local_vjp(
         jnp.concatenate([x, z, probes], 0),
-        context_measure(z, w),
+        EmpiricalMeasure.unchecked(z, w),
         params,
         jnp.concatenate([p, b, b_probes], 0),
         active=active,
         targets=probes if R else None,
     )
-
-
-def context_measure(z, w) -> EmpiricalMeasure:
-    """μ = Σ_j w_j δ_{z_j} without re-validation (inside transformations; zero weights allowed)."""
-    return EmpiricalMeasure.unchecked(z, w)
 
 
 def model_grads(model: AbstractCFM, per_step: dict, k: int, N: int, dtype) -> AbstractCFM:
@@ -199,7 +194,6 @@ __all__ = [
     "AbstractHandAdjoint",
     "AdjointResult",
     "FlowSpec",
-    "context_measure",
     "finish",
     "model_grads",
     "solve",

@@ -26,14 +26,9 @@ import jax
 import jax.numpy as jnp
 
 from ..flow import FlowSolution, solve_segment
-from .base import AbstractHandAdjoint, context_measure, finish, system_vjp
+from ..measures import EmpiricalMeasure
+from .base import AbstractHandAdjoint, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
-
-
-def _solve(term, solver, t0, t1, k, y0, args, controller, max_steps, dtype, saveat_steps=False):
-    del dtype
-    return solve_segment(term, solver, t0, t1, k, y0, args, stepsize_controller=controller, max_steps=max_steps,
-                         save_steps=saveat_steps)
 
 
 def _last(ys):
@@ -90,7 +85,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
 
         def field(s, state, args):
             xs, zs, zeta = state
-            vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), context_measure(zs, w), self._theta(model, s, args))
+            vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), EmpiricalMeasure.unchecked(zs, w), self._theta(model, s, args))
             moving = (start <= args[1])[:, None].astype(dtype)
             return vel[:B], vel[B : B + n], moving * vel[B + n :]
 
@@ -99,8 +94,9 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         def layer(state, l):
             t0, t1 = l.astype(dtype) / L, (l + 1).astype(dtype) / L
             args = (model.layer_params(l) if pc else None, l)
-            ys, ts, nsteps = _solve(term, spec.solver, t0, t1, k, state, args, spec.stepsize_controller,
-                                    spec.max_steps, dtype, steps_out)
+            ys, ts, nsteps = solve_segment(term, spec.solver, t0, t1, k, state, args,
+                                           stepsize_controller=spec.stepsize_controller, max_steps=spec.max_steps,
+                                           save_steps=steps_out)
             return _last(ys), (state, (ys, ts) if steps_out else None, nsteps)
 
         final, (bounds, per_step, nsteps) = jax.lax.scan(layer, (x, z, zeta0), jnp.arange(L))
@@ -185,8 +181,8 @@ class ContinuousAdjoint(AbstractHandAdjoint):
                 st, (p, b, bz, phi, dlogw, g) = c
                 t0 = (l.astype(dtype) + (j + 1).astype(dtype) / sub) / L
                 t1 = (l.astype(dtype) + j.astype(dtype) / sub) / L
-                ys, _, nsteps = _solve(term, solver, t0, t1, per_sub, (st, (p, b, bz, phi, dlogw, g)), args,
-                                       controller, spec.max_steps, dtype)
+                ys, _, nsteps = solve_segment(term, solver, t0, t1, per_sub, (st, (p, b, bz, phi, dlogw, g)), args,
+                                              stepsize_controller=controller, max_steps=spec.max_steps)
                 st, (p, b, bz, phi, dlogw, g) = _last(ys)
                 if inj is not None:
                     jx, jz = inj

@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 
 from ..flow import FlowSolution
-from .base import AbstractHandAdjoint, context_measure, finish, model_grads, step_params, system_vjp
+from ..measures import EmpiricalMeasure
+from .base import AbstractHandAdjoint, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
 
@@ -94,7 +95,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             dtype = x.dtype
             h = jnp.asarray(1.0 / N, dtype)
             B, n = x.shape[0], z.shape[0]
-            vel = model.velocity(jnp.concatenate([x, z, zeta], 0), context_measure(z, w), step_params(model, i, k, N, dtype))
+            vel = model.velocity(jnp.concatenate([x, z, zeta], 0), EmpiricalMeasure.unchecked(z, w), step_params(model, i, k, N, dtype))
             moving = (start <= i)[:, None].astype(dtype)
             return (x + h * vel[:B], z + h * vel[B : B + n], zeta + h * moving * vel[B + n :])
 
