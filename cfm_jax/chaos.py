@@ -39,6 +39,7 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
 
 from .control import W1ControlField
 from .flow import SaveAt
@@ -314,8 +315,15 @@ def seed_deviations(spec: ChaosSpec, key, *, padded: bool = True) -> dict:
 
 
 @functools.lru_cache(maxsize=64)
-def _batched(spec: ChaosSpec, padded: bool):
-    return jax.jit(jax.vmap(lambda k: seed_deviations(spec, k, padded=padded)))
+def _batched(spec: ChaosSpec, padded: bool, devices: tuple = ()):
+    """``jit(vmap(seed_deviations))``; with several ``devices``, the seeds split across them."""
+    body = jax.vmap(lambda k: seed_deviations(spec, k, padded=padded))
+    if len(devices) <= 1:
+        return jax.jit(body)
+    mesh = Mesh(np.asarray(devices), ("seeds",))
+    # Seeds are independent: no collective, each device runs its block of seeds. check_vma is off
+    # because the solvers' scans start their carries from unsharded constants.
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("seeds"), out_specs=P("seeds"), check_vma=False))
 
 
 @functools.lru_cache(maxsize=16)
@@ -323,13 +331,28 @@ def _single(spec: ChaosSpec):
     return jax.jit(lambda k: seed_deviations(spec, k))
 
 
-def run_seeds(spec: ChaosSpec, seeds: int, base_seed: int = 0, *, padded: bool = True) -> dict:
-    """All seeds at once (``jit(vmap)``); returns quantity -> NumPy ``(seeds, len(ns))`` (floors ``(seeds,)``)."""
+def seed_devices(seeds: int, devices=None) -> tuple:
+    """The devices :func:`run_seeds` splits ``seeds`` across: the first k of ``devices`` (default
+    ``jax.local_devices()``), k the largest count <= their number that divides ``seeds``."""
+    devices = tuple(jax.local_devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("`devices` must name at least one device.")
+    k = max(c for c in range(1, len(devices) + 1) if int(seeds) % c == 0)
+    return devices[:k]
+
+
+def run_seeds(spec: ChaosSpec, seeds: int, base_seed: int = 0, *, padded: bool = True, devices=None) -> dict:
+    """All seeds at once (``jit(vmap)``); returns quantity -> NumPy ``(seeds, len(ns))`` (floors ``(seeds,)``).
+
+    With several local devices (GPUs, or CPU devices from ``jax_num_cpu_devices``; the CLI makes
+    one per core) the seeds are split across them (:func:`seed_devices`); every seed's numbers
+    are those of one device to round-off. ``devices``: the devices to use (default: all local).
+    """
     validate_spec(spec)
     if int(seeds) < 1:
         raise ValueError(f"`seeds` must be >= 1, got {seeds!r}.")
     keys = jax.random.split(jax.random.key(base_seed), seeds)
-    out = jax.block_until_ready(_batched(spec, padded)(keys))
+    out = jax.block_until_ready(_batched(spec, padded, seed_devices(seeds, devices))(keys))
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
@@ -376,6 +399,7 @@ __all__ = [
     "run_seeds",
     "run_seeds_loop",
     "seed_deviations",
+    "seed_devices",
     "seed_inputs",
     "uniform_attention_deviation",
     "validate_spec",

@@ -1,6 +1,10 @@
 """cfm_jax.chaos: exact couplings, the analytic special case, padding, and the rates at small size."""
 
 import functools
+import os
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +70,39 @@ def test_padded_contexts_equal_unpadded(field, dim):
     assert padded.keys() == plain.keys()
     for q in padded:
         np.testing.assert_allclose(padded[q], plain[q], rtol=1e-10, atol=1e-14, err_msg=q)
+
+
+_SEEDS_ON_DEVICES = textwrap.dedent(
+    """
+    import jax, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    from cfm_jax import chaos
+    devs = jax.local_devices()
+    assert len(devs) == 4, devs
+    assert chaos.seed_devices(8) == tuple(devs) and chaos.seed_devices(6) == tuple(devs[:3])
+    assert chaos.seed_devices(5) == tuple(devs[:1])
+    spec = chaos.ChaosSpec(field="attention", dim=1, ns=(4, 8), n_ref=16, layers=1, heads=1, mlp_width=4,
+                           batch=2, num_probes=2, w1_size=16)
+    split = chaos.run_seeds(spec, 6)  # on 3 devices
+    one = chaos.run_seeds(spec, 6, devices=devs[:1])
+    assert split.keys() == one.keys() == {"token", "context", "w1", "adjoint", "grad_phi", "floor_token",
+                                          "floor_w1", "floor_adjoint", "floor_grad_phi"}, split.keys()
+    assert all(v.shape[0] == 6 for v in split.values()) and (one["token"] > 0).all()
+    for q in one:
+        np.testing.assert_allclose(split[q], one[q], rtol=1e-12, atol=1e-15, err_msg=q)
+    print("SEEDS_SPLIT_OK")
+    """
+)
+
+
+def test_seeds_split_across_devices_equal_one_device():
+    """With 4 (forced host) devices, 8 seeds split across all 4 and 6 seeds across 3; every seed's
+    deviations (adjoints and the exact 1-D W1 included) equal the single-device run's to round-off."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", _SEEDS_ON_DEVICES], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "SEEDS_SPLIT_OK" in out.stdout
 
 
 def test_adjoint_states_match_autodiff(small_model):

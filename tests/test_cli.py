@@ -97,8 +97,9 @@ def test_rates_writes_valid_json_and_names_every_file(tmp_path, capsys):
 
 
 def test_demo_output():
-    out = _run("demo", "--context", "32", "--layers", "3")
+    out = _run("--cpu-devices", "3", "demo", "--context", "32", "--layers", "3")
     assert out.returncode == 0, out.stderr
+    assert "(3 device(s))" in out.stdout  # --cpu-devices reached JAX before it started
     assert "summary:" in out.stdout and "finite: True" in out.stdout
     line = next(ln for ln in out.stdout.splitlines() if "x1[0]" in ln)
     values = line.split("=", 1)[1].strip(" []").split(",")

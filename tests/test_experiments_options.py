@@ -1,6 +1,7 @@
-"""experiments.options: the cache folder's resolution, defaults in help, --out errors."""
+"""experiments.options: the cache folder's resolution, the CPU device count, defaults in help, --out errors."""
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,23 @@ def test_apply_global_options_cache(tmp_path):
             options.apply_global_options(argparse.Namespace(no_cache=False, cache_dir=tmp_path / "blocker" / "c"))
     finally:
         jax.config.update("jax_compilation_cache_dir", old)
+
+
+def test_cpu_device_count(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert options.cpu_device_count() == (os.cpu_count() or 1)
+    assert options.cpu_device_count(3) == 3
+    with pytest.raises(ValueError, match="--cpu-devices"):
+        options.cpu_device_count(0)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+    assert options.cpu_device_count() is None and options.cpu_device_count(2) == 2
+
+
+def test_cpu_devices_after_jax_started_is_an_error_only_when_asked_for():
+    import jax
+
+    jax.devices()  # started
+    options.apply_global_options(argparse.Namespace(no_cache=True))  # the default is left alone
+    assert jax.config.jax_num_cpu_devices in (-1, jax.device_count())
+    with pytest.raises(ValueError, match="--cpu-devices"):
+        options.apply_global_options(argparse.Namespace(no_cache=True, cpu_devices=3))

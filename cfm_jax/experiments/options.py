@@ -2,11 +2,16 @@
 
 The experiments' ``add_arguments(parser)`` call :func:`add_experiment_arguments`; the command
 line (``cfm_jax.cli``) imports this module, never the other way round. Global options
-(``--float64``, ``--cache-dir``, ``--no-cache``) are accepted before *and* after the subcommand.
+(``--float64``, ``--cache-dir``, ``--no-cache``, ``--cpu-devices``) are accepted before *and* after
+the subcommand.
 
 The persistent compilation cache lives in ``$CFM_JAX_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``; a second run of the same experiment
 loads its compiled XLA programs from there instead of compiling them again.
+
+On the CPU backend the process gets one JAX device per core (``jax_num_cpu_devices``) unless
+``XLA_FLAGS`` already forces a count: a sweep that splits its seeds across devices (``cfm-jax
+rates``) then keeps every core busy, where one device leaves the solvers' small loops on one.
 This module imports neither JAX nor an experiment, so ``--help`` stays fast.
 """
 
@@ -46,7 +51,7 @@ def default_cache_dir() -> Path:
 
 
 def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """``--float64``, ``--cache-dir``, ``--no-cache``.
+    """``--float64``, ``--cache-dir``, ``--no-cache``, ``--cpu-devices``.
 
     ``suppress``: on a subcommand, leave the values parsed before the subcommand untouched when
     the option is not repeated after it.
@@ -58,6 +63,20 @@ def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
                         "else $XDG_CACHE_HOME/cfm_jax, else ~/.cache/cfm_jax)", **kw)
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the compilation cache",
                         **({"default": argparse.SUPPRESS} if suppress else {"default": False}))
+    parser.add_argument("--cpu-devices", type=int, metavar="N", help="JAX devices on the CPU backend "
+                        "(default: one per core, unless XLA_FLAGS forces a count)", **kw)
+
+
+def cpu_device_count(requested: int | None = None) -> int | None:
+    """The CPU device count to set: ``requested``, else one per core; ``None`` when
+    ``XLA_FLAGS`` already forces one (and nothing was requested)."""
+    if requested is not None:
+        if int(requested) < 1:
+            raise ValueError(f"--cpu-devices must be >= 1, got {requested!r}.")
+        return int(requested)
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return None
+    return os.cpu_count() or 1
 
 
 def add_experiment_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:
@@ -84,9 +103,22 @@ def enable_compilation_cache(path: str | os.PathLike) -> Path:
 
 
 def apply_global_options(args: argparse.Namespace) -> None:
-    """Switch on ``--float64`` and the compilation cache; a folder that cannot be made is a ValueError."""
+    """Switch on ``--float64``, the compilation cache and the CPU device count.
+
+    A cache folder that cannot be made, or ``--cpu-devices`` once JAX has started computing in this
+    process, is a ValueError (the default count is then left as it is).
+    """
     import jax
 
+    requested = getattr(args, "cpu_devices", None)
+    count = cpu_device_count(requested)
+    if count is not None:
+        try:
+            jax.config.update("jax_num_cpu_devices", count)
+        except RuntimeError:  # JAX already ran in this process (e.g. main() called from Python)
+            if requested is not None:
+                raise ValueError("--cpu-devices: JAX has already started in this process; set it before "
+                                 "any computation.") from None
     if getattr(args, "float64", False):
         jax.config.update("jax_enable_x64", True)
     if not getattr(args, "no_cache", False):
@@ -115,6 +147,7 @@ __all__ = [
     "add_experiment_arguments",
     "add_global_arguments",
     "apply_global_options",
+    "cpu_device_count",
     "default_cache_dir",
     "enable_compilation_cache",
     "prepare_out",
