@@ -11,6 +11,10 @@ import os
 import re
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The test shapes are tiny, so compiling dominates: skip XLA's expensive backend (LLVM) passes.
+# Numerics are unchanged up to round-off, which every tolerance here allows; subprocesses (the CLI,
+# the notebooks' kernels) inherit it. JAX_DISABLE_MOST_OPTIMIZATIONS=0 tests fully optimised code.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax  # noqa: E402
 
@@ -19,6 +23,9 @@ jax.config.update("jax_enable_x64", True)
 from cfm_jax.experiments.options import default_cache_dir, enable_compilation_cache  # noqa: E402
 
 enable_compilation_cache(default_cache_dir())
+# Start the backend now: the session keeps its one CPU device even when a test calls the CLI's
+# main() in-process (the CLI otherwise asks for one device per core before JAX starts).
+jax.devices()
 
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
