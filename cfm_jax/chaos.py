@@ -21,7 +21,8 @@ the same code between two independent references.
 One compilation per structure: every n-point context of a sweep is the first N = max(ns) reference
 points with weights 1/n on the first n and exactly 0 on the rest (zero-weight atoms move with the
 flow but act on nothing), so one compiled n-system serves every n through ``lax.map``; the
-deviations equal those of the unpadded n-point system to round-off.
+deviations equal those of the unpadded n-point system to round-off. The seeds are vmapped and,
+with several local devices, split across them (:func:`run_seeds`).
 
 Expected (paper's table): transformer token quantities ~ n^{-1/2} whatever d; W1 between
 measures ~ n^{-1/d'} (d' the intrinsic dimension of P; n^{-1/2} up to a log at d' ≤ 2); the
