@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,10 @@ def _run(cmd, cache, log_compiles=True):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     log = proc.stdout + proc.stderr
-    return {"command": " ".join(cmd), "wall_s": wall, "returncode": proc.returncode,
+    # ru_maxrss of the children is the largest so far: exact for the first run (cold), an upper
+    # bound for later ones.
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"command": " ".join(cmd), "wall_s": wall, "returncode": proc.returncode, "peak_rss_kb_so_far": peak_kb,
             "compilations": log.count("Finished XLA compilation"),
             "tail": log.strip().splitlines()[-1] if log.strip() else ""}
 
@@ -56,7 +60,10 @@ def main(argv=None):
 
         res["rates_cold"] = _run(rates(Path(tmp) / "cold"), cache)
         res["rates_warm"] = _run(rates(Path(tmp) / "warm"), cache)
-        res["same_table"] = (Path(tmp) / "cold" / "table.txt").read_text() == (Path(tmp) / "warm" / "table.txt").read_text()
+        cold_table = (Path(tmp) / "cold" / "table.txt").read_text()
+        res["same_table"] = cold_table == (Path(tmp) / "warm" / "table.txt").read_text()
+        committed = RESULTS / ("rates_quick" if args.quick else "rates") / "table.txt"
+        res["same_as_committed_table"] = committed.exists() and cold_table == committed.read_text()
         if args.tests:
             res["tests_cold"] = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], Path(tmp) / "tcache",
                                      log_compiles=False)
@@ -69,15 +76,17 @@ def main(argv=None):
     lines = ["# Wall time of the main job", "",
              f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']} ({m['backend']}), otherwise idle. "
              "Cold = empty persistent compilation cache; warm = the cache the cold run filled.", "",
-             "| run | wall (s) | XLA programs (compiled, or loaded from the cache when warm) | exit |", "|---|---|---|---|"]
+             "| run | wall (s) | XLA programs (compiled, or loaded from the cache when warm) | peak RSS so far (GB) | exit |",
+             "|---|---|---|---|---|"]
     for k, label in (("rates_cold", "`cfm-jax rates` cold"), ("rates_warm", "`cfm-jax rates` warm"),
                      ("tests_cold", "`python -m pytest` cold")):
         if k in res:
             r = res[k]
             comp = r["compilations"] if k != "tests_cold" else "—"
             lines.append(f"| {label}{' (--quick)' if args.quick and k != 'tests_cold' else ''} | {r['wall_s']:.0f} | {comp} | "
-                         f"{r['returncode']} |")
-    lines += ["", f"Same table cold and warm: {res['same_table']}."]
+                         f"{r['peak_rss_kb_so_far'] / 1e6:.1f} | {r['returncode']} |")
+    lines += ["", f"Same table cold and warm: {res['same_table']}; the same as the committed "
+              f"`benchmarks/results/rates/table.txt`: {res['same_as_committed_table']}."]
     if res["notes"]:
         lines += ["", "Notes: " + res["notes"]]
     (RESULTS / "wall_times.md").write_text("\n".join(lines) + "\n")
