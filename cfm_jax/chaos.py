@@ -335,6 +335,8 @@ def _single(spec: ChaosSpec):
 def seed_devices(seeds: int, devices=None) -> tuple:
     """The devices :func:`run_seeds` splits ``seeds`` across: the first k of ``devices`` (default
     ``jax.local_devices()``), k the largest count <= their number that divides ``seeds``."""
+    if int(seeds) < 1:
+        raise ValueError(f"`seeds` must be >= 1, got {seeds!r}.")
     devices = tuple(jax.local_devices() if devices is None else devices)
     if not devices:
         raise ValueError("`devices` must name at least one device.")
@@ -350,10 +352,9 @@ def run_seeds(spec: ChaosSpec, seeds: int, base_seed: int = 0, *, padded: bool =
     are those of one device to round-off. ``devices``: the devices to use (default: all local).
     """
     validate_spec(spec)
-    if int(seeds) < 1:
-        raise ValueError(f"`seeds` must be >= 1, got {seeds!r}.")
+    devices = seed_devices(seeds, devices)  # also checks ``seeds``
     keys = jax.random.split(jax.random.key(base_seed), seeds)
-    out = jax.block_until_ready(_batched(spec, padded, seed_devices(seeds, devices))(keys))
+    out = jax.block_until_ready(_batched(spec, padded, devices)(keys))
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 

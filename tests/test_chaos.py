@@ -172,3 +172,8 @@ def test_spec_validation():
         chaos.run_seeds(chaos.ChaosSpec(population="cauchy"), seeds=1)
     with pytest.raises(ValueError, match="seeds"):
         chaos.run_seeds(chaos.ChaosSpec(ns=(4, 8), n_ref=8), seeds=0)
+    with pytest.raises(ValueError, match="`seeds`"):
+        chaos.seed_devices(0)
+    with pytest.raises(ValueError, match="`devices`"):
+        chaos.seed_devices(4, [])
+    assert chaos.seed_devices(3) == tuple(jax.local_devices()[:1])  # the test session has one device
