@@ -90,7 +90,7 @@ def _forward_step(model, x0, context, y):
 
 
 def _gradient_step(model, x0, context, y):
-    return cfm_jax.value_and_grad(model, x0, context, y)
+    return cfm_jax.loss_and_grad(model, x0, context, y)
 
 
 STEPS = {"forward": _forward_step, "gradient": _gradient_step}

@@ -279,16 +279,16 @@ def bench_accuracy():
         model, x0, ctx, y = make_problem(seed, dim=4, context=24, batch=3, layers=6, heads=2, mlp_width=8)
         g_euler, g_cont, fd_error = references(model, x0, ctx, y, fd_directions=4, seed=seed)
         rel = lambda a, b: float(jnp.linalg.norm(flat(a) - flat(b)) / jnp.linalg.norm(flat(b)))  # noqa: E731
-        _, g_hand = cfm_jax.value_and_grad(model, x0, ctx, y)
+        _, g_hand = cfm_jax.loss_and_grad(model, x0, ctx, y)
         import diffrax
 
         from cfm_jax.experiments.gradcheck import _without_closed_forms
 
         generic = cfm_jax.CFM(_without_closed_forms(model.field), model.stacked_params(), model.dim)
-        _, g_vjp = cfm_jax.value_and_grad(generic, x0, ctx, y)
+        _, g_vjp = cfm_jax.loss_and_grad(generic, x0, ctx, y)
         g_vjp = cfm_jax.CFM(model.field, g_vjp.params, model.dim)
         g_hand_cfm = cfm_jax.CFM(model.field, g_hand.stacked_params(), model.dim)
-        _, g_c = cfm_jax.value_and_grad(model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(), solver=diffrax.Bosh3(),
+        _, g_c = cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(), solver=diffrax.Bosh3(),
                                         steps=16 * 6)
         rows.append({
             "seed": seed,

@@ -61,7 +61,7 @@ _EXPORTS: dict[str, str] = {
     "probe_gradients": "gradients",
     "Recompute": "adjoint",
     "replicate": "sharding",
-    "residual_forward": "flow",
+    "loss_and_grad": "gradients",
     "ridge_sgd": "ogd",
     "run_ogd": "ogd",
     "Sample": "streams",
@@ -105,8 +105,8 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     from .adjoint import AbstractHandAdjoint, AbstractMemory, Backsolve, ball_probes, ContinuousAdjoint, DiscreteAdjoint, grid_probes, Recompute, StoreAll, StoreEvery
     from .control import W1ControlField
     from .fields import AbstractField, AttentionField, generic_local_vjp, LocalVJP, MLPField, SumField
-    from .flow import FlowSolution, residual_forward, SaveAt
-    from .gradients import adjoint_trajectories, AdjointSolution, functional_gradient, mean_squared_loss, probe_gradients, value_and_grad
+    from .flow import FlowSolution, SaveAt
+    from .gradients import adjoint_trajectories, AdjointSolution, functional_gradient, loss_and_grad, mean_squared_loss, probe_gradients, value_and_grad
     from .measures import as_measure, EmpiricalMeasure, split_atom
     from .ogd import coupled_run, estimate_lipschitz, LipschitzEstimate, load_checkpoint, OGDResult, OGDState, ridge_sgd, run_ogd, save_checkpoint
     from .paths import AbstractCFM, CFM, PiecewiseLinearCFM, Transformer
@@ -173,7 +173,7 @@ __all__ = [
     "probe_gradients",
     "Recompute",
     "replicate",
-    "residual_forward",
+    "loss_and_grad",
     "ridge_sgd",
     "run_ogd",
     "Sample",

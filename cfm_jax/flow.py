@@ -1,22 +1,26 @@
-"""The primal solve of the contextual flow map (docs/theory.md §1) with diffrax.
+"""The one forward loop of the contextual flow map (docs/theory.md §1), stepped by diffrax.
 
     dx/ds = V(x, μ_s; θ(s)),   dz_i/ds = V(z_i, μ_s; θ(s)),   μ_s = Σ_i w_i δ_{z_i(s)}.
 
-The state is the pytree ``(x, z)``: ``x: (B, d)`` passive target tokens and ``z: (n, d)`` the
-context support (the weights are carried along unchanged). Both are evaluated in one call of the
-field on the stacked queries ``[x; z]``.
+The state is the tuple ``(x, z)`` of passive target tokens ``x: (B, d)`` and the context support
+``z: (n, d)``, optionally followed by passive probe characteristics ``ζ: (R, d)`` (zero-mass
+points that the hand adjoints follow; row r starts moving at step ``start[r]``). All rows are
+evaluated in one call of the field on the stacked queries ``[x; z; ζ]``; the weights are carried
+along unchanged.
 
-:func:`integrate` is the diffrax solve used when the flow is differentiated by autodiff (a
-diffrax adjoint); the public entry point :func:`cfm_jax.forward` chooses between it and the hand
-adjoints. For piecewise-constant paths the solve is a ``lax.scan`` over layers with one diffrax solve per
-layer, so no step ever straddles a parameter jump and higher-order solvers keep their order.
-With the default ``diffrax.Euler()`` and one step per layer this is exactly the L-layer
-residual transformer x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
+Every path is cut into its L segments (layers) and :func:`loop` is a ``lax.scan`` over them with
+one diffrax solve per segment, so no step ever straddles a parameter jump or kink and
+higher-order solvers keep their order. With the default ``diffrax.Euler()`` and one step per
+layer this is exactly the L-layer residual transformer x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
+
+Every strategy of :func:`cfm_jax.forward` runs this loop: autodiff through it (a diffrax
+adjoint), or a hand adjoint that wraps it in a custom VJP and chooses which states it keeps
+(:mod:`cfm_jax.adjoint`). :func:`solution` is the one assembly of what ``SaveAt`` asks for.
 """
 
 from __future__ import annotations
 
-import numbers
+from typing import Literal, NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -24,13 +28,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._validation import check_finite
-from .measures import EmpiricalMeasure, as_measure
+from .measures import EmpiricalMeasure
 from .paths import AbstractCFM
+
+Emit = Literal["none", "ends", "steps"]
+"""What :func:`loop` returns per layer: nothing, the state at the layer's end, or after every step."""
 
 
 class SaveAt(eqx.Module):
-    """What :func:`forward` returns besides the final state.
+    """What :func:`cfm_jax.forward` returns besides the final state.
 
     ``SaveAt()`` – only ``x1, z1``; ``SaveAt(layers=True)`` – the states at every layer
     boundary s = l/L (L + 1 depths); ``SaveAt(steps=True)`` – the states after every solver step
@@ -40,9 +46,14 @@ class SaveAt(eqx.Module):
     layers: bool = eqx.field(static=True, default=False)
     steps: bool = eqx.field(static=True, default=False)
 
+    @property
+    def emit(self) -> Emit:
+        """What the loop must return per layer for these outputs."""
+        return "steps" if self.steps else "ends" if self.layers else "none"
+
 
 class FlowSolution(eqx.Module):
-    """Result of :func:`forward`.
+    """Result of :func:`cfm_jax.forward`.
 
     Attributes:
         x1: final target tokens, shaped like ``x0`` (``(d,)`` or ``(B, d)``).
@@ -65,51 +76,40 @@ class FlowSolution(eqx.Module):
     @property
     def measure(self) -> EmpiricalMeasure:
         """Final context measure μ_1."""
-        return EmpiricalMeasure(self.z1, self.weights)
+        return EmpiricalMeasure.unchecked(self.z1, self.weights)
 
 
-def stacked_velocity(model: AbstractCFM, weights, params, state):
-    """V at the stacked queries ``[x; z]`` of the state ``(x, z)``, split back into ``(vx, vz)``."""
-    x, z = state
-    B = x.shape[0]
-    v = model.velocity(jnp.concatenate([x, z], axis=0), EmpiricalMeasure.unchecked(z, weights), params)
-    return v[:B], v[B:]
+class FlowSpec(eqx.Module):
+    """How the forward is integrated: the options of :func:`cfm_jax.forward` after validation.
 
-
-def check_inputs(model, x0, context, steps):
-    """Validate the arguments of a solve; returns ``(x0, context, steps)`` (steps defaulted to L).
-
-    Raises ``ValueError`` naming the argument: a model that is not an AbstractCFM, ``x0`` of
-    the wrong shape, dtype or with non-finite entries, a context of another dimension, or
-    ``steps`` that is not a positive multiple of L for piecewise-constant paths.
+    ``steps`` is the total number of (initial) steps, a multiple of L; ``steps_per_layer`` = steps / L.
     """
-    if not isinstance(model, AbstractCFM):
-        raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
-    context = as_measure(context)
-    x0 = jnp.asarray(x0)
-    if x0.ndim not in (1, 2):
-        raise ValueError(f"`x0` must have shape (d,) or (B, d), got {x0.shape}.")
-    d = model.dim
-    if x0.shape[-1] != d:
-        raise ValueError(f"`x0` has dimension {x0.shape[-1]} but the model has d = {d}.")
-    if context.dim != d:
-        raise ValueError(f"`context` has dimension {context.dim} but the model has d = {d}.")
-    if not jnp.issubdtype(x0.dtype, jnp.floating):
-        raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
-    check_finite("x0", x0)
-    L = model.num_layers
-    if steps is None:
-        steps = L
-    if isinstance(steps, numbers.Integral) and not isinstance(steps, bool):
-        steps = int(steps)
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"`steps` must be a positive int, got {steps!r}.")
-    if model.piecewise_constant and steps % L:
-        raise ValueError(
-            f"`steps`={steps} must be a multiple of the number of layers L={L} so that no step "
-            "straddles a parameter jump."
-        )
-    return x0, context, steps
+
+    solver: diffrax.AbstractSolver
+    stepsize_controller: diffrax.AbstractStepSizeController | None
+    saveat: SaveAt
+    steps: int = eqx.field(static=True)
+    max_steps: int = eqx.field(static=True, default=4096)
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the steps are fixed (no adaptive step-size control)."""
+        ctrl = self.stepsize_controller
+        return ctrl is None or isinstance(ctrl, (diffrax.ConstantStepSize, diffrax.StepTo))
+
+
+class Loop(NamedTuple):
+    """Output of :func:`loop` over ``count`` layers.
+
+    ``final``: the state after the last layer; ``ys``: per-layer states, ``(count, ...)`` (``ends``)
+    or ``(count, k, ...)`` (``steps``), or None; ``ts``: ``(count, k)`` depths of ``ys`` (``steps``)
+    or None; ``num_steps``: accepted solver steps.
+    """
+
+    final: tuple
+    ys: tuple | None
+    ts: Array | None
+    num_steps: Array
 
 
 def solve_segment(term, solver, t0, t1, k: int, y0, args, *, stepsize_controller=None, max_steps: int = 4096,
@@ -134,78 +134,126 @@ def solve_segment(term, solver, t0, t1, k: int, y0, args, *, stepsize_controller
     return sol.ys, sol.ts, sol.stats["num_accepted_steps"]
 
 
-def integrate(model: AbstractCFM, x, z, w, *, solver, steps: int, stepsize_controller, saveat: SaveAt,
-              adjoint: diffrax.AbstractAdjoint, max_steps: int = 4096) -> FlowSolution:
-    """The diffrax solve behind :func:`cfm_jax.forward` for 2-D tokens ``x: (B, d)`` (no validation).
+def segment_params(model: AbstractCFM, layer, s):
+    """θ on segment ``layer`` at depth ``s``: the layer's constant parameters, or θ(s) on a varying path."""
+    return model.layer_params(layer) if model.piecewise_constant else model.params_at(s)
 
-    Differentiated by ``adjoint``, a diffrax adjoint (autodiff through the solver).
+
+def velocity(model: AbstractCFM, state: tuple, w, params, start=None, step=None) -> tuple:
+    """V at the stacked rows of ``state`` = ``(x, z)`` or ``(x, z, ζ)``, split back like the state.
+
+    Probe rows ``ζ`` move from step ``start[r]`` on (``step``: the current step index; all move when
+    ``start`` is None).
     """
-    dtype = x.dtype
-    L = model.num_layers
+    sizes = [a.shape[0] for a in state]
+    v = model.velocity(jnp.concatenate(state, 0), EmpiricalMeasure.unchecked(state[1], w), params)
+    parts = list(jnp.split(v, [sizes[0], sizes[0] + sizes[1]])[: len(state)])
+    if start is not None:
+        parts[2] = jnp.where((start <= step)[:, None], parts[2], 0.0)
+    return tuple(parts)
 
-    def term_fn(s, state, args):
-        return stacked_velocity(model, w, model.params_at(s) if args is None else args, state)
+
+def _layer_fn(model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None,
+              adjoint: diffrax.AbstractAdjoint | None = None):
+    """``layer(state, l) -> (state after layer l, per-layer output)``: one diffrax solve of segment l."""
+    L = model.num_layers
+    k = spec.steps // L
+
+    def term_fn(s, state, l):
+        # the step index of a probe's start: Euler evaluates at each step's left end; other stages
+        # stay inside [l/L, (l+1)/L], clipped so a probe started at the next boundary stays put
+        step = l * k + jnp.clip(jnp.round((s * L - l) * k).astype(jnp.int32), 0, k - 1)
+        return velocity(model, state, w, segment_params(model, l, s), start, step)
 
     term = diffrax.ODETerm(term_fn)
 
-    def solve(t0, t1, k, y0, args):
-        ys, ts, nsteps = solve_segment(term, solver, t0, t1, k, y0, args, stepsize_controller=stepsize_controller,
-                                       max_steps=max_steps, save_steps=saveat.steps, adjoint=adjoint)
-        return jax.tree.map(lambda a: a[-1], ys), ys, ts, nsteps
-
-    if model.piecewise_constant:
-        k = steps // L
-
-        def layer(state, l):
-            t0 = l.astype(dtype) / L
-            t1 = (l + 1).astype(dtype) / L
-            final, ys, ts, nsteps = solve(t0, t1, k, state, model.layer_params(l))
-            return final, (ys, ts, nsteps)
-
-        (x1, z1), (ys, ts, nsteps) = jax.lax.scan(layer, (x, z), jnp.arange(L))
-        num_steps = nsteps.sum()
-        ys = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), ys)
-        ts = ts.reshape(-1)
-    else:
-        (x1, z1), ys, ts, num_steps = solve(jnp.asarray(0.0, dtype), jnp.asarray(1.0, dtype), steps, (x, z), None)
-
-    ss = xs = zs = None
-    if saveat.steps or saveat.layers:
-        xs_, zs_ = ys
-        if saveat.layers and not saveat.steps and not model.piecewise_constant:
-            raise ValueError("`SaveAt(layers=True)` needs a piecewise-constant path; use steps=True.")
-        ss = jnp.concatenate([jnp.zeros((1,), dtype), ts])
-        xs = jnp.concatenate([x[None], xs_], axis=0)
-        zs = jnp.concatenate([z[None], zs_], axis=0)
-    return FlowSolution(
-        x1=x1,
-        z1=z1,
-        weights=w,
-        ss=ss,
-        xs=xs,
-        zs=zs,
-        num_steps=num_steps,
-    )
-
-
-def residual_forward(model: AbstractCFM, x0, context) -> tuple[Array, Array]:
-    """Reference L-layer residual network x_{l+1} = x_l + V(x_l, μ_l; θ_l)/L as a bare ``lax.scan``.
-
-    Returns ``(x1, z1)``. Same maths as ``forward(model, x0, context)`` with Euler; kept as an
-    independent code path for tests, for the diffrax-overhead benchmark and for the OGD
-    teacher streams.
-    """
-    x0, context, _ = check_inputs(model, x0, context, None)
-    x = jnp.atleast_2d(x0)
-    w = context.weights
-    L = model.num_layers
-
     def layer(state, l):
-        vx, vz = stacked_velocity(model, w, model.layer_params(l), state)
-        return (state[0] + vx / L, state[1] + vz / L), None
+        dtype = state[0].dtype
+        t0, t1 = l.astype(dtype) / L, (l + 1).astype(dtype) / L
+        ys, ts, nsteps = solve_segment(term, spec.solver, t0, t1, k, state, l,
+                                       stepsize_controller=spec.stepsize_controller, max_steps=spec.max_steps,
+                                       save_steps=emit == "steps", adjoint=adjoint)
+        final = jax.tree.map(lambda a: a[-1], ys)
+        out = {"none": None, "ends": final, "steps": (ys, ts)}[emit]
+        return final, (out, nsteps)
 
-    (x1, z1), _ = jax.lax.scan(layer, (x, context.points), jnp.arange(L))
-    return (x1[0] if x0.ndim == 1 else x1), z1
+    return layer
 
 
-__all__ = ["FlowSolution", "SaveAt", "check_inputs", "integrate", "residual_forward", "solve_segment", "stacked_velocity"]
+def loop(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, emit: Emit = "none", start=None,
+         adjoint: diffrax.AbstractAdjoint | None = None, first=0, count: int | None = None) -> Loop:
+    """Integrate layers ``first, …, first + count − 1`` (default: all L) from the state ``y0``.
+
+    ``y0``: ``(x (B, d), z (n, d))`` or with probe rows ``ζ (R, d)`` started at steps ``start (R,)``;
+    ``first`` may be traced, ``count`` is static. ``adjoint``: the diffrax adjoint of each
+    segment's solve (autodiff through the loop; irrelevant inside a hand adjoint's custom VJP).
+    """
+    count = model.num_layers if count is None else count
+    layer = _layer_fn(model, w, spec, emit=emit, start=start, adjoint=adjoint)
+    final, (out, nsteps) = jax.lax.scan(layer, y0, first + jnp.arange(count))
+    ys, ts = out if emit == "steps" else (out, None)
+    return Loop(final, ys, ts, nsteps.sum())
+
+
+def advance(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, layers, *, start=None) -> tuple:
+    """The state after the first ``layers`` layers (``layers`` may be traced): the loop, unrolled by
+    ``fori_loop`` so that nothing is kept (a hand adjoint's replay from s = 0)."""
+    layer = _layer_fn(model, w, spec, emit="none", start=start)
+    return jax.lax.fori_loop(0, layers, lambda l, st: layer(st, l)[0], y0)
+
+
+def merge_leading(a):
+    """``(m, k, ...)`` -> ``(m·k, ...)`` (explicit sizes: probe rows may be empty)."""
+    return a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:])
+
+
+def step_states(y0: tuple, ys: tuple) -> tuple:
+    """The states at the start of every step, ``(N, ...)``, from ``y0`` and the per-step states
+    ``(L, k, ...)`` of an ``emit="steps"`` loop."""
+    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], merge_leading(b)[:-1]], 0), y0, ys)
+
+
+def layer_ends(ys: tuple, emitted: Emit) -> tuple:
+    """The states at the end of every layer, ``(L, ...)``, from a loop's ``ys``."""
+    return jax.tree.map(lambda a: a[:, -1], ys) if emitted == "steps" else ys
+
+
+def solution(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, result: Loop, emitted: Emit) -> FlowSolution:
+    """The :class:`FlowSolution` of a loop over all L layers: final state plus what ``spec.saveat`` asks for.
+
+    ``emitted`` is what the loop returned per layer (at least ``spec.saveat.emit``).
+    """
+    x, z = y0[:2]
+    x1, z1 = result.final[:2]
+    dtype = x.dtype
+    L = model.num_layers
+    ss = xs = zs = None
+    if spec.saveat.steps:
+        ys, ts = result.ys, result.ts
+        ss = jnp.concatenate([jnp.zeros((1,), dtype), ts.reshape(-1)])
+        xs = jnp.concatenate([x[None], ys[0].reshape((-1,) + x.shape)], 0)
+        zs = jnp.concatenate([z[None], ys[1].reshape((-1,) + z.shape)], 0)
+    elif spec.saveat.layers:
+        ends = layer_ends(result.ys, emitted)
+        ss = jnp.arange(L + 1, dtype=dtype) / L
+        xs = jnp.concatenate([x[None], ends[0]], 0)
+        zs = jnp.concatenate([z[None], ends[1]], 0)
+    return FlowSolution(x1=x1, z1=z1, weights=w, ss=ss, xs=xs, zs=zs, num_steps=result.num_steps)
+
+
+__all__ = [
+    "Emit",
+    "FlowSolution",
+    "FlowSpec",
+    "Loop",
+    "SaveAt",
+    "advance",
+    "layer_ends",
+    "loop",
+    "merge_leading",
+    "segment_params",
+    "solution",
+    "solve_segment",
+    "step_states",
+    "velocity",
+]

@@ -1,10 +1,10 @@
 """Conveniences on top of ``forward(adjoint=...)``: loss gradients and adjoint trajectories.
 
-    loss, grads = cfm_jax.value_and_grad(model, x0, context, y)       # = eqx.filter_value_and_grad
+    loss, grads = cfm_jax.loss_and_grad(model, x0, context, y)        # = eqx.filter_value_and_grad
     sol = cfm_jax.adjoint_trajectories(model, x0, context, y, probes=grid)   # p_s, a_i(s), ∇φ_s, φ_s
 
 Any scalar function of :func:`cfm_jax.forward`'s outputs can be differentiated directly with
-``jax.grad``; :func:`value_and_grad` is the common case of a loss of the final tokens.
+``jax.grad``; [`loss_and_grad`][cfm_jax.loss_and_grad] is the common case of a loss of the final tokens.
 ``grads`` has the model's type and holds the per-layer partials ∂L/∂θ_l;
 :func:`functional_gradient` turns them into the L²([0, 1]) gradient δL/δθ(s) = L·∂L/∂θ_l
 (docs/theory.md §2).
@@ -12,19 +12,18 @@ Any scalar function of :func:`cfm_jax.forward`'s outputs can be differentiated d
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._validation import check_finite
-from .adjoint import AbstractHandAdjoint, DiscreteAdjoint, FlowSpec
-from .flow import FlowSolution, SaveAt, check_inputs
+from .adjoint import AbstractHandAdjoint, DiscreteAdjoint, probe_rows
+from .flow import FlowSolution
 from .paths import AbstractCFM
-from .solve import Adjoint, forward
+from .solve import forward, prepare
 
 
 class AdjointSolution(eqx.Module):
@@ -70,46 +69,30 @@ def _check_loss(loss, x0, y):
         raise ValueError(f"`loss` must be None or a callable loss(x1, y) -> scalar, got {loss!r}.")
     if loss is None:
         y = jnp.asarray(y)
-        if y.shape != x0.shape:
-            raise ValueError(f"`y` must have the shape of `x0` {x0.shape} for the default loss, got {y.shape}.")
-        check_finite("y", y)
+        if y.shape != jnp.shape(x0):
+            raise ValueError(f"`y` must have the shape of `x0` {jnp.shape(x0)} for the default loss, got {y.shape}.")
+        y = eqx.error_if(y, ~jnp.all(jnp.isfinite(y)), "`y` contains non-finite values (nan/inf).")
     return mean_squared_loss if loss is None else loss, y
 
 
 @eqx.filter_jit
-def _value_and_grad(model, x0, context, y, *, loss, options):
-    def objective(m):
-        return loss(forward(m, x0, context, **options).x1, y)
+def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None = None, **options):
+    """Loss of the final tokens and its gradient with respect to the model's parameters; compiled.
 
-    return eqx.filter_value_and_grad(objective)(model)
-
-
-def value_and_grad(
-    model: AbstractCFM,
-    x0,
-    context,
-    y,
-    *,
-    loss: Callable | None = None,
-    adjoint: Adjoint | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    max_steps: int = 4096,
-):
-    """Loss of the final tokens and its gradient with respect to the model's parameters.
-
-    Exactly ``eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, ...).x1, y))``,
-    jit-compiled; ``adjoint`` and the solver options are those of :func:`cfm_jax.forward`
-    (default: the exact hand adjoint of Euler). ``loss(x1, y) -> scalar`` defaults to
-    ½‖x_1 − y‖² averaged over the batch. Returns ``(loss, grads)``, ``grads`` model-shaped
-    (∂L/∂θ_l per layer).
+    Exactly ``eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, **options).x1, y))``;
+    ``options`` are [`forward`][cfm_jax.forward]'s (default: the exact hand adjoint of Euler).
+    ``loss(x1, y) -> scalar`` defaults to ½‖x_1 − y‖² averaged over the batch. Returns
+    ``(loss, grads)``, ``grads`` model-shaped (∂L/∂θ_l per layer).
     """
-    x0, context, steps = check_inputs(model, x0, context, steps)
     loss, y = _check_loss(loss, x0, y)
-    options = dict(solver=solver, steps=steps, stepsize_controller=stepsize_controller, adjoint=adjoint,
-                   max_steps=max_steps)
-    return _value_and_grad(model, x0, context, y, loss=loss, options=options)
+    return eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, **options).x1, y))(model)
+
+
+def value_and_grad(model: AbstractCFM, x0, context, y, **kwargs):
+    """Deprecated name of [`loss_and_grad`][cfm_jax.loss_and_grad] (it shadowed ``jax.value_and_grad``)."""
+    warnings.warn("cfm_jax.value_and_grad is deprecated: use cfm_jax.loss_and_grad (same arguments).",
+                  DeprecationWarning, stacklevel=2)
+    return loss_and_grad(model, x0, context, y, **kwargs)
 
 
 def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
@@ -123,15 +106,19 @@ def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
 
 
 @eqx.filter_jit
-def _trajectories(model, x0, points, weights, y, probes, *, loss, adjoint, spec):
-    single = x0.ndim == 1
-    dtype = jnp.result_type(x0, points, *jax.tree.leaves(model.stacked_params()))
-    x = jnp.atleast_2d(x0).astype(dtype)
-    z, w = points.astype(dtype), weights.astype(dtype)
-    sol, residuals = adjoint.run_forward(model, x, z, w, spec, store=True, probes=probes)
-    value, ct_x1 = jax.value_and_grad(lambda xx: loss(xx[0] if single else xx, y))(sol.x1)
+def _trajectories(model, x0, context, y, probes, *, loss, options):
+    p = prepare(model, x0, context, **options)
+    adjoint, spec, x, w = p.adjoint, p.spec, p.x, p.w
+    if not isinstance(adjoint, AbstractHandAdjoint):
+        raise ValueError(f"`adjoint` must be a hand adjoint (DiscreteAdjoint() or ContinuousAdjoint(...)), got {adjoint!r}.")
+    stride = adjoint.probe_stride(p.model, spec)
+    zeta, start = probe_rows(None if probes is None else probes.astype(x.dtype), stride, spec.steps // stride + 1,
+                             x.shape[1], x.dtype)
+    y0 = (x, p.z, zeta)
+    sol, residuals = adjoint.run_forward(p.model, y0, w, spec, store=True, start=start)
+    value, ct_x1 = jax.value_and_grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
     cotangents = FlowSolution(x1=ct_x1, z1=None, weights=None)
-    res = adjoint.run_backward(model, x, z, w, spec, residuals, cotangents, probes=probes, trajectories=True)
+    res = adjoint.run_backward(p.model, y0, w, spec, residuals, cotangents, start=start, trajectories=True)
     return value, res
 
 
@@ -144,40 +131,32 @@ def adjoint_trajectories(
     loss: Callable | None = None,
     probes=None,
     adjoint: AbstractHandAdjoint | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    max_steps: int = 4096,
+    **options,
 ) -> AdjointSolution:
     """States, token covector p_s, particle adjoints a_i(s) and probe gradients ∇φ_s(probes).
 
     ``adjoint`` is a hand adjoint: ``DiscreteAdjoint()`` (default; saved at every Euler step)
-    or ``ContinuousAdjoint(...)`` (saved at layer boundaries); the loss is ``loss(x1, y)``.
-    ``probes: (P, d)`` are fixed points: ``probe_grads[k, j]`` is ∇φ_{ss[k]}(probes[j]),
-    obtained from a passive characteristic started at (ss[k], probes[j]). Cost: every probe
-    adds S characteristics (one per saved depth) to the adjoint.
+    or ``ContinuousAdjoint(...)`` (saved at layer boundaries; ``memory=StoreEvery(1)``), with any
+    memory policy; ``options`` are [`forward`][cfm_jax.forward]'s other options (``saveat`` excepted).
+    The loss is ``loss(x1, y)``. ``probes: (P, d)`` are fixed points: ``probe_grads[k, j]`` is
+    ∇φ_{ss[k]}(probes[j]), obtained from a passive characteristic started at (ss[k], probes[j]).
+    Cost: every probe adds S characteristics (one per saved depth) to the adjoint.
     """
     adjoint = DiscreteAdjoint() if adjoint is None else adjoint
     if not isinstance(adjoint, AbstractHandAdjoint):
         raise ValueError(f"`adjoint` must be a hand adjoint (DiscreteAdjoint() or ContinuousAdjoint(...)), got {adjoint!r}.")
-    x0, context, steps = check_inputs(model, x0, context, steps)
+    if "saveat" in options:
+        raise ValueError("`saveat` does not apply: adjoint_trajectories saves every depth it returns.")
     loss, y = _check_loss(loss, x0, y)
     if probes is not None:
         probes = jnp.asarray(probes)
-        d = model.dim
+        d = model.dim if isinstance(model, AbstractCFM) else None
         if probes.ndim != 2 or probes.shape[-1] != d or probes.shape[0] < 1:
             raise ValueError(f"`probes` must have shape (P, d) with P >= 1 and d = {d}, got {probes.shape}.")
-        check_finite("probes", probes)
-    solver = diffrax.Euler() if solver is None else solver
-    spec = FlowSpec(solver=solver, stepsize_controller=stepsize_controller, saveat=SaveAt(), steps=steps,
-                    max_steps=max_steps)
-    adjoint.validate(model, spec)
-    if isinstance(adjoint, DiscreteAdjoint):
-        adjoint = DiscreteAdjoint()  # the trajectories are every step's state: store them all
-    value, res = _trajectories(model, x0, context.points, context.weights, y, probes, loss=loss, adjoint=adjoint,
-                               spec=spec)
+        probes = eqx.error_if(probes, ~jnp.all(jnp.isfinite(probes)), "`probes` contains non-finite values (nan/inf).")
+    value, res = _trajectories(model, x0, context, y, probes, loss=loss, options=dict(options, adjoint=adjoint))
     ss, xs, zs, ps, a = res.traj
-    if x0.ndim == 1:
+    if jnp.ndim(x0) == 1:
         xs, ps = xs[:, 0], ps[:, 0]
     fgrads = functional_gradient(model, res.grads) if model.piecewise_constant else res.grads
     return AdjointSolution(
@@ -196,6 +175,7 @@ __all__ = [
     "AdjointSolution",
     "adjoint_trajectories",
     "functional_gradient",
+    "loss_and_grad",
     "mean_squared_loss",
     "probe_gradients",
     "value_and_grad",

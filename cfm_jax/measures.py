@@ -1,4 +1,11 @@
-"""Discrete probability measures: the context μ = Σ_j w_j δ_{z_j}."""
+"""Discrete probability measures: the context μ = Σ_j w_j δ_{z_j}.
+
+One rule for the weights, everywhere (the constructor, :func:`checked` inside compiled code, the
+docs): finite, **non-negative**, summing to one within a tolerance of the dtype
+(:func:`weight_sum_tolerance`). Atoms of weight exactly zero are allowed and carry no mass: the
+attention fields ignore them (log-weight −∞), the hand adjoints give them zero weight gradient, and
+:meth:`EmpiricalMeasure.pad_to` uses them to pad contexts to a common size.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,10 @@ from jaxtyping import Array, Float
 
 from ._validation import is_concrete
 
-_WEIGHT_SUM_RTOL = 1e-5
+
+def weight_sum_tolerance(dtype) -> float:
+    """|Σ_j w_j − 1| allowed: 1e-5 in float64, 1e-4 in lower precision (summation round-off at large n)."""
+    return 1e-5 if jnp.dtype(dtype).itemsize >= 8 else 1e-4
 
 
 class EmpiricalMeasure(eqx.Module):
@@ -17,10 +27,12 @@ class EmpiricalMeasure(eqx.Module):
 
     Args:
         points: `(n, d)` support points z_j.
-        weights: `(n,)` positive weights summing to one; uniform `1/n` when omitted.
+        weights: `(n,)` non-negative weights summing to one; uniform `1/n` when omitted.
+            Zero-weight atoms carry no mass (module docstring).
 
-    Validation (rank, n > 0, finiteness, positivity, normalisation) runs at construction
-    whenever the arrays are concrete; inside `jit`/`vmap` only the static shape checks run.
+    Validation (rank, n > 0, finiteness, non-negativity, normalisation) runs at construction
+    whenever the arrays are concrete; inside `jit`/`vmap` the shape checks run at trace time and
+    the public entry points check the values with :func:`checked`.
     """
 
     points: Float[Array, "n d"]
@@ -55,13 +67,10 @@ class EmpiricalMeasure(eqx.Module):
             w = np.asarray(weights, dtype=np.float64)
             if not np.isfinite(w).all():
                 raise ValueError("EmpiricalMeasure: `weights` contains non-finite values.")
-            if (w <= 0).any():
-                raise ValueError(
-                    "EmpiricalMeasure: `weights` must be strictly positive "
-                    f"(min weight {w.min():.3g}); drop zero-weight points instead."
-                )
+            if (w < 0).any():
+                raise ValueError(f"EmpiricalMeasure: `weights` must be non-negative (min weight {w.min():.3g}).")
             total = w.sum()
-            if abs(total - 1.0) > _WEIGHT_SUM_RTOL:
+            if abs(total - 1.0) > weight_sum_tolerance(weights.dtype):
                 raise ValueError(
                     f"EmpiricalMeasure: `weights` must sum to 1 (a probability vector), "
                     f"they sum to {total:.8g}. Normalise them, e.g. weights / weights.sum()."
@@ -117,10 +126,17 @@ class EmpiricalMeasure(eqx.Module):
         weights = jnp.pad(self.weights, (0, pad))
         return eqx.tree_at(lambda m: (m.points, m.weights), self, (points, weights))
 
-    @classmethod
-    def sample(cls, key, sampler, n: int) -> "EmpiricalMeasure":
-        """Uniform empirical measure of `n` i.i.d. draws `sampler(key, n) -> (n, d)`."""
-        return cls(sampler(key, n))
+
+def checked(measure: EmpiricalMeasure, name: str = "context") -> EmpiricalMeasure:
+    """``measure`` with its values checked inside compiled code (``eqx.error_if``): finite points, and
+    weights that are finite, non-negative and sum to one. The error names ``name``."""
+    z, w = measure.points, measure.weights
+    z = eqx.error_if(z, ~jnp.all(jnp.isfinite(z)), f"`{name}` points contain non-finite values (nan/inf).")
+    w = eqx.error_if(w, ~jnp.all(jnp.isfinite(w)), f"`{name}` weights contain non-finite values (nan/inf).")
+    w = eqx.error_if(w, jnp.any(w < 0), f"`{name}` weights must be non-negative.")
+    tol = weight_sum_tolerance(w.dtype)
+    w = eqx.error_if(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`{name}` weights must sum to 1 (within {tol:g}).")
+    return EmpiricalMeasure.unchecked(z, w)
 
 
 def as_measure(context) -> EmpiricalMeasure:
@@ -134,11 +150,20 @@ def split_atom(measure: EmpiricalMeasure, index: int, fraction: float = 0.5) -> 
     """Split atom `index` into two co-located copies with weights `fraction·w`, `(1−fraction)·w`.
 
     The measure is unchanged, so every measure-dependent quantity must be too (an invariance).
+    ``index`` is an int in ``[-n, n)``; ``fraction`` in (0, 1).
     """
+    if not isinstance(measure, EmpiricalMeasure):
+        raise ValueError(f"`measure` must be an EmpiricalMeasure, got {type(measure).__name__}.")
+    n = measure.size
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not -n <= index < n:
+        raise ValueError(f"`index` must be an int in [-{n}, {n}) for a measure of n = {n} atoms, got {index!r}.")
+    if not 0 < float(fraction) < 1:
+        raise ValueError(f"`fraction` must lie in (0, 1), got {fraction!r}.")
+    index = int(index) % n
     z, w = measure.points, measure.weights
     points = jnp.concatenate([z, z[index : index + 1]], axis=0)
     weights = jnp.concatenate([w.at[index].multiply(fraction), w[index : index + 1] * (1 - fraction)])
     return EmpiricalMeasure(points, weights)
 
 
-__all__ = ["EmpiricalMeasure", "as_measure", "split_atom"]
+__all__ = ["EmpiricalMeasure", "as_measure", "checked", "split_atom", "weight_sum_tolerance"]

@@ -1,14 +1,14 @@
-"""``forward``: the flow solve with its differentiation strategy attached.
+"""``forward``: the flow solve with its differentiation strategy attached, compiled.
 
     sol = cfm_jax.forward(model, x0, context)                         # Euler, one step per layer
     g = jax.grad(lambda m: loss(cfm_jax.forward(m, x0, context)))(model)   # runs the hand adjoint
 
 The ``adjoint=`` argument chooses how ``jax.grad`` (and ``jax.vjp``, ``eqx.filter_grad``,
-optax loops, ...) differentiates the solve:
+optax loops, ...) differentiates the one forward loop (:func:`cfm_jax.flow.loop`):
 
-- :class:`~cfm_jax.DiscreteAdjoint` — the exact hand adjoint of explicit Euler (the residual
+- [`DiscreteAdjoint`][cfm_jax.DiscreteAdjoint] — the exact hand adjoint of explicit Euler (the residual
   network): equal to autodiff to round-off, O(n) memory per stored state, no n×n buffer;
-- :class:`~cfm_jax.ContinuousAdjoint` — the adjoint ODE integrated backward with diffrax (any
+- [`ContinuousAdjoint`][cfm_jax.ContinuousAdjoint] — the adjoint ODE integrated backward with diffrax (any
   solver); converges to the continuous gradient at the solver's order;
 - any ``diffrax.AbstractAdjoint`` (e.g. ``diffrax.RecursiveCheckpointAdjoint()``) — autodiff
   through the diffrax solve; also the only choice for forward mode (``diffrax.DirectAdjoint()``,
@@ -18,17 +18,31 @@ Default (``adjoint=None``): ``DiscreteAdjoint()`` whenever it is exact — the E
 default) with fixed steps — and ``diffrax.RecursiveCheckpointAdjoint()`` otherwise.
 Gradients flow to every input (the model's parameters, x0, the context points and weights)
 from every output (x1, z1, the weights and the saved trajectories).
+
+``forward`` is compiled with ``eqx.filter_jit``: Python ints and the option modules are static,
+arrays are traced, and a repeated call with the same shapes reuses the compiled program. Argument
+types and shapes are checked when it is traced (``ValueError`` naming the argument); values — finite
+tokens, points and parameters, context weights that are non-negative and sum to one — are checked
+inside the compiled program with ``eqx.error_if``, so they hold under a caller's own ``jax.jit``,
+``vmap`` and ``grad`` too (``EQX_ON_ERROR=off`` removes them; they cost nothing measurable,
+``benchmarks/results/forward.md``). Under a plain ``jax.jit``, ``steps`` and ``max_steps`` must be
+marked static (``jax.jit(forward, static_argnames="steps")``); ``eqx.filter_jit`` does that itself.
 """
 
 from __future__ import annotations
 
+import numbers
+from typing import NamedTuple
+
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .adjoint import AbstractHandAdjoint, DiscreteAdjoint, FlowSpec, solve
-from .flow import FlowSolution, SaveAt, check_inputs, integrate
+from .adjoint import AbstractHandAdjoint, DiscreteAdjoint, solve
+from .flow import FlowSolution, FlowSpec, SaveAt
+from .measures import EmpiricalMeasure, as_measure, checked
 from .paths import AbstractCFM
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
@@ -43,13 +57,75 @@ def default_adjoint(solver: diffrax.AbstractSolver | None, stepsize_controller) 
     return diffrax.RecursiveCheckpointAdjoint()
 
 
-def _check_options(model, solver, stepsize_controller, saveat, adjoint, max_steps):
+def _static_int(name: str, value) -> int:
+    """A positive Python int from ``value`` (numpy integers too); a traced value gets the fix in its error."""
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(
+            f"`{name}` must be a static Python int, got a traced value: under jax.jit mark it static "
+            f"(jax.jit(forward, static_argnames={name!r})) or use eqx.filter_jit, which does."
+        )
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    return int(value)
+
+
+class Prepared(NamedTuple):
+    """Validated inputs of a solve: the value-checked model, 2-D tokens, context arrays and the options."""
+
+    model: AbstractCFM
+    x: Array
+    z: Array
+    w: Array
+    spec: FlowSpec
+    adjoint: Adjoint
+    single: bool
+
+
+def prepare(
+    model: AbstractCFM,
+    x0,
+    context,
+    *,
+    solver: diffrax.AbstractSolver | None = None,
+    steps: int | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    saveat: SaveAt = SaveAt(),
+    adjoint: Adjoint | None = None,
+    max_steps: int = 4096,
+) -> Prepared:
+    """Check the arguments of :func:`forward` and bring them to one dtype (see its docstring).
+
+    Types, shapes and options raise ``ValueError`` naming the argument when traced; values are
+    checked inside the compiled program (``eqx.error_if``).
+    """
+    if not isinstance(model, AbstractCFM):
+        raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
+    if not isinstance(context, EmpiricalMeasure):
+        context = as_measure(context)
+    x0 = jnp.asarray(x0)
+    d, L = model.dim, model.num_layers
+    if x0.ndim not in (1, 2):
+        raise ValueError(f"`x0` must have shape (d,) or (B, d), got {x0.shape}.")
+    if x0.shape[-1] != d:
+        raise ValueError(f"`x0` has dimension {x0.shape[-1]} but the model has d = {d}.")
+    if context.dim != d:
+        raise ValueError(f"`context` has dimension {context.dim} but the model has d = {d}.")
+    if not jnp.issubdtype(x0.dtype, jnp.floating):
+        raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
+    steps = L if steps is None else _static_int("steps", steps)
+    if steps % L:
+        raise ValueError(
+            f"`steps`={steps} must be a multiple of the number of layers L={L} so that no step "
+            "straddles a parameter jump or kink."
+        )
+    max_steps = _static_int("max_steps", max_steps)
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
     if stepsize_controller is not None and not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):
         raise ValueError(f"`stepsize_controller` must be a diffrax step-size controller or None, got {stepsize_controller!r}.")
     if not isinstance(saveat, SaveAt):
         raise ValueError(f"`saveat` must be a cfm_jax.SaveAt, got {saveat!r}.")
+    adjoint = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
     if not isinstance(adjoint, (AbstractHandAdjoint, diffrax.AbstractAdjoint)):
         raise ValueError(
             "`adjoint` must be DiscreteAdjoint(), ContinuousAdjoint(...) or a diffrax adjoint such as "
@@ -62,21 +138,26 @@ def _check_options(model, solver, stepsize_controller, saveat, adjoint, max_step
             "differentiate. Use ContinuousAdjoint(memory=Backsolve()) (the hand-written backsolve) or "
             "diffrax.RecursiveCheckpointAdjoint()."
         )
-    adaptive = stepsize_controller is not None and not isinstance(
-        stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)
-    )
-    if saveat.steps and adaptive:
+    spec = FlowSpec(solver=diffrax.Euler() if solver is None else solver, stepsize_controller=stepsize_controller,
+                    saveat=saveat, steps=steps, max_steps=max_steps)
+    if saveat.steps and not spec.fixed:
         raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
-    if saveat.layers and not saveat.steps and not model.piecewise_constant:
-        raise ValueError("`saveat`=SaveAt(layers=True) needs a piecewise-constant path; use SaveAt(steps=True).")
-    if not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"`max_steps` must be a positive int, got {max_steps!r}.")
+    if isinstance(adjoint, AbstractHandAdjoint):
+        adjoint.validate(model, spec)
+    context = checked(context)
+    params = eqx.filter(model, eqx.is_inexact_array)
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(params)] or [jnp.array(True)]))
+    model = eqx.error_if(model, ~finite, "`model` parameters contain non-finite values (nan/inf).")
+    x0 = eqx.error_if(x0, ~jnp.all(jnp.isfinite(x0)), "`x0` contains non-finite values (nan/inf).")
+    dtype = jnp.result_type(x0, context.points, *jax.tree.leaves(model.stacked_params()))
+    x = jnp.atleast_2d(x0).astype(dtype)
+    return Prepared(model, x, context.points.astype(dtype), context.weights.astype(dtype), spec, adjoint, x0.ndim == 1)
 
 
 def forward(
     model: AbstractCFM,
     x0: Float[Array, "*B d"],
-    context,
+    context: EmpiricalMeasure | Float[Array, "n d"],
     *,
     solver: diffrax.AbstractSolver | None = None,
     steps: int | None = None,
@@ -85,46 +166,49 @@ def forward(
     adjoint: Adjoint | None = None,
     max_steps: int = 4096,
 ) -> FlowSolution:
-    """Integrate the contextual flow map over s ∈ [0, 1], differentiable by ``adjoint``.
+    """Integrate the contextual flow map over s ∈ [0, 1], differentiable by ``adjoint``; compiled.
 
     Args:
-        model: a :class:`~cfm_jax.Transformer` or any :class:`~cfm_jax.AbstractCFM`.
+        model: a [`Transformer`][cfm_jax.Transformer] or any [`AbstractCFM`][cfm_jax.AbstractCFM].
         x0: target token(s), ``(d,)`` or ``(B, d)``; passive, they do not enter the context.
-        context: :class:`~cfm_jax.EmpiricalMeasure` (or an ``(n, d)`` array, uniform weights).
+        context: [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] (or an ``(n, d)`` array, uniform weights).
         solver: any diffrax ODE solver; default ``diffrax.Euler()``.
-        steps: total number of (initial) steps over [0, 1]; default one per layer. For
-            piecewise-constant paths it must be a multiple of L.
+        steps: total number of (initial) steps over [0, 1], a multiple of L (no step straddles a
+            layer); default one per layer. Static.
         stepsize_controller: default fixed steps; e.g. ``diffrax.PIDController(rtol, atol)``
             for adaptive stepping (then ``steps`` sets the first trial step).
-        saveat: :class:`SaveAt`.
+        saveat: [`SaveAt`][cfm_jax.SaveAt].
         adjoint: how the solve is differentiated (module docstring); default: the exact hand
             adjoint for Euler with fixed steps, ``diffrax.RecursiveCheckpointAdjoint()`` otherwise.
-        max_steps: step cap per layer for adaptive solves.
+        max_steps: step cap per layer for adaptive solves. Static.
 
     Returns:
-        :class:`FlowSolution` (``x1`` shaped like ``x0``; ``xs`` ``(S,) + x0.shape``).
+        [`FlowSolution`][cfm_jax.FlowSolution] (``x1`` shaped like ``x0``; ``xs`` ``(S,) + x0.shape``).
     """
-    x0, context, steps = check_inputs(model, x0, context, steps)
-    adjoint = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
-    _check_options(model, solver, stepsize_controller, saveat, adjoint, max_steps)
-    solver = diffrax.Euler() if solver is None else solver
-    dtype = jnp.result_type(x0, context.points, *jax.tree.leaves(model.stacked_params()))
-    single = x0.ndim == 1
-    x = jnp.atleast_2d(x0).astype(dtype)
-    z = context.points.astype(dtype)
-    w = context.weights.astype(dtype)
-    if isinstance(adjoint, AbstractHandAdjoint):
-        spec = FlowSpec(solver=solver, stepsize_controller=stepsize_controller, saveat=saveat, steps=steps,
-                        max_steps=max_steps)
-        adjoint.validate(model, spec)
-        sol = solve(adjoint, model, x, z, w, spec)
-    else:
-        sol = integrate(model, x, z, w, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
+    try:
+        return _forward(model, x0, context, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
                         saveat=saveat, adjoint=adjoint, max_steps=max_steps)
-    if single:
+    except TypeError as e:
+        # a hand adjoint met jax.jvp: name the fix instead of JAX's generic custom_vjp message
+        used = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
+        if not isinstance(used, AbstractHandAdjoint) or ("forward-mode" not in str(e) and "jvp" not in str(e)):
+            raise
+        raise TypeError(
+            f"{type(used).__name__} is a reverse-mode (custom_vjp) "
+            "strategy, so forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian) cannot run through it. Use an "
+            "autodiff adjoint for forward mode: forward(..., adjoint=diffrax.DirectAdjoint()) (or "
+            "diffrax.ForwardMode() for jax.jvp alone)."
+        ) from None
+
+
+@eqx.filter_jit
+def _forward(model, x0, context, **options) -> FlowSolution:
+    p = prepare(model, x0, context, **options)
+    sol = solve(p.adjoint, p.model, p.x, p.z, p.w, p.spec)
+    if p.single:
         sol = FlowSolution(x1=sol.x1[0], z1=sol.z1, weights=sol.weights, ss=sol.ss,
                            xs=None if sol.xs is None else sol.xs[:, 0], zs=sol.zs, num_steps=sol.num_steps)
     return sol
 
 
-__all__ = ["Adjoint", "default_adjoint", "forward"]
+__all__ = ["Adjoint", "Prepared", "default_adjoint", "forward", "prepare"]

@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .flow import residual_forward
 from .measures import EmpiricalMeasure
 from .paths import AbstractCFM
+from .solve import forward
 
 
 class Sample(eqx.Module):
@@ -107,10 +107,10 @@ class TeacherStudentStream(AbstractStream):
 
     def __call__(self, k) -> Sample:
         kx, kz, ke = jax.random.split(jax.random.fold_in(self.key, k), 3)
-        dtype = self.teacher.dtype if hasattr(self.teacher, "dtype") else jnp.result_type(float)
+        dtype = jnp.result_type(*jax.tree.leaves(self.teacher.stacked_params()))
         x0 = self.x_scale * jax.random.normal(kx, (self.batch, self.teacher.dim), dtype)
         z = self.population(kz, self.context_size).astype(dtype)
-        y = residual_forward(self.teacher, x0, EmpiricalMeasure(z))[0]
+        y = forward(self.teacher, x0, z).x1
         if self.noise:
             y = y + self.noise * jax.random.normal(ke, y.shape, dtype)
         return Sample(x0, z, jax.lax.stop_gradient(y))

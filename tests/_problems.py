@@ -28,3 +28,22 @@ def problem(seed, d=3, n=7, B=2, heads=2, mlp=5, layers=4):
     ctx = cfm_jax.EmpiricalMeasure(jax.random.normal(kz, (n, d)), w / w.sum())
     y = jax.random.normal(ky, (B, d))
     return model, x0, ctx, y
+
+
+def residual_network(model, x0, context):
+    """The L-layer residual network x_{l+1} = x_l + V(x_l, μ_l; θ_l)/L as a bare ``lax.scan``: ``(x1, z1)``.
+
+    The same maths as ``cfm_jax.forward`` with Euler and one step per layer, written independently of
+    the library's loop, so that tests can compare the two (and differentiate it by plain autodiff).
+    """
+    context = cfm_jax.as_measure(context)
+    x = jnp.atleast_2d(x0)
+    w, L = context.weights, model.num_layers
+
+    def layer(state, l):
+        x, z = state
+        v = model.velocity(jnp.concatenate([x, z]), cfm_jax.EmpiricalMeasure.unchecked(z, w), model.layer_params(l))
+        return (x + v[: x.shape[0]] / L, z + v[x.shape[0] :] / L), None
+
+    (x1, z1), _ = jax.lax.scan(layer, (x, context.points), jnp.arange(L))
+    return (x1[0] if jnp.ndim(x0) == 1 else x1), z1

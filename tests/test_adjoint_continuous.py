@@ -51,7 +51,7 @@ def _order(continuous_problem, solver, steps):
     model, x0, ctx, y, ref = continuous_problem
     errs = []
     for s in steps:
-        _, g = cfm_jax.value_and_grad(model, x0, ctx, y, adjoint=ContinuousAdjoint(), solver=solver, steps=int(s))
+        _, g = cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=ContinuousAdjoint(), solver=solver, steps=int(s))
         errs.append(_rel(g, ref))
     return np.array(errs), -np.polyfit(np.log(steps), np.log(errs), 1)[0]
 
@@ -71,7 +71,7 @@ def test_continuous_adjoint_order_fits(continuous_problem, solver, order):
 @pytest.mark.slow
 def test_discrete_adjoint_is_first_order_in_the_continuous_gradient(continuous_problem):
     model, x0, ctx, y, ref = continuous_problem
-    errs = [_rel(cfm_jax.value_and_grad(model, x0, ctx, y, steps=s)[1], ref) for s in (16, 64)]
+    errs = [_rel(cfm_jax.loss_and_grad(model, x0, ctx, y, steps=s)[1], ref) for s in (16, 64)]
     assert 0.7 <= np.log(errs[0] / errs[1]) / np.log(4) <= 1.3
 
 
@@ -82,7 +82,7 @@ def test_continuous_adjoint_adaptive(continuous_problem):
     for tol in (1e-4, 1e-7):
         tol = jnp.asarray(tol)  # traced tolerances: one compilation
         ctrl = diffrax.PIDController(rtol=tol, atol=tol)
-        _, g = cfm_jax.value_and_grad(
+        _, g = cfm_jax.loss_and_grad(
             model, x0, ctx, y, adjoint=ContinuousAdjoint(), solver=diffrax.Tsit5(), steps=2, stepsize_controller=ctrl
         )
         errs.append(_rel(g, ref))
@@ -92,7 +92,7 @@ def test_continuous_adjoint_adaptive(continuous_problem):
 @pytest.mark.slow
 def test_continuous_backsolve_converges(continuous_problem):
     model, x0, ctx, y, ref = continuous_problem
-    _, gb = cfm_jax.value_and_grad(
+    _, gb = cfm_jax.loss_and_grad(
         model, x0, ctx, y, adjoint=ContinuousAdjoint(memory=Backsolve()), solver=diffrax.Bosh3(), steps=16
     )
     assert _rel(gb, ref) < 1e-3

@@ -5,7 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
-from _problems import flat as _flat
+from _problems import flat as _flat, residual_network
 from _problems import problem as _problem
 from _problems import rel as _rel
 
@@ -20,8 +20,8 @@ AUTODIFF = diffrax.RecursiveCheckpointAdjoint()
 def test_discrete_adjoint_equals_autodiff(seed, steps, adjoint):
     """Several random models (H=2, MLP, non-uniform weights, B=2); 1 and 2 Euler steps per layer."""
     model, x0, ctx, y = _problem(seed)
-    l_h, g_h = cfm_jax.value_and_grad(model, x0, ctx, y, steps=steps)
-    l_a, g_a = cfm_jax.value_and_grad(model, x0, ctx, y, steps=steps, adjoint=adjoint)
+    l_h, g_h = cfm_jax.loss_and_grad(model, x0, ctx, y, steps=steps)
+    l_a, g_a = cfm_jax.loss_and_grad(model, x0, ctx, y, steps=steps, adjoint=adjoint)
     assert type(g_h) is cfm_jax.Transformer and g_h.W1.shape == model.W1.shape
     assert abs(float(l_h - l_a)) <= 1e-12 * abs(float(l_a))
     for name in ("Q", "K", "V", "W1", "b1", "W2", "b2"):
@@ -30,11 +30,11 @@ def test_discrete_adjoint_equals_autodiff(seed, steps, adjoint):
 
 def test_discrete_adjoint_matches_central_finite_differences():
     model, x0, ctx, y = _problem(3)
-    _, g = cfm_jax.value_and_grad(model, x0, ctx, y)
+    _, g = cfm_jax.loss_and_grad(model, x0, ctx, y)
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
     def loss(p):
-        x1 = cfm_jax.residual_forward(eqx.combine(p, static), x0, ctx)[0]
+        x1 = residual_network(eqx.combine(p, static), x0, ctx)[0]
         return 0.5 * jnp.sum((x1 - y) ** 2) / x0.shape[0]
 
     loss = jax.jit(loss)
@@ -58,13 +58,13 @@ def test_context_gradient_is_weighted_particle_adjoint():
     sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y)
 
     def loss(z):
-        x1 = cfm_jax.residual_forward(model, x0, cfm_jax.EmpiricalMeasure(z, ctx.weights))[0]
+        x1 = residual_network(model, x0, cfm_jax.EmpiricalMeasure(z, ctx.weights))[0]
         return 0.5 * jnp.sum((x1 - y) ** 2) / 2
 
     gz = jax.jit(jax.grad(loss))(ctx.points)
     assert _rel(ctx.weights[:, None] * sol.a[0], gz) <= 1e-10
     # p_0 = ∂L/∂x_0
-    gx = jax.jit(jax.grad(lambda x: 0.5 * jnp.sum((cfm_jax.residual_forward(model, x, ctx)[0] - y) ** 2) / 2))(x0)
+    gx = jax.jit(jax.grad(lambda x: 0.5 * jnp.sum((residual_network(model, x, ctx)[0] - y) ** 2) / 2))(x0)
     assert _rel(sol.ps[0], gx) <= 1e-10
     assert sol.ss.shape == (model.num_layers + 1,) and sol.a.shape == (5, 7, 3)
     # the terminal condition a(1) = ∂L/∂z(1) / w is zero for a loss of the tokens only
@@ -84,10 +84,10 @@ def test_user_field_gets_an_adjoint():
     _, x0, ctx, y = _problem(6)
     kw, kc = jax.random.split(jax.random.key(11))
     model = cfm_jax.CFM(_KernelField(), {"W": jax.random.normal(kw, (3, 3, 3)), "c": jax.random.normal(kc, (3, 3))}, 3)
-    _, g_h = cfm_jax.value_and_grad(model, x0, ctx, y)
+    _, g_h = cfm_jax.loss_and_grad(model, x0, ctx, y)
     params, static = eqx.partition(model, eqx.is_inexact_array)
     g_a = jax.jit(
-        jax.grad(lambda p: 0.5 * jnp.sum((cfm_jax.residual_forward(eqx.combine(p, static), x0, ctx)[0] - y) ** 2) / 2)
+        jax.grad(lambda p: 0.5 * jnp.sum((residual_network(eqx.combine(p, static), x0, ctx)[0] - y) ** 2) / 2)
     )(params)
     assert type(g_h) is cfm_jax.CFM
     assert _rel(g_h.params, g_a.params) <= 1e-10
@@ -98,15 +98,15 @@ def test_piecewise_linear_path_discrete_adjoint():
     kq, kk, kv = jax.random.split(jax.random.key(12), 3)
     params = {n: 0.6 * jax.random.normal(k, (4, 1, 3, 3)) for n, k in zip("QKV", (kq, kk, kv))}
     model = cfm_jax.PiecewiseLinearCFM(cfm_jax.AttentionField(), params, 3)
-    _, g_h = cfm_jax.value_and_grad(model, x0, ctx, y, steps=6)
-    _, g_a = cfm_jax.value_and_grad(model, x0, ctx, y, steps=6, adjoint=AUTODIFF)
+    _, g_h = cfm_jax.loss_and_grad(model, x0, ctx, y, steps=6)
+    _, g_a = cfm_jax.loss_and_grad(model, x0, ctx, y, steps=6, adjoint=AUTODIFF)
     assert _rel(g_h.params, g_a.params) <= 1e-10
 
 
 def test_chunked_and_dense_adjoints_agree():
     model, x0, ctx, y = _problem(8)
-    _, g_d = cfm_jax.value_and_grad(model.with_chunking(None), x0, ctx, y)
-    _, g_c = cfm_jax.value_and_grad(model.with_chunking(3), x0, ctx, y)
+    _, g_d = cfm_jax.loss_and_grad(model.with_chunking(None), x0, ctx, y)
+    _, g_c = cfm_jax.loss_and_grad(model.with_chunking(3), x0, ctx, y)
     assert _rel(g_c, g_d) <= 1e-12
 
 
@@ -116,5 +116,5 @@ def test_float32_large_logits_stay_finite():
     model = eqx.tree_at(lambda m: m.Q, model, model.Q * 100.0)  # logits ~ 1e4
     x0, y = x0.astype(jnp.float32), y.astype(jnp.float32)
     ctx = cfm_jax.EmpiricalMeasure(ctx.points.astype(jnp.float32), ctx.weights.astype(jnp.float32))
-    _, g = cfm_jax.value_and_grad(model, x0, ctx, y)
+    _, g = cfm_jax.loss_and_grad(model, x0, ctx, y)
     assert g.Q.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(_flat(eqx.filter(g, eqx.is_array)))))

@@ -38,7 +38,7 @@ def _problem():
 
 def _grad_step(model, x0, context, y):
     """Loss and hand-adjoint gradient (the one line to change when the gradient API changes)."""
-    return cfm_jax.value_and_grad(model, x0, context, y)
+    return cfm_jax.loss_and_grad(model, x0, context, y)
 
 
 def _outputs(sol, loss, grads):

@@ -69,8 +69,8 @@ def test_a_field_without_closed_forms_gets_identical_gradients():
     model, x0, ctx, y = problem(7)
     field = _PlainAttention() + MLPField(activation=model.activation)
     user = cfm_jax.CFM(field, model.stacked_params(), model.dim)
-    _, g_closed = cfm_jax.value_and_grad(cfm_jax.CFM(model.field, model.stacked_params(), model.dim), x0, ctx, y)
-    _, g_vjp = cfm_jax.value_and_grad(user, x0, ctx, y)
+    _, g_closed = cfm_jax.loss_and_grad(cfm_jax.CFM(model.field, model.stacked_params(), model.dim), x0, ctx, y)
+    _, g_vjp = cfm_jax.loss_and_grad(user, x0, ctx, y)
     assert rel(g_vjp.params, g_closed.params) <= 1e-10
 
 

@@ -5,7 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
-from _problems import problem as _problem
+from _problems import problem as _problem, residual_network
 from _problems import rel as _rel
 
 import cfm_jax
@@ -36,7 +36,7 @@ def test_probe_values_are_first_variation_and_integrate_to_gradients():
     def loss_eps(eps, yy):
         z = jnp.concatenate([ctx.points, yy[None]])
         w = jnp.concatenate([(1 - eps) * ctx.weights, eps[None]])
-        x1 = cfm_jax.residual_forward(model, x0, cfm_jax.EmpiricalMeasure(z, w))[0]
+        x1 = residual_network(model, x0, cfm_jax.EmpiricalMeasure(z, w))[0]
         return 0.5 * jnp.sum((x1 - y) ** 2) / 2
 
     first_variation = jax.jit(jax.grad(loss_eps))
@@ -54,22 +54,22 @@ def test_probe_values_are_first_variation_and_integrate_to_gradients():
 
 def test_jit_vmap_user_loss_and_functional_gradient():
     model, x0, ctx, y = _problem(15)
-    f = jax.jit(lambda a, c, t: cfm_jax.value_and_grad(model, a, c, t))
-    l0, g0 = cfm_jax.value_and_grad(model, x0, ctx, y)
+    f = jax.jit(lambda a, c, t: cfm_jax.loss_and_grad(model, a, c, t))
+    l0, g0 = cfm_jax.loss_and_grad(model, x0, ctx, y)
     l1, g1 = f(x0, ctx, y)
     assert abs(float(l1 - l0)) < 1e-14 and _rel(g1, g0) < 1e-13
     # vmap over samples (token, context, target): per-sample losses average to the batch loss
     zb = jnp.stack([ctx.points, ctx.points])
-    lv, gv = jax.vmap(lambda a, z, t: cfm_jax.value_and_grad(model, a, cfm_jax.EmpiricalMeasure(z, ctx.weights), t))(
+    lv, gv = jax.vmap(lambda a, z, t: cfm_jax.loss_and_grad(model, a, cfm_jax.EmpiricalMeasure(z, ctx.weights), t))(
         x0, zb, y
     )
     assert lv.shape == (2,) and abs(float(lv.mean() - l0)) < 1e-13
     assert _rel(jax.tree.map(lambda a: a.mean(0), gv), g0) < 1e-12
     # a user loss, against jax.grad through the residual network
     user = lambda x1, t: jnp.sum(jnp.cos(x1 * t)) + jnp.sum(x1**4)  # noqa: E731
-    lu, gu = cfm_jax.value_and_grad(model, x0, ctx, y, loss=user)
+    lu, gu = cfm_jax.loss_and_grad(model, x0, ctx, y, loss=user)
     params, static = eqx.partition(model, eqx.is_inexact_array)
-    ga = jax.jit(jax.grad(lambda p: user(cfm_jax.residual_forward(eqx.combine(p, static), x0, ctx)[0], y)))(params)
+    ga = jax.jit(jax.grad(lambda p: user(residual_network(eqx.combine(p, static), x0, ctx)[0], y)))(params)
     assert _rel(gu, ga) < 1e-10
     fg = cfm_jax.functional_gradient(model, g0)
     assert _rel(fg.Q, model.num_layers * g0.Q) == 0.0 and fg.W1 is not None
@@ -78,21 +78,21 @@ def test_jit_vmap_user_loss_and_functional_gradient():
 def test_bad_inputs_raise_clear_errors():
     model, x0, ctx, y = _problem(0)
     with pytest.raises(ValueError, match="`adjoint`"):
-        cfm_jax.value_and_grad(model, x0, ctx, y, adjoint="magic")
+        cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint="magic")
     with pytest.raises(ValueError, match="hand adjoint"):
         cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=AUTODIFF)
     with pytest.raises(ValueError, match="`y`"):
-        cfm_jax.value_and_grad(model, x0, ctx, y[:1])
+        cfm_jax.loss_and_grad(model, x0, ctx, y[:1])
     with pytest.raises(ValueError, match="`steps`"):
-        cfm_jax.value_and_grad(model, x0, ctx, y, steps=5)
+        cfm_jax.loss_and_grad(model, x0, ctx, y, steps=5)
     with pytest.raises(ValueError, match="`solver`"):
-        cfm_jax.value_and_grad(model, x0, ctx, y, solver="Heun")
+        cfm_jax.loss_and_grad(model, x0, ctx, y, solver="Heun")
     with pytest.raises(ValueError, match="`probes`"):
         cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=jnp.zeros((2, 4)))
     with pytest.raises(ValueError, match="`x0`"):
-        cfm_jax.value_and_grad(model, jnp.zeros((2, 4)), ctx, y)
+        cfm_jax.loss_and_grad(model, jnp.zeros((2, 4)), ctx, y)
     with pytest.raises(ValueError, match="`loss`"):
-        cfm_jax.value_and_grad(model, x0, ctx, y, loss="l2")
+        cfm_jax.loss_and_grad(model, x0, ctx, y, loss="l2")
 
 
 
@@ -121,8 +121,8 @@ def test_zero_weight_padding_atoms_change_nothing():
     assert _rel(b.a[:, :7], a.a) <= 1e-12 and _rel(b.weight_grads[:7], a.weight_grads) <= 1e-12
     assert float(jnp.abs(b.weight_grads[7:]).max()) == 0.0
     for adjoint in (cfm_jax.ContinuousAdjoint(), AUTODIFF):
-        _, g0 = cfm_jax.value_and_grad(model, x0, ctx, y, adjoint=adjoint)
-        _, g1 = cfm_jax.value_and_grad(model, x0, padded, y, adjoint=adjoint)
+        _, g0 = cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=adjoint)
+        _, g1 = cfm_jax.loss_and_grad(model, x0, padded, y, adjoint=adjoint)
         assert _rel(g1, g0) <= 1e-12
     with pytest.raises(ValueError, match="`size`"):
         ctx.pad_to(3)
@@ -134,8 +134,8 @@ def test_functional_gradient_does_not_depend_on_how_depth_is_cut():
     the mean of the 2L-layer one on the two halves (the plain partials differ by the factor L)."""
     model, x0, ctx, y = _problem(20, layers=3)
     doubled = jax.tree.map(lambda a: jnp.repeat(a, 2, axis=0) if eqx.is_inexact_array(a) else a, model)
-    _, g = cfm_jax.value_and_grad(model, x0, ctx, y, steps=6)
-    _, g2 = cfm_jax.value_and_grad(doubled, x0, ctx, y)
+    _, g = cfm_jax.loss_and_grad(model, x0, ctx, y, steps=6)
+    _, g2 = cfm_jax.loss_and_grad(doubled, x0, ctx, y)
     fg, fg2 = cfm_jax.functional_gradient(model, g), cfm_jax.functional_gradient(doubled, g2)
     halves = jax.tree.map(lambda a: 0.5 * (a[0::2] + a[1::2]), eqx.filter(fg2, eqx.is_inexact_array))
     assert _rel(halves, eqx.filter(fg, eqx.is_inexact_array)) <= 1e-12

@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
     np.testing.assert_allclose(sol.z1, ref.z1, atol=1e-13)
     # the hand-adjoint gradient through the same partitioned program, gathered to the host
     y = jax.random.normal(jax.random.key(2), (8, 4))
-    loss_ref, g_ref = cfm_jax.value_and_grad(jax.device_put(model, jax.devices()[0]), x0, ctx, y)
+    loss_ref, g_ref = cfm_jax.loss_and_grad(jax.device_put(model, jax.devices()[0]), x0, ctx, y)
     ms, ys = replicate((model, y))
     loss, g = gather(jax.jit(cfm_jax.value_and_grad)(ms, xs, cs, ys))
     assert isinstance(loss, np.ndarray) and isinstance(g.Q, np.ndarray)

@@ -72,17 +72,27 @@ def test_default_adjoint_is_the_hand_adjoint_wherever_it_is_exact():
     assert isinstance(cfm_jax.default_adjoint(None, diffrax.PIDController(1e-3, 1e-3)), diffrax.RecursiveCheckpointAdjoint)
 
 
-def test_default_forward_is_differentiated_by_the_hand_adjoint():
-    """jax.grad of a plain loss of forward's output runs DiscreteAdjoint (lax.scan sweeps), not
-    diffrax's checkpointed while loop, and gives the same gradient."""
+def test_default_forward_is_differentiated_by_the_hand_adjoint(monkeypatch):
+    """jax.grad of a plain loss of forward's output runs DiscreteAdjoint's backward sweep (traced
+    once), autodiff does not, and both give the same gradient."""
     model, x0, ctx, y = problem(2)
+    calls = []
+    backward = DiscreteAdjoint.run_backward
+
+    def counted(self, *args, **kwargs):
+        calls.append(type(self).__name__)
+        return backward(self, *args, **kwargs)
+
+    monkeypatch.setattr(DiscreteAdjoint, "run_backward", counted)
 
     def grad(adjoint):
         return eqx.filter_grad(lambda m: jnp.sum((cfm_jax.forward(m, x0, ctx, adjoint=adjoint).x1 - y) ** 2))
 
-    hand, auto = str(jax.make_jaxpr(grad(None))(model)), str(jax.make_jaxpr(grad(AUTODIFF))(model))
-    assert " while[" not in hand and " while[" in auto
-    assert rel(grad(None)(model), grad(AUTODIFF)(model)) <= 1e-10
+    g_auto = grad(AUTODIFF)(model)
+    assert calls == []
+    g_hand = grad(None)(model)
+    assert calls == ["DiscreteAdjoint"]
+    assert rel(g_hand, g_auto) <= 1e-10
 
 
 def test_vmap_over_samples_and_jax_vjp():
@@ -139,7 +149,7 @@ def test_continuous_adjoint_through_jax_grad_matches_its_trajectory_api():
     model, x0, ctx, y = problem(6)
     adj = ContinuousAdjoint()
     sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=adj, solver=diffrax.Heun(), steps=8)
-    _, g = cfm_jax.value_and_grad(model, x0, ctx, y, adjoint=adj, solver=diffrax.Heun(), steps=8)
+    _, g = cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=adj, solver=diffrax.Heun(), steps=8)
     assert rel(g, sol.grads) <= 1e-12
 
 
@@ -174,7 +184,6 @@ def tiny():
         (np.zeros((2, 3)), np.zeros((4, 2)), {}, "x0"),
         (np.zeros((1, 1, 2)), np.zeros((4, 2)), {}, "x0"),
         (np.zeros((2, 2)), np.zeros((4, 3)), {}, "context"),
-        (np.array([[np.nan, 0.0]]), np.zeros((4, 2)), {}, "x0"),
         (np.zeros((1, 2)), np.zeros((4, 2)), {"steps": 3}, "steps"),
         (np.zeros((1, 2)), np.zeros((4, 2)), {"steps": 0}, "steps"),
         (np.zeros((1, 2), np.int32), np.zeros((4, 2)), {}, "x0"),
@@ -183,6 +192,63 @@ def tiny():
 def test_forward_validation(tiny, x0, context, kwargs, match):
     with pytest.raises(ValueError, match=match):
         forward(tiny, x0, context, **kwargs)
+
+
+def _bad_values(tiny):
+    """(name, x0, points, weights, model) with one bad value each, and the argument the error must name."""
+    x0, z, w = np.zeros((1, 2)), np.ones((4, 2)), np.full(4, 0.25)
+    nan_model = eqx.tree_at(lambda m: m.V, tiny, tiny.V.at[0, 0, 0, 0].set(np.nan))
+    return [
+        ("x0", np.array([[np.nan, 0.0]]), z, w, tiny),
+        ("x0", np.array([[np.inf, 0.0]]), z, w, tiny),
+        ("context", x0, np.where(np.arange(8).reshape(4, 2) == 2, np.inf, z), w, tiny),
+        ("context", x0, z, 2 * w, tiny),
+        ("context", x0, z, w * 0.5, tiny),
+        ("context", x0, z, np.array([0.5, 0.75, -0.5, 0.25]), tiny),
+        ("model", x0, z, w, nan_model),
+    ]
+
+
+@pytest.mark.parametrize("wrap", ["eager", "jax.jit", "eqx.filter_jit", "vmap"])
+def test_bad_values_raise_an_error_naming_the_argument_under_any_transformation(tiny, wrap):
+    """Values are checked inside the compiled program: the same clear error eagerly, under a caller's
+    jax.jit or eqx.filter_jit and under vmap — never a silent NaN or a silently wrong measure."""
+
+    def run(model, x0, z, w):
+        return forward(model, x0, cfm_jax.EmpiricalMeasure.unchecked(z, w)).x1
+
+    f = {"eager": run, "jax.jit": jax.jit(run), "eqx.filter_jit": eqx.filter_jit(run),
+         "vmap": lambda m, x, z, w: jax.vmap(run, (None, 0, None, None))(m, x[None], z, w)}[wrap]
+    # under a plain jax.jit the same message arrives as JAX's runtime error (as for diffrax's checks)
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+    for name, x0, z, w, model in _bad_values(tiny):
+        with pytest.raises(errors, match=f"`{name}`"):
+            jax.block_until_ready(f(model, jnp.asarray(x0), jnp.asarray(z), jnp.asarray(w)))
+    ok = f(tiny, jnp.zeros((1, 2)), jnp.ones((4, 2)), jnp.array([0.5, 0.5, 0.0, 0.0]))  # zero weights are allowed
+    assert np.isfinite(np.asarray(ok)).all()
+
+
+def test_forward_is_compiled_once_and_steps_is_static(tiny, monkeypatch):
+    """forward is eqx.filter_jit-compiled: a repeated eager call reuses the program (counted by traces
+    of the input checks, which run only when tracing); steps is static (a new value retraces) and
+    works eagerly, under eqx.filter_jit and under jax.jit with static_argnames; a traced steps gets an
+    error that says how to mark it static."""
+    import cfm_jax.solve as solve_module
+
+    traces = []
+    prepare = solve_module.prepare
+    monkeypatch.setattr(solve_module, "prepare", lambda *a, **k: traces.append(1) or prepare(*a, **k))
+    x0, ctx = jnp.ones((1, 2)), cfm_jax.EmpiricalMeasure(jnp.arange(8.0).reshape(4, 2) / 8)
+    a = forward(tiny, x0, ctx, steps=8).x1
+    b = forward(tiny, x0 + 0.0, ctx, steps=8).x1
+    assert len(traces) == 1
+    forward(tiny, x0, ctx, steps=4)
+    assert len(traces) == 2
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(eqx.filter_jit(lambda m, x, c: forward(m, x, c, steps=8))(tiny, x0, ctx).x1, a)
+    np.testing.assert_array_equal(jax.jit(forward, static_argnames="steps")(tiny, x0, ctx, steps=8).x1, a)
+    with pytest.raises(ValueError, match="static_argnames"):
+        jax.jit(forward)(tiny, x0, ctx, steps=8)
 
 
 def test_forward_rejects_non_models():

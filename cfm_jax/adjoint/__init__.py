@@ -8,7 +8,7 @@
 The local products each strategy needs come from the fields (``AbstractField.local_vjp``).
 """
 
-from .base import AbstractHandAdjoint, AdjointResult, FlowSpec, solve, system_vjp
+from .base import AbstractHandAdjoint, AdjointResult, probe_rows, solve, system_vjp
 from .continuous import ContinuousAdjoint
 from .discrete import DiscreteAdjoint
 from .memory import AbstractMemory, Backsolve, Recompute, StoreAll, StoreEvery
@@ -21,12 +21,12 @@ __all__ = [
     "Backsolve",
     "ContinuousAdjoint",
     "DiscreteAdjoint",
-    "FlowSpec",
     "Recompute",
     "StoreAll",
     "StoreEvery",
     "ball_probes",
     "grid_probes",
+    "probe_rows",
     "solve",
     "system_vjp",
 ]

@@ -26,20 +26,10 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ..fields import LocalVJP
-from ..flow import FlowSolution, SaveAt
+from ..flow import FlowSolution, FlowSpec, loop, segment_params, solution
 from ..measures import EmpiricalMeasure
 from ..paths import AbstractCFM
 from .memory import AbstractMemory
-
-
-class FlowSpec(eqx.Module):
-    """How the forward is integrated: the arguments of :func:`cfm_jax.forward` after validation."""
-
-    solver: diffrax.AbstractSolver
-    stepsize_controller: diffrax.AbstractStepSizeController | None
-    saveat: SaveAt
-    steps: int = eqx.field(static=True)
-    max_steps: int = eqx.field(static=True, default=4096)
 
 
 class AdjointResult(NamedTuple):
@@ -70,13 +60,30 @@ class AbstractHandAdjoint(eqx.Module):
         """Raise a ``ValueError`` naming the argument if the strategy does not apply."""
 
     @abc.abstractmethod
-    def run_forward(self, model, x, z, w, spec: FlowSpec, *, store: bool, probes=None):
-        """Forward solve. Returns ``(FlowSolution, residuals)`` (residuals None unless ``store``)."""
+    def probe_stride(self, model: AbstractCFM, spec: FlowSpec) -> int:
+        """Steps between the depths at which probes start (and trajectories are saved)."""
 
     @abc.abstractmethod
-    def run_backward(self, model, x, z, w, spec: FlowSpec, residuals, cotangents: FlowSolution, *,
-                     probes=None, trajectories: bool = False) -> AdjointResult:
+    def run_forward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool, start=None):
+        """The forward loop (:func:`cfm_jax.flow.loop`), keeping what the backward sweep needs.
+
+        ``y0 = (x (B, d), z (n, d), ζ (R, d))`` with probe rows started at steps ``start (R,)``.
+        Returns ``(FlowSolution, residuals)`` (residuals None unless ``store``).
+        """
+
+    @abc.abstractmethod
+    def run_backward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, residuals, cotangents: FlowSolution,
+                     *, start=None, trajectories: bool = False) -> AdjointResult:
         """Backward sweep from the output cotangents (None entries are zero)."""
+
+
+def probe_rows(probes, stride: int, depths: int, d: int, dtype):
+    """Probe characteristics started at steps ``0, stride, …, (depths − 1)·stride``: row r = i·P + j
+    starts at probes[j]. Returns ``ζ (R, d)`` and ``start (R,)`` (empty without probes)."""
+    if probes is None:
+        return jnp.zeros((0, d), dtype), jnp.zeros((0,), jnp.int32)
+    P = probes.shape[0]
+    return jnp.tile(probes.astype(dtype), (depths, 1)), jnp.repeat(stride * jnp.arange(depths), P)
 
 
 def system_vjp(field, params, x, z, w, probes, p, b, b_probes) -> LocalVJP:
@@ -112,10 +119,8 @@ def model_grads(model: AbstractCFM, per_step: dict, k: int, N: int, dtype) -> Ab
 
 
 def step_params(model: AbstractCFM, i, k: int, N: int, dtype):
-    """θ used by Euler step ``i``: layer ⌊i/k⌋ for piecewise-constant paths, else θ(i/N)."""
-    if model.piecewise_constant:
-        return model.layer_params(i // k)
-    return model.params_at(i.astype(dtype) / N)
+    """θ used by Euler step ``i`` (as in the forward loop): segment ⌊i/k⌋ at depth i/N."""
+    return segment_params(model, i // k, i.astype(dtype) / N)
 
 
 def weight_gradient(dlogw, w, ct_weights):
@@ -153,10 +158,14 @@ def _check_only_theta_is_perturbed(model, perturbed_model):
         )
 
 
+def _state(x, z):
+    return x, z, jnp.zeros((0, x.shape[1]), x.dtype)
+
+
 @eqx.filter_custom_vjp
 def _solve(inputs, adjoint, spec):
     model, x, z, w = inputs
-    sol, _ = adjoint.run_forward(model, x, z, w, spec, store=False)
+    sol, _ = adjoint.run_forward(model, _state(x, z), w, spec, store=False)
     return sol
 
 
@@ -164,38 +173,37 @@ def _solve(inputs, adjoint, spec):
 def _solve_fwd(perturbed, inputs, adjoint, spec):
     del perturbed
     model, x, z, w = inputs
-    return adjoint.run_forward(model, x, z, w, spec, store=True)
+    return adjoint.run_forward(model, _state(x, z), w, spec, store=True)
 
 
 @_solve.def_bwd
 def _solve_bwd(residuals, cotangents, perturbed, inputs, adjoint, spec):
     model, x, z, w = inputs
     _check_only_theta_is_perturbed(model, perturbed[0])
-    res = adjoint.run_backward(model, x, z, w, spec, residuals, cotangents)
+    res = adjoint.run_backward(model, _state(x, z), w, spec, residuals, cotangents)
     grads = _inexact_like(res.grads, eqx.filter(model, eqx.is_inexact_array))
     return grads, res.x0, res.z0, res.weights
 
 
-def solve(adjoint: AbstractHandAdjoint, model, x, z, w, spec: FlowSpec) -> FlowSolution:
-    """The forward solve of ``adjoint`` with its backward sweep attached (2-D ``x``, validated inputs)."""
-    try:
-        return _solve((model, x, z, w), adjoint, spec)
-    except TypeError as e:
-        if "forward-mode" not in str(e) and "jvp" not in str(e):
-            raise
-        raise TypeError(
-            f"{type(adjoint).__name__} is a reverse-mode (custom_vjp) strategy, so forward-mode autodiff "
-            "(jax.jvp, jax.jacfwd, jax.hessian) cannot run through it. Use an autodiff adjoint for forward mode: "
-            "forward(..., adjoint=diffrax.DirectAdjoint()) (or diffrax.ForwardMode() for jax.jvp alone)."
-        ) from None
+def solve(adjoint: AbstractHandAdjoint | diffrax.AbstractAdjoint, model, x, z, w, spec: FlowSpec) -> FlowSolution:
+    """The forward loop differentiated by ``adjoint`` (2-D ``x``, validated inputs).
+
+    A diffrax adjoint differentiates the loop by autodiff; a hand adjoint runs its own forward of
+    the same loop with its backward sweep attached as a custom VJP.
+    """
+    if isinstance(adjoint, diffrax.AbstractAdjoint):
+        y0 = (x, z)
+        return solution(model, y0, w, spec, loop(model, y0, w, spec, emit=spec.saveat.emit, adjoint=adjoint),
+                        spec.saveat.emit)
+    return _solve((model, x, z, w), adjoint, spec)
 
 
 __all__ = [
     "AbstractHandAdjoint",
     "AdjointResult",
-    "FlowSpec",
     "finish",
     "model_grads",
+    "probe_rows",
     "solve",
     "step_params",
     "system_vjp",

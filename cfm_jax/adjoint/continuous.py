@@ -25,8 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..flow import FlowSolution, solve_segment
-from ..measures import EmpiricalMeasure
+from ..flow import layer_ends, loop, solution, solve_segment
 from .base import AbstractHandAdjoint, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
 
@@ -44,8 +43,8 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         memory: ``StoreEvery(1)`` (default) or ``Backsolve()`` (:mod:`cfm_jax.adjoint.memory`).
 
     Not the exact gradient of the discretised forward: it converges to the gradient of the
-    continuous flow at the solver's order. The forward itself is the same diffrax solve as
-    with any other adjoint.
+    continuous flow at the solver's order. The forward itself is the same loop as with any
+    other adjoint.
     """
 
     solver: diffrax.AbstractSolver | None = None
@@ -59,72 +58,39 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         if ctrl is not None and not isinstance(ctrl, diffrax.AbstractStepSizeController):
             raise ValueError(f"ContinuousAdjoint `stepsize_controller` must be a diffrax controller or None, got {ctrl!r}.")
         L = model.num_layers
-        segment_steps(self.memory, "continuous", layers=L, steps=spec.steps, steps_per_layer=max(1, spec.steps // L))
+        segment_steps(self.memory, "continuous", layers=L, steps=spec.steps, steps_per_layer=spec.steps // L)
 
-    def _setup(self, model, x, spec, probes):
-        L = model.num_layers
-        steps = spec.steps
-        k = steps // L if steps % L == 0 else -(-steps // L)
-        d, dtype = x.shape[1], x.dtype
-        if probes is not None:
-            P = probes.shape[0]
-            zeta0 = jnp.tile(probes.astype(dtype), (L + 1, 1))
-            start = jnp.repeat(jnp.arange(L + 1), P)  # starts at layer boundary s_l = l/L
-        else:
-            zeta0, start = jnp.zeros((0, d), dtype), jnp.zeros((0,), jnp.int32)
-        return L, k, zeta0, start
+    def probe_stride(self, model, spec):
+        return spec.steps // model.num_layers
 
-    def _theta(self, model, s, args):
-        return args[0] if model.piecewise_constant else model.params_at(s)
-
-    def run_forward(self, model, x, z, w, spec, *, store, probes=None):
-        L, k, zeta0, start = self._setup(model, x, spec, probes)
-        dtype, B, n = x.dtype, x.shape[0], z.shape[0]
-        pc = model.piecewise_constant
-        steps_out = spec.saveat.steps
-
-        def field(s, state, args):
-            xs, zs, zeta = state
-            vel = model.velocity(jnp.concatenate([xs, zs, zeta], 0), EmpiricalMeasure.unchecked(zs, w), self._theta(model, s, args))
-            moving = (start <= args[1])[:, None].astype(dtype)
-            return vel[:B], vel[B : B + n], moving * vel[B + n :]
-
-        term = diffrax.ODETerm(field)
-
-        def layer(state, l):
-            t0, t1 = l.astype(dtype) / L, (l + 1).astype(dtype) / L
-            args = (model.layer_params(l) if pc else None, l)
-            ys, ts, nsteps = solve_segment(term, spec.solver, t0, t1, k, state, args,
-                                           stepsize_controller=spec.stepsize_controller, max_steps=spec.max_steps,
-                                           save_steps=steps_out)
-            return _last(ys), (state, (ys, ts) if steps_out else None, nsteps)
-
-        final, (bounds, per_step, nsteps) = jax.lax.scan(layer, (x, z, zeta0), jnp.arange(L))
-        x1, z1, _ = final
-        ss = xs = zs = None
-        if steps_out:
-            (ys_x, ys_z, _), ts = per_step
-            ss = jnp.concatenate([jnp.zeros((1,), dtype), ts.reshape(-1)])
-            xs = jnp.concatenate([x[None], ys_x.reshape((-1,) + x.shape)], 0)
-            zs = jnp.concatenate([z[None], ys_z.reshape((-1,) + z.shape)], 0)
-        elif spec.saveat.layers:
-            ss = jnp.arange(L + 1, dtype=dtype) / L
-            xs = jnp.concatenate([bounds[0], x1[None]], 0)
-            zs = jnp.concatenate([bounds[1], z1[None]], 0)
-        sol = FlowSolution(x1=x1, z1=z1, weights=w, ss=ss, xs=xs, zs=zs, num_steps=nsteps.sum())
+    def run_forward(self, model, y0, w, spec, *, store, start=None):
+        keep = store and not isinstance(self.memory, Backsolve)
+        emit = "ends" if keep and spec.saveat.emit == "none" else spec.saveat.emit
+        result = loop(model, y0, w, spec, emit=emit, start=start)
+        sol = solution(model, y0, w, spec, result, emit)
         residuals = None
         if store:
-            residuals = (final, None if isinstance(self.memory, Backsolve) else bounds)
+            # the states at every layer's start, to restart the backward state from
+            bounds = None
+            if keep:
+                ends = layer_ends(result.ys, emit)
+                bounds = jax.tree.map(lambda a, e: jnp.concatenate([a[None], e[:-1]], 0), y0, ends)
+            residuals = (result.final, bounds)
         return sol, residuals
 
-    def run_backward(self, model, x, z, w, spec, residuals, cotangents, *, probes=None, trajectories=False):
-        L, k, zeta0, start = self._setup(model, x, spec, probes)
+    def run_backward(self, model, y0, w, spec, residuals, cotangents, *, start=None, trajectories=False):
+        x, z, zeta0 = y0
+        L = model.num_layers
+        k = spec.steps // L
+        start = jnp.zeros((0,), jnp.int32) if start is None else start
         dtype, B, n, d = x.dtype, x.shape[0], z.shape[0], x.shape[1]
         R = zeta0.shape[0]
         pc = model.piecewise_constant
         solver = spec.solver if self.solver is None else self.solver
         controller = spec.stepsize_controller if self.stepsize_controller is None else self.stepsize_controller
         final, bounds = residuals
+        if trajectories and bounds is None:
+            raise ValueError("adjoint trajectories need the layer-boundary states: `memory`=StoreEvery(1), not Backsolve().")
         field = model.field
         ct = cotangents
         # saved-trajectory cotangents are injected at every step (SaveAt(steps)) or layer boundary
@@ -149,9 +115,9 @@ class ContinuousAdjoint(AbstractHandAdjoint):
 
         def adj_field(s, Y, args):
             (xs, zs, zeta), (p, b, bz, phi, dlogw, _) = Y
-            params, l = self._theta(model, s, args), args[1]
+            params, l = (args[0] if pc else model.params_at(s)), args[1]
             res = system_vjp(field, params, xs, zs, w, zeta, p, b, bz)
-            live = (start <= l).astype(dtype)
+            live = (start <= l * k).astype(dtype)
             vel = res.velocity
             dstate = (vel[:B], vel[B : B + n], live[:, None] * vel[B + n :])
             dp = -res.dx[:B]

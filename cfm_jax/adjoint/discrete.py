@@ -25,33 +25,14 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from ..flow import FlowSolution
-from ..measures import EmpiricalMeasure
+from ..flow import Loop, advance, loop, merge_leading, solution, step_states
 from .base import AbstractHandAdjoint, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
 
 def _dims(model, spec):
     L, N = model.num_layers, spec.steps
-    k = N // L if model.piecewise_constant else 1
-    return L, N, k
-
-
-def _probe_rows(probes, N, d, dtype):
-    """Probe characteristics: row r = i·P + j starts at step i at probes[j]; ``(R, d)``, ``(R,)``."""
-    if probes is None:
-        return jnp.zeros((0, d), dtype), jnp.zeros((0,), jnp.int32)
-    P = probes.shape[0]
-    return jnp.tile(probes.astype(dtype), (N + 1, 1)), jnp.repeat(jnp.arange(N + 1), P)
-
-
-def _saved(states, k, saveat, final):
-    """SaveAt outputs from the step-start states ``(N, ...)`` plus the final state."""
-    xs_all = jnp.concatenate([states[0], final[0][None]], 0)
-    zs_all = jnp.concatenate([states[1], final[1][None]], 0)
-    if saveat.steps:
-        return xs_all, zs_all
-    return xs_all[::k], zs_all[::k]
+    return L, N, N // L
 
 
 def _inject(ct, k, saveat, N):
@@ -82,83 +63,55 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             )
         if spec.stepsize_controller is not None and not isinstance(spec.stepsize_controller, diffrax.ConstantStepSize):
             raise ValueError("`adjoint`=DiscreteAdjoint() needs fixed steps; `stepsize_controller` must be None.")
+        self._segment(model, spec)
+
+    def _segment(self, model, spec) -> int | None:
+        """Layers per stored segment (None: every step's state is stored)."""
         L, N, k = _dims(model, spec)
-        segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k)
+        seg = segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k)
+        return None if seg is None else seg // k
+
+    def probe_stride(self, model, spec):
+        return 1
 
     # ---------------------------------------------------------------------------------- forward
 
-    def _step_fn(self, model, w, spec, start):
-        L, N, k = _dims(model, spec)
+    def run_forward(self, model, y0, w, spec, *, store, start=None):
+        L = model.num_layers
+        emit = spec.saveat.emit
+        seg = self._segment(model, spec) if store else None
+        if not store:
+            result = loop(model, y0, w, spec, emit=emit, start=start)
+            return solution(model, y0, w, spec, result, emit), None
+        if seg is None:  # StoreAll: every step's state
+            result = loop(model, y0, w, spec, emit="steps", start=start)
+            return solution(model, y0, w, spec, result, "steps"), (result.final, step_states(y0, result.ys))
+        recompute = isinstance(self.memory, Recompute)
 
-        def step(state, i):
-            x, z, zeta = state
-            dtype = x.dtype
-            h = jnp.asarray(1.0 / N, dtype)
-            B, n = x.shape[0], z.shape[0]
-            vel = model.velocity(jnp.concatenate([x, z, zeta], 0), EmpiricalMeasure.unchecked(z, w), step_params(model, i, k, N, dtype))
-            moving = (start <= i)[:, None].astype(dtype)
-            return (x + h * vel[:B], z + h * vel[B : B + n], zeta + h * moving * vel[B + n :])
+        def segment(state, iseg):
+            out = loop(model, state, w, spec, emit=emit, start=start, first=iseg * seg, count=seg)
+            return out.final, (None if recompute else state, out.ys, out.ts, out.num_steps)
 
-        return step
-
-    def _run_steps(self, step, state, first, count, emit: bool):
-        def body(st, i):
-            return step(st, i), (st if emit else None)
-
-        return jax.lax.scan(body, state, first + jnp.arange(count))
-
-    def run_forward(self, model, x, z, w, spec, *, store, probes=None):
-        L, N, k = _dims(model, spec)
-        zeta0, start = _probe_rows(probes, N, x.shape[1], x.dtype)
-        step = self._step_fn(model, w, spec, start)
-        state0 = (x, z, zeta0)
-        saving = spec.saveat.steps or spec.saveat.layers
-        seg = segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k) if store else None
-        residuals = None
-        if not store or seg is None:
-            keep = saving or store
-            final, states = self._run_steps(step, state0, 0, N, keep)
-            if store:
-                residuals = states
-        else:
-            recompute = isinstance(self.memory, Recompute)
-
-            def seg_body(st, iseg):
-                out, sts = self._run_steps(step, st, iseg * seg, seg, saving)
-                return out, (None if recompute else st, sts)
-
-            final, (starts, states) = jax.lax.scan(seg_body, state0, jnp.arange(N // seg))
-            if saving:
-                states = jax.tree.map(lambda a: a.reshape((N,) + a.shape[2:]), states)
-            residuals = starts
-        sol = self._solution(final, states if saving else None, w, spec, k, N)
-        return sol, residuals
-
-    def _solution(self, final, states, w, spec, k, N):
-        x1, z1, _ = final
-        ss = xs = zs = None
-        if states is not None:
-            xs, zs = _saved(states, k, spec.saveat, final)
-            ss = jnp.arange(N + 1, dtype=x1.dtype) / N
-            ss = ss if spec.saveat.steps else ss[::k]
-        return FlowSolution(x1=x1, z1=z1, weights=w, ss=ss, xs=xs, zs=zs, num_steps=jnp.asarray(N))
+        final, (starts, ys, ts, nsteps) = jax.lax.scan(segment, y0, jnp.arange(L // seg))
+        result = Loop(final, None if ys is None else jax.tree.map(merge_leading, ys), None if ts is None else merge_leading(ts),
+                      nsteps.sum())
+        return solution(model, y0, w, spec, result, emit), (final, starts)
 
     # --------------------------------------------------------------------------------- backward
 
-    def run_backward(self, model, x, z, w, spec, residuals, cotangents, *, probes=None, trajectories=False):
+    def run_backward(self, model, y0, w, spec, residuals, cotangents, *, start=None, trajectories=False):
         L, N, k = _dims(model, spec)
+        x, z, zeta0 = y0
         dtype = x.dtype
         h = jnp.asarray(1.0 / N, dtype)
         B, n, d = x.shape[0], z.shape[0], x.shape[1]
-        zeta0, start = _probe_rows(probes, N, d, dtype)
         R = zeta0.shape[0]
-        step = self._step_fn(model, w, spec, start)
-        state0 = (x, z, zeta0)
-        seg = segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k)
+        start = jnp.zeros((0,), jnp.int32) if start is None else start
+        seg = self._segment(model, spec)
         stored_all = seg is None
-        seg = N if stored_all else seg
-        nseg = N // seg
+        seg = L if stored_all else seg
         recompute = isinstance(self.memory, Recompute)
+        final, stored = residuals
         ct = cotangents
         inj_x = _inject(ct.xs, k, spec.saveat, N)
         inj_z = _inject(ct.zs, k, spec.saveat, N)
@@ -186,36 +139,31 @@ class DiscreteAdjoint(AbstractHandAdjoint):
                 bz = jnp.where(live[:, None], bz + h * (res.dx[B + n :] + res.dtargets), bz)
                 phi = jnp.where(live, phi + h * res.phi, phi)
             gtheta = jax.tree.map(lambda g: h * g, res.dparams)
-            out = (gtheta, (p_new, b_new) if trajectories else None)
+            out = (gtheta, (xs, zs, p_new, b_new) if trajectories else None)
             return (p_new, b_new, bz, phi, dlogw + h * res.dlogw), out
 
         def backward_segment(adj, inputs):
             seg_start, iseg = inputs
             first = iseg * seg
             if stored_all:
-                seg_states = residuals
+                states = stored
             else:
                 if recompute:  # replay from s = 0 to this segment's start
-                    seg_start = jax.lax.fori_loop(0, first, lambda i, st: step(st, i), state0)
-                _, seg_states = self._run_steps(step, seg_start, first, seg, True)
-            return jax.lax.scan(backward_step, adj, (seg_states, first + jnp.arange(seg)), reverse=True)
+                    seg_start = advance(model, y0, w, spec, first, start=start)
+                out = loop(model, seg_start, w, spec, emit="steps", start=start, first=first, count=seg)
+                states = step_states(seg_start, out.ys)
+            return jax.lax.scan(backward_step, adj, (states, first * k + jnp.arange(seg * k)), reverse=True)
 
         adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), jnp.zeros_like(w))
-        starts = None if (stored_all or recompute) else residuals
-        adj0, outs = jax.lax.scan(
-            backward_segment, adj1, (starts, jnp.arange(nseg)), reverse=True
-        )
-        flat = lambda t: t.reshape((N,) + t.shape[2:])  # noqa: E731
-        gtheta, traj_adj = jax.tree.map(flat, outs)
+        starts = None if (stored_all or recompute) else stored
+        adj0, outs = jax.lax.scan(backward_segment, adj1, (starts, jnp.arange(L // seg)), reverse=True)
+        gtheta, traj_out = jax.tree.map(merge_leading, outs)
         grads = model_grads(model, gtheta, k, N, dtype)
         p0, b0, bz, phi, dlogw = adj0
         traj = None
         if trajectories:
-            if not stored_all:
-                raise ValueError("trajectories need `memory`=StoreAll().")
-            xs_all, zs_all, _ = residuals
-            x1, z1, _ = step(jax.tree.map(lambda a: a[-1], residuals), N - 1)
-            ps, bs = traj_adj
+            xs_all, zs_all, ps, bs = traj_out
+            x1, z1, _ = final
             a_traj = jnp.concatenate([bs, b1[None]], 0) / jnp.where(w > 0, w, 1.0)[None, :, None]
             traj = (
                 jnp.arange(N + 1, dtype=dtype) / N,

@@ -99,16 +99,16 @@ def references(model, x0, ctx, y, *, fd_directions: int, seed: int):
     import jax
     import jax.numpy as jnp
 
-    from .. import residual_forward, value_and_grad
+    from .. import forward, loss_and_grad
 
     auto = diffrax.RecursiveCheckpointAdjoint()
-    _, g_euler = value_and_grad(model, x0, ctx, y, adjoint=auto)
-    _, g_cont = value_and_grad(model, x0, ctx, y, adjoint=auto, solver=diffrax.Tsit5(), steps=32 * model.num_layers)
+    _, g_euler = loss_and_grad(model, x0, ctx, y, adjoint=auto)
+    _, g_cont = loss_and_grad(model, x0, ctx, y, adjoint=auto, solver=diffrax.Tsit5(), steps=32 * model.num_layers)
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
     @jax.jit
     def loss(p):
-        x1 = residual_forward(eqx.combine(p, static), x0, ctx)[0]
+        x1 = forward(eqx.combine(p, static), x0, ctx, adjoint=auto).x1
         return 0.5 * jnp.sum((x1 - y) ** 2) / x0.shape[0]
 
     leaves, treedef = jax.tree.flatten(params)
@@ -147,7 +147,7 @@ def run(args) -> int:
 
     import equinox as eqx
 
-    from .. import CFM, forward, value_and_grad
+    from .. import CFM, forward, loss_and_grad
     from .runner import Sweep, write_summary
 
     if args.quick:
@@ -169,7 +169,7 @@ def run(args) -> int:
         adjoint, solver, k, reference = table[config["method"]]
         m = generic if "jax.vjp" in config["method"] else model
         (loss, grads), t = timed(
-            lambda: value_and_grad(m, x0, ctx, y, adjoint=adjoint, solver=solver, steps=k * model.num_layers),
+            lambda: loss_and_grad(m, x0, ctx, y, adjoint=adjoint, solver=solver, steps=k * model.num_layers),
             args.repeats,
         )
         if m is generic:

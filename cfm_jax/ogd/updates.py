@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import diffrax
 import equinox as eqx
-import jax.numpy as jnp
 
-from ..flow import residual_forward
-from ..gradients import functional_gradient, value_and_grad
+from ..gradients import functional_gradient, loss_and_grad
 from ..measures import EmpiricalMeasure
 from ..paths import AbstractCFM
 from ..streams import Sample
@@ -16,24 +15,15 @@ from ..streams import Sample
 GradFn = Callable  # (model, x0 (B, d), context EmpiricalMeasure, y (B, d)) -> (loss, grads)
 
 
-def _loss(x1, y):
-    return 0.5 * jnp.mean(jnp.sum((x1 - y) ** 2, axis=-1))
-
-
 def autodiff_value_and_grad(model, x0, context, y):
     """ℓ = ½‖x_1 − y‖² (batch mean) and its plain per-layer gradient, by autodiff through the
-    L-layer residual network (:func:`cfm_jax.residual_forward`, the same maths as
-    ``forward`` with Euler and one step per layer, cheaper to compile). Fallback gradient source."""
-
-    def f(m):
-        return _loss(residual_forward(m, x0, context)[0], y)
-
-    return eqx.filter_value_and_grad(f)(model)
+    forward (``diffrax.RecursiveCheckpointAdjoint()``). Fallback gradient source."""
+    return loss_and_grad(model, x0, context, y, adjoint=diffrax.RecursiveCheckpointAdjoint())
 
 
 def default_grad_fn() -> GradFn:
-    """:func:`cfm_jax.value_and_grad`: ``jax.grad`` through ``forward`` with the default (hand) adjoint."""
-    return value_and_grad
+    """[`loss_and_grad`][cfm_jax.loss_and_grad]: ``jax.grad`` through ``forward`` with the default (hand) adjoint."""
+    return loss_and_grad
 
 
 def functional_scale(model: AbstractCFM, grads):
