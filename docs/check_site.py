@@ -3,7 +3,8 @@
     mkdocs build --strict && python docs/check_site.py [--site site] [--screenshots docs/screenshots]
 
 Serves the built site on 127.0.0.1 (an ephemeral port), opens the home page, the ``forward`` and
-``DiscreteAdjoint`` API entries and the quick-start notebook in headless Chromium (driven over the
+``DiscreteAdjoint`` API entries, the quick-start notebook and the adjoint equations of the theory
+page in headless Chromium (driven over the
 DevTools protocol), with every host but 127.0.0.1 unresolvable, so a resource fetched from
 elsewhere fails. For each page it waits for MathJax to finish and checks that
 
@@ -41,6 +42,7 @@ PAGES = (
     ("forward", "api/forward/#cfm_jax.forward", False),
     ("discrete_adjoint", "api/adjoints/#cfm_jax.DiscreteAdjoint", False),
     ("notebook_quickstart", "notebooks/quickstart/", True),
+    ("theory_adjoint", "theory/#21-continuous-form", True),
 )
 
 # Visible text outside code, with TeX delimiters MathJax should have consumed; MathJax's own

@@ -142,7 +142,7 @@ def test_strict_build_offline(tmp_path):
 
 @pytest.mark.slow
 def test_site_in_headless_chromium(tmp_path):
-    """Home, the forward and DiscreteAdjoint entries and a notebook render (maths, no console error)."""
+    """Home, the forward and DiscreteAdjoint entries, a notebook and the theory render (maths, no console error)."""
     _require_mkdocs()
     if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
@@ -154,4 +154,4 @@ def test_site_in_headless_chromium(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert check.returncode == 0, check.stdout[-4000:] + check.stderr[-4000:]
-    assert len(list(tmp_path.glob("*.png"))) == 4
+    assert len(list(tmp_path.glob("site_*.png"))) == 5
