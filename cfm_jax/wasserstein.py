@@ -102,14 +102,37 @@ def cost_scale(x, a, y, b):
 
 
 def _ott_batching_shim():
-    """ott-jax 0.6 calls ``jax.interpreters.batching.is_vmappable`` (removed in recent JAX) on its
-    ``batch_size`` path; for plain arrays it always returned False, which is what we restore."""
-    from jax.interpreters import batching
+    """Let ott-jax 0.6's ``batch_size`` path run on a JAX without ``batching.is_vmappable``.
 
-    try:
-        batching.is_vmappable  # noqa: B018
-    except AttributeError:
-        batching.is_vmappable = lambda x: False
+    ott-jax 0.6 (``ott.utils``) flattens its batched arguments with
+    ``is_leaf=jax.interpreters.batching.is_vmappable``, a JAX internal that recent JAX removed; for
+    the plain arrays ott passes it always returned False. Only ``ott.utils``'s own reference is
+    replaced (by a view of JAX's module that adds that one function), only on ott-jax 0.6.x and
+    only when JAX lacks the function: JAX itself is never modified.
+    """
+    from importlib.metadata import version
+
+    from jax.interpreters import batching
+    from ott import utils
+
+    if not version("ott-jax").startswith("0.6.") or hasattr(batching, "is_vmappable"):
+        return
+    if utils.batching is batching:
+        utils.batching = _BatchingView(batching)
+
+
+class _BatchingView:
+    """``jax.interpreters.batching`` plus ``is_vmappable`` (always False), for ott.utils only."""
+
+    def __init__(self, module):
+        self._module = module
+
+    @staticmethod
+    def is_vmappable(x) -> bool:
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
 
 
 def sinkhorn_w1(

@@ -91,6 +91,33 @@ def test_sinkhorn_batch_size_matches_dense():
     assert abs(float(wasserstein1(mu, nu, batch_size=8, **kw)) - full) < 1e-6
 
 
+def test_ott_shim_is_narrow_and_version_guarded(monkeypatch):
+    """The ott-jax compatibility shim touches ott.utils only, only on ott-jax 0.6 without JAX's function."""
+    import importlib.metadata
+
+    from jax.interpreters import batching
+    from ott import utils
+
+    from cfm_jax import wasserstein
+
+    had = hasattr(batching, "is_vmappable")
+    monkeypatch.setattr(utils, "batching", batching)  # as ott imported it; restored after the test
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.7.0")
+    wasserstein._ott_batching_shim()
+    assert utils.batching is batching  # another ott-jax: left alone
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.6.0")
+    wasserstein._ott_batching_shim()
+    assert hasattr(batching, "is_vmappable") == had  # JAX's module is never modified
+    if had:
+        assert utils.batching is batching  # JAX still has it: nothing to do
+    else:
+        assert utils.batching is not batching
+        assert utils.batching.is_vmappable(jnp.ones(3)) is False
+        assert utils.batching.broadcast is batching.broadcast  # the rest is JAX's
+        wasserstein._ott_batching_shim()  # idempotent
+        assert utils.batching.broadcast is batching.broadcast
+
+
 def test_bad_input():
     mu2, mu3 = _cloud(0, 5, 2), _cloud(1, 5, 3)
     with pytest.raises(ValueError, match="same dimension"):

@@ -1,0 +1,47 @@
+"""mkdocs hooks: bring the notebooks, benchmark results and a local MathJax into the site.
+
+The site is built from files that live outside ``docs/`` (``notebooks/*.ipynb``, the tables and
+figures under ``benchmarks/results/``), so that it always shows what is committed there; the topic pages link to those figures as ``../benchmarks/results/...`` so
+that they also work when read in the repository, and the links are rewritten here. MathJax is
+served from the site itself (copied from the ``jupyter-server-mathjax`` package), so the maths
+renders with no network.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File, Files
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MATHJAX_DIR = "_mathjax"
+
+
+@event_priority(100)  # before mkdocs-jupyter looks for notebooks
+def on_files(files: Files, config) -> Files:
+    site_dir, urls = config["site_dir"], config["use_directory_urls"]
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        files.append(File(f"notebooks/{path.name}", str(ROOT), site_dir, urls))
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.md")):  # the benchmark tables, as pages
+        files.append(File(f"benchmarks/results/{path.name}", str(ROOT), site_dir, urls))
+    for path in sorted((ROOT / "benchmarks" / "results").rglob("*.png")):
+        rel = path.relative_to(ROOT / "benchmarks" / "results").as_posix()
+        files.append(File(f"benchmarks/results/{rel}", str(ROOT), site_dir, urls))
+    return files
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    # ../benchmarks/results/x.png (from docs/) -> benchmarks/results/x.png (in the site)
+    depth = page.file.src_uri.count("/")
+    return re.sub(r"\]\((?:\.\./)+benchmarks/results/", "](" + "../" * depth + "benchmarks/results/", markdown)
+
+
+def on_post_build(config) -> None:
+    import jupyter_server_mathjax
+
+    src = pathlib.Path(jupyter_server_mathjax.__file__).parent / "static"
+    dst = pathlib.Path(config["site_dir"]) / MATHJAX_DIR
+    shutil.copytree(src, dst, dirs_exist_ok=True)
