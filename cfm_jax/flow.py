@@ -134,11 +134,6 @@ def solve_segment(term, solver, t0, t1, k: int, y0, args, *, stepsize_controller
     return sol.ys, sol.ts, sol.stats["num_accepted_steps"]
 
 
-def segment_params(model: AbstractCFM, layer, s):
-    """θ on segment ``layer`` at depth ``s``: the layer's constant parameters, or θ(s) on a varying path."""
-    return model.layer_params(layer) if model.piecewise_constant else model.params_at(s)
-
-
 def velocity(model: AbstractCFM, state: tuple, w, params, start=None, step=None) -> tuple:
     """V at the stacked rows of ``state`` = ``(x, z)`` or ``(x, z, ζ)``, split back like the state.
 
@@ -163,7 +158,7 @@ def _layer_fn(model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None,
         # the step index of a probe's start: Euler evaluates at each step's left end; other stages
         # stay inside [l/L, (l+1)/L], clipped so a probe started at the next boundary stays put
         step = l * k + jnp.clip(jnp.round((s * L - l) * k).astype(jnp.int32), 0, k - 1)
-        return velocity(model, state, w, segment_params(model, l, s), start, step)
+        return velocity(model, state, w, model.segment_params(l, s), start, step)
 
     term = diffrax.ODETerm(term_fn)
 
@@ -251,7 +246,6 @@ __all__ = [
     "layer_ends",
     "loop",
     "merge_leading",
-    "segment_params",
     "solution",
     "solve_segment",
     "step_states",

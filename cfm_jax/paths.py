@@ -16,6 +16,7 @@ MLP field; :class:`CFM` takes any field and any stacked parameter mapping;
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping
 
 import equinox as eqx
@@ -26,45 +27,81 @@ from jaxtyping import Array, Float
 from ._validation import check_finite
 from .fields import AbstractField, AttentionField, MLPField
 
-_TRANSFORMER_KEYS = ("Q", "K", "V", "W1", "b1", "W2", "b2")
-
-
 class AbstractCFM(eqx.Module):
-    """Interface shared by all models (see the module docstring)."""
+    """A parameter path θ(s) bundled with the field it drives (see the module docstring).
+
+    Subclasses provide ``field``, ``num_layers``, ``dim``, ``piecewise_constant``,
+    ``stacked_params()`` and ``segment_params(layer, s)``; ``params_at`` and ``velocity`` follow.
+    """
+
+    field: eqx.AbstractVar[AbstractField]
 
     @property
+    @abc.abstractmethod
     def num_layers(self) -> int:
-        raise NotImplementedError
+        """L, the number of equal depth segments on which θ is smooth."""
 
     @property
+    @abc.abstractmethod
     def dim(self) -> int:
-        raise NotImplementedError
+        """The token dimension d."""
+
+    @property
+    @abc.abstractmethod
+    def piecewise_constant(self) -> bool:
+        """Whether θ is constant on every segment."""
+
+    @abc.abstractmethod
+    def stacked_params(self) -> dict[str, Array]:
+        """All parameters, stacked on a leading layer (or node) axis."""
+
+    @abc.abstractmethod
+    def segment_params(self, layer, s) -> dict[str, Array]:
+        """θ(s) for a depth ``s`` on segment ``layer`` (both may be traced)."""
+
+    def params_at(self, s) -> dict[str, Array]:
+        """θ(s) at any depth: the segment ⌊s·L⌋ (clipped to [0, L−1])."""
+        L = self.num_layers
+        return self.segment_params(jnp.clip(jnp.floor(s * L).astype(jnp.int32), 0, L - 1), s)
+
+    def velocity(self, x, measure, params):
+        """V(x, μ; params) for query points ``x: (q, d)``."""
+        return self.field(x, measure, params)
+
+
+class AbstractPiecewiseConstantCFM(AbstractCFM):
+    """A path constant on each of its L layers: θ on layer l is ``layer_params(l)``."""
 
     @property
     def piecewise_constant(self) -> bool:
         return True
 
-    @property
-    def field(self) -> AbstractField:
-        raise NotImplementedError
-
-    def stacked_params(self) -> dict[str, Array]:
-        """All parameters, stacked on a leading layer (or node) axis."""
-        raise NotImplementedError
-
     def layer_params(self, layer) -> dict[str, Array]:
-        """Parameters of segment ``layer`` (may be a traced integer)."""
+        """Parameters of layer ``layer`` (may be a traced integer)."""
         return jax.tree.map(lambda a: a[layer], self.stacked_params())
 
-    def params_at(self, s) -> dict[str, Array]:
-        """θ(s); for piecewise-constant paths the layer ⌊s·L⌋ (clipped to [0, L−1])."""
-        L = self.num_layers
-        layer = jnp.clip(jnp.floor(s * L).astype(jnp.int32), 0, L - 1)
+    def segment_params(self, layer, s) -> dict[str, Array]:
         return self.layer_params(layer)
 
-    def velocity(self, x, measure, params):
-        """V(x, μ; params) for query points ``x: (q, d)``."""
-        return self.field(x, measure, params)
+
+def _stacked_mapping(params: Mapping[str, Array]) -> dict[str, Array]:
+    """``params`` as arrays sharing a leading (layer or node) axis, checked."""
+    params = {k: jnp.asarray(v) for k, v in dict(params).items()}
+    sizes = {v.shape[0] if v.ndim else None for v in params.values()}
+    if not params or len(sizes) != 1 or None in sizes:
+        raise ValueError(
+            "`params` must be a non-empty mapping of arrays sharing a leading layer axis; got shapes "
+            f"{ {k: v.shape for k, v in params.items()} }."
+        )
+    for k, v in params.items():
+        check_finite(f"params[{k!r}]", v)
+    return params
+
+
+def _check_field(field) -> AbstractField:
+    if not isinstance(field, AbstractField):
+        raise ValueError(f"`field` must be an AbstractField module, got {type(field).__name__}.")
+    return field
 
 
 def _check_stack(name, a, L=None, trailing=None):
@@ -80,7 +117,7 @@ def _check_stack(name, a, L=None, trailing=None):
     return a
 
 
-class Transformer(AbstractCFM):
+class Transformer(AbstractPiecewiseConstantCFM):
     """Piecewise-constant transformer path: L layers, H heads, MLP width m (0: no MLP).
 
     Fields (stacked on the leading layer axis): ``Q, K, V: (L, H, d, d)``,
@@ -99,6 +136,7 @@ class Transformer(AbstractCFM):
     activation: Callable = eqx.field(static=True)
     chunk_size: int | str | None = eqx.field(static=True)
     key_chunk_size: int | None = eqx.field(static=True)
+    field: AbstractField
 
     def __init__(
         self,
@@ -144,6 +182,8 @@ class Transformer(AbstractCFM):
         self.activation = activation
         self.chunk_size = chunk_size
         self.key_chunk_size = key_chunk_size
+        attention = AttentionField(chunk_size=chunk_size, key_chunk_size=key_chunk_size)
+        self.field = attention if self.W1 is None else attention + MLPField(activation=activation)
 
     @classmethod
     def init(
@@ -211,13 +251,9 @@ class Transformer(AbstractCFM):
     def dtype(self):
         return self.Q.dtype
 
-    @property
-    def field(self) -> AbstractField:
-        attn = AttentionField(chunk_size=self.chunk_size, key_chunk_size=self.key_chunk_size)
-        return attn if self.W1 is None else attn + MLPField(activation=self.activation)
-
     def stacked_params(self) -> dict[str, Array]:
-        return {k: getattr(self, k) for k in _TRANSFORMER_KEYS if getattr(self, k) is not None}
+        named = {"Q": self.Q, "K": self.K, "V": self.V, "W1": self.W1, "b1": self.b1, "W2": self.W2, "b2": self.b2}
+        return {k: v for k, v in named.items() if v is not None}
 
     def with_chunking(self, chunk_size, key_chunk_size=None) -> "Transformer":
         """Same parameters, other attention path (dense: ``chunk_size=None``)."""
@@ -232,38 +268,23 @@ class Transformer(AbstractCFM):
         return jax.tree.map(lambda a: a.astype(dtype), self)
 
 
-class CFM(AbstractCFM):
+class CFM(AbstractPiecewiseConstantCFM):
     """Any field with a piecewise-constant parameter path stored as a stacked mapping.
 
     Args:
-        field: an :class:`~cfm_jax.fields.AbstractField` (user-defined fields welcome).
+        field: an [`AbstractField`][cfm_jax.AbstractField] (user-defined fields welcome).
         params: mapping name -> array with a leading layer axis of common size L.
         dim: the token dimension d.
     """
 
     params: dict[str, Array]
-    _field: AbstractField
+    field: AbstractField
     _dim: int = eqx.field(static=True)
 
     def __init__(self, field: AbstractField, params: Mapping[str, Array], dim: int):
-        if not isinstance(field, AbstractField):
-            raise ValueError(f"`field` must be an AbstractField module, got {type(field).__name__}.")
-        params = {k: jnp.asarray(v) for k, v in dict(params).items()}
-        sizes = {v.shape[0] if v.ndim else None for v in params.values()}
-        if len(sizes) != 1 or None in sizes:
-            raise ValueError(
-                "`params` arrays must share a leading layer axis; got shapes "
-                f"{ {k: v.shape for k, v in params.items()} }."
-            )
-        for k, v in params.items():
-            check_finite(f"params[{k!r}]", v)
-        self.params = params
-        self._field = field
+        self.field = _check_field(field)
+        self.params = _stacked_mapping(params)
         self._dim = int(dim)
-
-    @property
-    def field(self) -> AbstractField:
-        return self._field
 
     @property
     def num_layers(self) -> int:
@@ -277,27 +298,47 @@ class CFM(AbstractCFM):
         return self.params
 
 
-class PiecewiseLinearCFM(CFM):
+class PiecewiseLinearCFM(AbstractCFM):
     """θ(s) linear between L + 1 nodes at s = l/L (``params`` stacked on a node axis of L + 1).
 
-    The field is continuous in s, so a single solve over [0, 1] with any step count works;
-    ``num_layers`` (= nodes − 1) still sets the default number of steps.
+    The L segments between nodes are the layers of the solve: no step straddles a node (where θ
+    has a kink), so higher-order solvers keep their order.
+
+    Args:
+        field: an [`AbstractField`][cfm_jax.AbstractField].
+        params: mapping name -> array with a leading node axis of common size L + 1 ≥ 2.
+        dim: the token dimension d.
     """
+
+    params: dict[str, Array]
+    field: AbstractField
+    _dim: int = eqx.field(static=True)
+
+    def __init__(self, field: AbstractField, params: Mapping[str, Array], dim: int):
+        self.field = _check_field(field)
+        self.params = _stacked_mapping(params)
+        if next(iter(self.params.values())).shape[0] < 2:
+            raise ValueError("`params` of a piecewise-linear path need at least 2 nodes (L + 1 with L >= 1).")
+        self._dim = int(dim)
 
     @property
     def num_layers(self) -> int:
         return next(iter(self.params.values())).shape[0] - 1
 
     @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
     def piecewise_constant(self) -> bool:
         return False
 
-    def params_at(self, s):
-        L = self.num_layers
-        t = jnp.clip(s, 0.0, 1.0) * L
-        left = jnp.clip(jnp.floor(t).astype(jnp.int32), 0, L - 1)
-        frac = t - left
-        return jax.tree.map(lambda a: (1 - frac) * a[left] + frac * a[left + 1], self.params)
+    def stacked_params(self) -> dict[str, Array]:
+        return self.params
 
-    def layer_params(self, layer):
-        raise TypeError("A piecewise-linear path has no constant layers; use params_at(s).")
+    def segment_params(self, layer, s):
+        frac = s * self.num_layers - layer
+        return jax.tree.map(lambda a: (1 - frac) * a[layer] + frac * a[layer + 1], self.params)
+
+
+__all__ = ["AbstractCFM", "AbstractPiecewiseConstantCFM", "CFM", "PiecewiseLinearCFM", "Transformer"]

@@ -27,6 +27,9 @@ needs more iterations (~1/ε for this cost): raise ``max_iterations`` and lower 
 
 from __future__ import annotations
 
+import typing
+from typing import Literal
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,7 +37,9 @@ import numpy as np
 from ._validation import is_concrete
 from .measures import EmpiricalMeasure, as_measure
 
-METHODS = ("auto", "sinkhorn", "exact", "sorted")
+W1Method = Literal["auto", "sinkhorn", "exact", "sorted"]
+"""How :func:`wasserstein1` computes W1 (see its docstring)."""
+METHODS: tuple[W1Method, ...] = typing.get_args(W1Method)
 
 
 def _check_pair(mu, nu):
@@ -194,7 +199,7 @@ def wasserstein1(
     mu,
     nu,
     *,
-    method: str = "auto",
+    method: W1Method = "auto",
     relative_epsilon: float = 0.01,
     epsilon: float | None = None,
     batch_size: int | None = None,
@@ -213,7 +218,7 @@ def wasserstein1(
         max_iterations, threshold: Sinkhorn stopping rule (marginal error).
 
     Returns:
-        A scalar array (a Python float for ``"exact"``).
+        A scalar array, in the points' dtype, for every method.
     """
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
@@ -230,7 +235,7 @@ def wasserstein1(
     if method == "exact":
         if not all(is_concrete(t) for t in (x, a, y, b)):
             raise ValueError("method='exact' runs a NumPy LP and cannot be traced (jit/vmap/grad).")
-        return _exact_w1(x, a, y, b)
+        return jnp.asarray(_exact_w1(x, a, y, b), jnp.result_type(x, y))
     if epsilon is None and not (np.isfinite(relative_epsilon) and relative_epsilon > 0):
         raise ValueError(f"`relative_epsilon` must be finite and > 0, got {relative_epsilon!r}.")
     if epsilon is not None and is_concrete(epsilon) and not (np.isfinite(float(epsilon)) and float(epsilon) > 0):

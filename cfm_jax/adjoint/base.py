@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ..fields import LocalVJP
-from ..flow import FlowSolution, FlowSpec, loop, segment_params, solution
+from ..flow import FlowSolution, FlowSpec, loop, solution
 from ..measures import EmpiricalMeasure
 from ..paths import AbstractCFM
 from .memory import AbstractMemory
@@ -120,7 +120,7 @@ def model_grads(model: AbstractCFM, per_step: dict, k: int, N: int, dtype) -> Ab
 
 def step_params(model: AbstractCFM, i, k: int, N: int, dtype):
     """θ used by Euler step ``i`` (as in the forward loop): segment ⌊i/k⌋ at depth i/N."""
-    return segment_params(model, i // k, i.astype(dtype) / N)
+    return model.segment_params(i // k, i.astype(dtype) / N)
 
 
 def weight_gradient(dlogw, w, ct_weights):

@@ -109,7 +109,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         b1 = zero_or(ct.z1, z) + (0 if inj_z is None else inj_z[1])
 
         if pc:
-            g_zero = jax.tree.map(jnp.zeros_like, model.layer_params(0))
+            g_zero = jax.tree.map(jnp.zeros_like, model.segment_params(0, 0.0))
         else:
             g_zero = jax.tree.map(jnp.zeros_like, eqx.filter(model, eqx.is_inexact_array))
 
@@ -139,7 +139,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         def bwd_layer(carry, inputs):
             state, adj = carry
             l, bound_start, inj = inputs
-            args = (model.layer_params(l) if pc else None, l)
+            args = (model.segment_params(l, l / L) if pc else None, l)
             p, b, bz, phi, dlogw, g = adj
             g_in = g_zero if pc else g
 

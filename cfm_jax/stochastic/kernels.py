@@ -50,7 +50,10 @@ KernelMethod = Literal["auto", "quadrature", "table"]
 #: The activations of the second paper (:meth:`NoiseKernel.paper`).
 PAPER_ACTIVATIONS = ("relu", "silu", "sigmoid", "tanh")
 
-#: Activations known by name. Closed forms exist for "relu" and "linear".
+#: The activations known by name, a closed set (closed forms exist for "relu" and "linear").
+Activation = Literal["relu", "silu", "linear", "tanh", "gelu", "sigmoid", "erf", "sin"]
+
+#: Each activation's function.
 ACTIVATIONS: dict[str, Callable] = {
     "relu": jax.nn.relu,
     "silu": jax.nn.silu,
@@ -64,7 +67,7 @@ ACTIVATIONS: dict[str, Callable] = {
 _CLOSED_FORM = ("relu", "linear")
 
 
-def get_activation(name: str) -> Callable:
+def get_activation(name: Activation) -> Callable:
     """The activation function called ``name`` (see :data:`ACTIVATIONS`)."""
     if name not in ACTIVATIONS:
         raise ValueError(f"`activation` must be one of {sorted(ACTIVATIONS)}, got {name!r}.")
@@ -94,7 +97,7 @@ class NoiseKernel(eqx.Module):
     The second paper's parametrisation is :meth:`paper`.
     """
 
-    activation: str = eqx.field(static=True)
+    activation: Activation = eqx.field(static=True)
     s_a: float = eqx.field(static=True)
     s_b: float = eqx.field(static=True)
     s_c: float = eqx.field(static=True)
@@ -108,7 +111,7 @@ class NoiseKernel(eqx.Module):
 
     def __init__(
         self,
-        activation: str = "relu",
+        activation: Activation = "relu",
         s_a: float = 1.0,
         s_b: float = 1.0,
         s_c: float = 0.0,
@@ -236,7 +239,7 @@ class NoiseKernel(eqx.Module):
         return lyapunov_exponent(self, d)
 
     @classmethod
-    def paper(cls, activation: str, dim: int, sigma_u: float = 0.0, sigma_w: float = 0.0) -> "NoiseKernel":
+    def paper(cls, activation: Activation, dim: int, sigma_u: float = 0.0, sigma_w: float = 0.0) -> "NoiseKernel":
         """The second paper's MLP G(y) = m^{-1/2} W σ(U y/√d + b_U) + b_W on S^{dim−1}.
 
         W, U standard normal, b_U ~ N(0, σ_U² I_m), b_W ~ N(0, σ_W² I_d): s_a = 1, s_b = 1/√dim,
