@@ -191,10 +191,15 @@ def loop(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, emit: Emit = "none
 
 
 def advance(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, layers, *, start=None) -> tuple:
-    """The state after the first ``layers`` layers (``layers`` may be traced): the loop, unrolled by
-    ``fori_loop`` so that nothing is kept (a hand adjoint's replay from s = 0)."""
+    """The state after the first ``layers`` layers (``layers`` may be traced), keeping nothing (a hand
+    adjoint's replay from s = 0). A loop of static length L whose layers past ``layers`` are skipped by
+    ``lax.cond``, so that it stays reverse-differentiable (a traced trip count would be a while loop)."""
     layer = _layer_fn(model, w, spec, emit="none", start=start)
-    return jax.lax.fori_loop(0, layers, lambda l, st: layer(st, l)[0], y0)
+
+    def body(l, st):
+        return jax.lax.cond(l < layers, lambda: layer(st, l)[0], lambda: st)
+
+    return jax.lax.fori_loop(0, model.num_layers, body, y0)
 
 
 def merge_leading(a):

@@ -189,15 +189,16 @@ def forward(
         return _forward(model, x0, context, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
                         saveat=saveat, adjoint=adjoint, max_steps=max_steps)
     except TypeError as e:
-        # a hand adjoint met jax.jvp: name the fix instead of JAX's generic custom_vjp message
+        # forward mode met a reverse-mode strategy: name the fix instead of JAX's generic custom_vjp message
         used = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
-        if not isinstance(used, AbstractHandAdjoint) or ("forward-mode" not in str(e) and "jvp" not in str(e)):
+        forward_mode = isinstance(used, (diffrax.DirectAdjoint, diffrax.ForwardMode))
+        if forward_mode or ("forward-mode" not in str(e) and "jvp" not in str(e)):
             raise
         raise TypeError(
-            f"{type(used).__name__} is a reverse-mode (custom_vjp) "
-            "strategy, so forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian) cannot run through it. Use an "
-            "autodiff adjoint for forward mode: forward(..., adjoint=diffrax.DirectAdjoint()) (or "
-            "diffrax.ForwardMode() for jax.jvp alone)."
+            f"{type(used).__name__} is a reverse-mode (custom_vjp) strategy, so forward-mode autodiff "
+            "(jax.jvp, jax.jacfwd, and jax.hessian for the hand adjoints) cannot run through it. Use "
+            "forward(..., adjoint=diffrax.DirectAdjoint()) for forward mode (or diffrax.ForwardMode() for jax.jvp "
+            "alone); docs/gradients.md lists what each adjoint supports."
         ) from None
 
 

@@ -123,6 +123,11 @@ def step_params(model: AbstractCFM, i, k: int, N: int, dtype):
     return model.segment_params(i // k, i.astype(dtype) / N)
 
 
+def cotangent_or_zero(ct, like):
+    """An output cotangent in the state's dtype, zeros for an output nobody differentiated (None)."""
+    return jnp.zeros_like(like) if ct is None else ct.astype(like.dtype)
+
+
 def weight_gradient(dlogw, w, ct_weights):
     """∂L/∂w from the accumulated ∂L/∂log w (zero at zero-mass atoms) plus the direct cotangent."""
     dw = jnp.where(w > 0, dlogw / jnp.where(w > 0, w, 1.0), 0.0)
@@ -201,6 +206,7 @@ def solve(adjoint: AbstractHandAdjoint | diffrax.AbstractAdjoint, model, x, z, w
 __all__ = [
     "AbstractHandAdjoint",
     "AdjointResult",
+    "cotangent_or_zero",
     "finish",
     "model_grads",
     "probe_rows",

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from ..flow import layer_ends, loop, solution, solve_segment
-from .base import AbstractHandAdjoint, finish, system_vjp
+from .base import AbstractHandAdjoint, cotangent_or_zero, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
 
 
@@ -102,11 +102,8 @@ class ContinuousAdjoint(AbstractHandAdjoint):
 
         inj_x, inj_z = split(ct.xs), split(ct.zs)
 
-        def zero_or(a, like):
-            return jnp.zeros_like(like) if a is None else a.astype(like.dtype)
-
-        p1 = zero_or(ct.x1, x) + (0 if inj_x is None else inj_x[1])
-        b1 = zero_or(ct.z1, z) + (0 if inj_z is None else inj_z[1])
+        p1 = cotangent_or_zero(ct.x1, x) + (0 if inj_x is None else inj_x[1])
+        b1 = cotangent_or_zero(ct.z1, z) + (0 if inj_z is None else inj_z[1])
 
         if pc:
             g_zero = jax.tree.map(jnp.zeros_like, model.segment_params(0, 0.0))

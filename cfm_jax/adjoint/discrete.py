@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from ..flow import Loop, advance, loop, merge_leading, solution, step_states
-from .base import AbstractHandAdjoint, finish, model_grads, step_params, system_vjp
+from .base import AbstractHandAdjoint, cotangent_or_zero, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
 
@@ -116,12 +116,9 @@ class DiscreteAdjoint(AbstractHandAdjoint):
         inj_x = _inject(ct.xs, k, spec.saveat, N)
         inj_z = _inject(ct.zs, k, spec.saveat, N)
 
-        def zero_or(a, like):
-            return jnp.zeros_like(like) if a is None else a.astype(like.dtype)
-
         # terminal condition: the final-state cotangents plus the last saved entry
-        p1 = zero_or(ct.x1, x) + (0 if inj_x is None else inj_x[N])
-        b1 = zero_or(ct.z1, z) + (0 if inj_z is None else inj_z[N])
+        p1 = cotangent_or_zero(ct.x1, x) + (0 if inj_x is None else inj_x[N])
+        b1 = cotangent_or_zero(ct.z1, z) + (0 if inj_z is None else inj_z[N])
         field = model.field
 
         def backward_step(adj, inputs):

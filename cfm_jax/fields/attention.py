@@ -60,14 +60,18 @@ def _dense_means(u, keys, log_weights):
     return (p @ keys) / jnp.sum(p, axis=-1, keepdims=True)
 
 
+def _blocks(rows, chunk: int):
+    """``rows (r, ...)`` zero-padded (``False`` for booleans) to a multiple of ``chunk`` and split into
+    ``(⌈r/chunk⌉, chunk, ...)`` blocks."""
+    blocks = -(-rows.shape[0] // chunk)
+    padded = jnp.pad(rows, ((0, blocks * chunk - rows.shape[0]),) + ((0, 0),) * (rows.ndim - 1))
+    return padded.reshape((blocks, chunk) + rows.shape[1:])
+
+
 def _streamed_means(u, keys, log_weights, key_chunk):
     """Same as `_dense_means`, keys streamed in blocks with a running log-sum-exp."""
     n, d = keys.shape
-    blocks = -(-n // key_chunk)
-    pad = blocks * key_chunk - n
-    keys_p = jnp.pad(keys, ((0, pad), (0, 0))).reshape(blocks, key_chunk, d)
-    logw_p = jnp.pad(log_weights, (0, pad)).reshape(blocks, key_chunk)
-    valid = (jnp.arange(blocks * key_chunk) < n).reshape(blocks, key_chunk)
+    keys_p, logw_p, valid = _blocks(keys, key_chunk), _blocks(log_weights, key_chunk), _blocks(jnp.ones(n, bool), key_chunk)
     r = u.shape[0]
 
     def step(carry, blk):
@@ -91,11 +95,8 @@ def _streamed_means(u, keys, log_weights, key_chunk):
 def _map_rows(fn, rows, chunk):
     """Apply `fn: (chunk, ...) -> (chunk, ...)` to row blocks (zero-padded), return (r, ...)."""
     r = rows.shape[0]
-    blocks = -(-r // chunk)
-    pad = blocks * chunk - r
-    padded = jnp.pad(rows, ((0, pad),) + ((0, 0),) * (rows.ndim - 1))
-    out = jax.lax.map(fn, padded.reshape((blocks, chunk) + rows.shape[1:]))
-    return out.reshape((blocks * chunk,) + out.shape[2:])[:r]
+    out = jax.lax.map(fn, _blocks(rows, chunk))
+    return out.reshape((out.shape[0] * chunk,) + out.shape[2:])[:r]
 
 
 def attention_means(
@@ -166,11 +167,7 @@ def _scan_row_blocks(block_fn, rows: tuple, chunk: int):
     rows must contribute zero to the sums (callers pad cotangents with zeros).
     """
     Q = rows[0].shape[0]
-    blocks = -(-Q // chunk)
-    pad = blocks * chunk - Q
-    padded = tuple(
-        jnp.pad(r, ((0, pad),) + ((0, 0),) * (r.ndim - 1)).reshape((blocks, chunk) + r.shape[1:]) for r in rows
-    )
+    padded = tuple(_blocks(r, chunk) for r in rows)
     _, sums_shape = jax.eval_shape(block_fn, *(p[0] for p in padded))
     init = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums_shape)
 
@@ -179,7 +176,7 @@ def _scan_row_blocks(block_fn, rows: tuple, chunk: int):
         return jax.tree.map(jnp.add, acc, sums), per_row
 
     sums, per_row = jax.lax.scan(step, init, padded)
-    per_row = jax.tree.map(lambda a: a.reshape((blocks * chunk,) + a.shape[2:])[:Q], per_row)
+    per_row = jax.tree.map(lambda a: a.reshape((a.shape[0] * chunk,) + a.shape[2:])[:Q], per_row)
     return per_row, sums
 
 

@@ -7,8 +7,8 @@ Update, in the L²([0, 1]) geometry of the parameter path (functional gradient, 
 realised as ``optax.chain(optax.add_decayed_weights(λ), optax.sgd(η))`` (:func:`ridge_sgd`)
 applied to the functional gradient L·∂ℓ/∂θ_l (so step sizes do not depend on L). Any optax
 ``GradientTransformation`` can replace it; the gradient source is any callable
-``(model, x0, context, y) -> (loss, grads)`` (default ``cfm_jax.value_and_grad`` when present,
-else autodiff through the residual network).
+``(model, x0, context, y) -> (loss, grads)`` (default [`loss_and_grad`][cfm_jax.loss_and_grad],
+the hand adjoint; ``autodiff_value_and_grad`` differentiates by autodiff instead).
 
 The loop (:func:`run_ogd`) is one jit-compiled ``jax.lax.scan`` over the stream and advances
 several *trajectories* at once, all fed by the same samples (x_0^k, y^k): trajectory t uses the
@@ -28,7 +28,7 @@ the step is the stream position).
 
 from .checkpoints import load_checkpoint, save_checkpoint
 from .lipschitz import LipschitzEstimate, estimate_lipschitz
-from .loop import coupled_run, run_ogd, train
+from .loop import coupled_run, run_ogd
 from .norms import sup_distance, sup_norm
 from .state import OGDResult, OGDState, init_state
 from .steps import check_step_sizes, ridge_sgd
@@ -52,5 +52,4 @@ __all__ = [
     "save_checkpoint",
     "sup_distance",
     "sup_norm",
-    "train",
 ]

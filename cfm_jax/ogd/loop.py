@@ -94,21 +94,6 @@ def run_ogd(
     return OGDResult(new_state, losses, devs, norms, traj)
 
 
-def train(model, stream, optimizer, num_steps, *, state=None, context_size=None, grad_fn=None, functional=True):
-    """Single-trajectory OGD. Returns ``(trained model, OGDResult)``."""
-    res = run_ogd(
-        model,
-        stream,
-        optimizer,
-        num_steps,
-        state=state,
-        context_sizes=(context_size,),
-        grad_fn=grad_fn,
-        functional=functional,
-    )
-    return res.state.model(model), res
-
-
 def coupled_run(
     model,
     stream,
@@ -143,4 +128,4 @@ def coupled_run(
     )
 
 
-__all__ = ["coupled_run", "run_ogd", "train"]
+__all__ = ["coupled_run", "run_ogd"]
