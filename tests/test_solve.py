@@ -279,3 +279,43 @@ def test_hand_adjoints_refuse_gradients_in_arrays_outside_theta():
     gz_ref = jax.grad(lambda z: jnp.sum(cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure(z), adjoint=AUTODIFF).x1))(
         ctx.points)
     assert rel(gz, gz_ref) <= 1e-8
+
+
+# what each adjoint supports (docs/gradients.md): "ok", or the error it raises
+SUPPORT = {
+    "DiscreteAdjoint()": (DiscreteAdjoint(), {"grad": "ok", "jvp": "DirectAdjoint", "hessian": "DirectAdjoint",
+                                               "grad(grad)": "ok"}),
+    "DiscreteAdjoint(memory=Recompute())": (DiscreteAdjoint(memory=Recompute()), {"grad(grad)": "ok"}),
+    "ContinuousAdjoint()": (ContinuousAdjoint(), {"jvp": "DirectAdjoint", "grad(grad)": "ok"}),
+    "RecursiveCheckpointAdjoint()": (AUTODIFF, {"jvp": "DirectAdjoint", "hessian": "ok", "grad(grad)": "while_loop"}),
+    "DirectAdjoint()": (diffrax.DirectAdjoint(), {"jvp": "ok", "hessian": "ok", "grad(grad)": "ok"}),
+}
+SLOW = {("RecursiveCheckpointAdjoint()", "hessian"), ("DirectAdjoint()", "hessian"), ("DirectAdjoint()", "grad(grad)"),
+        ("ContinuousAdjoint()", "grad(grad)"), ("DiscreteAdjoint()", "hessian")}
+
+
+@pytest.mark.parametrize("name,transform", [
+    pytest.param(n, t, marks=[pytest.mark.slow] if (n, t) in SLOW else [])
+    for n, (_, table) in SUPPORT.items() for t in table
+])
+def test_what_each_adjoint_supports(tiny, name, transform):
+    """The table of docs/gradients.md: supported transformations give the autodiff (DirectAdjoint) value
+    in float64; unsupported ones raise an error that names the fix (or, for diffrax's own checkpointed
+    loop under reverse-over-reverse, JAX's while-loop error)."""
+    adjoint, table = SUPPORT[name]
+    ctx = cfm_jax.EmpiricalMeasure(jnp.array([[0.3, -0.1], [0.5, 0.2], [-0.4, 0.1]]))
+
+    def run(transform, adjoint):
+        f = lambda x: jnp.sum(forward(tiny, x, ctx, adjoint=adjoint).x1 ** 3)  # noqa: E731
+        g = {"grad": jax.grad(f), "jvp": lambda x: jax.jvp(f, (x,), (x,))[1], "hessian": jax.hessian(f),
+             "grad(grad)": jax.grad(lambda x: jnp.sum(jax.grad(f)(x) ** 2))}[transform]
+        return g(jnp.array([0.2, -0.3]))
+
+    expected = table[transform]
+    if expected == "ok":
+        # the continuous adjoint differs from the exact Euler gradient by its O(1/L) discretisation error
+        rtol = 0.1 if isinstance(adjoint, ContinuousAdjoint) else 1e-9
+        np.testing.assert_allclose(run(transform, adjoint), run(transform, diffrax.DirectAdjoint()), rtol=rtol)
+    else:
+        with pytest.raises((TypeError, ValueError), match=expected):
+            run(transform, adjoint)
