@@ -82,7 +82,7 @@ def throughput(ns, ds, heads=1):
                     "dot_same_shape_gflops": dot_same / 1e9,
                     "ratio_vs_square_dot": flops / t / dot_square,
                     "ratio_vs_same_shape_dot": flops / t / dot_same,
-                    "chunk_size": cfm_jax.fields.attention.resolve_chunk_size("auto", heads, n, n),
+                    "chunk_size": cfm_jax._fields.attention.resolve_chunk_size("auto", heads, n, n),
                 }
             )
             print(rows[-1])

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cfm_jax  # noqa: E402
 from _machine import machine  # noqa: E402
 from _timing import warm_times  # noqa: E402
-from cfm_jax.fields.attention import resolve_chunk_size  # noqa: E402
+from cfm_jax._fields.attention import resolve_chunk_size  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PRECISIONS = ("float32", "default", "tensorfloat32", "bfloat16")

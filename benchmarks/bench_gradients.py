@@ -217,7 +217,7 @@ def bench_stored_softmax(n=1024, d=16, L=16, repeats=7):
 
     A single-head attention flow of the context (no MLP, no targets), written out here so that
     the two backward strategies differ only in where α comes from: recomputed (logits, row max,
-    normaliser, mean: what `cfm_jax.adjoint` does) or read back from the (L, n, n) stack the
+    normaliser, mean: what `cfm_jax._adjoint` does) or read back from the (L, n, n) stack the
     forward saved (4 products instead of 6, no exponentials, O(L·n²) memory).
     """
     k = jax.random.split(jax.random.key(0), 4)

@@ -2,12 +2,14 @@
 
 Deep transformers as target tokens moving through a context of n tokens carried by the same
 attention flow (a McKean–Vlasov particle system): forward solves differentiable by hand-written
-Eulerian adjoints or autodiff, propagation-of-chaos experiments, ridge-regularised OGD and the
-stochastic (common-noise) transformer on the sphere. The theory and every convention the code
-relies on: ``docs/theory.md``.
+Eulerian adjoints or autodiff, propagation-of-chaos experiments, ridge-regularised online gradient
+descent and the stochastic (common-noise) transformer on the sphere. The theory and every
+convention the code relies on: ``docs/theory.md``.
 
-The package root is lazy: a name is imported from its module on first use, so ``import cfm_jax``
-(and ``cfm-jax --help``) does not import JAX until something numerical is asked for.
+The public API is the names below (``__all__``) and the subpackages ``chaos``, ``distributed``,
+``experiments``, ``ogd``, ``stats`` and ``stochastic``; modules whose names start with ``_`` are
+implementation. The package root is lazy: a name is imported from its module on first use, so
+``import cfm_jax`` (and ``cfm-jax --help``) does not import JAX until something numerical is asked for.
 """
 
 from __future__ import annotations
@@ -19,70 +21,71 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    "AbstractCFM": "paths",
-    "AbstractField": "fields",
-    "AbstractHandAdjoint": "adjoint",
-    "AbstractMemory": "adjoint",
-    "adjoint_trajectories": "gradients",
-    "AdjointSolution": "gradients",
-    "ArrayStream": "streams",
-    "as_measure": "measures",
-    "AttentionField": "fields",
-    "Backsolve": "adjoint",
-    "ball_probes": "adjoint",
-    "CFM": "paths",
-    "context_mesh": "sharding",
-    "ContinuousAdjoint": "adjoint",
+    "AbstractCFM": "_paths",
+    "AbstractField": "_fields",
+    "AbstractHandAdjoint": "_adjoint",
+    "AbstractMemory": "_adjoint",
+    "AbstractPiecewiseConstantCFM": "_paths",
+    "adjoint_trajectories": "_gradients",
+    "AdjointSolution": "_gradients",
+    "ArrayStream": "_streams",
+    "as_measure": "_measures",
+    "AttentionField": "_fields",
+    "Backsolve": "_adjoint",
+    "ball_probes": "_adjoint",
+    "CFM": "_paths",
+    "context_mesh": "_sharding",
+    "ContinuousAdjoint": "_adjoint",
     "coupled_run": "ogd",
-    "default_adjoint": "solve",
-    "DiscreteAdjoint": "adjoint",
-    "embedded_sphere": "populations",
-    "EmpiricalMeasure": "measures",
+    "default_adjoint": "_solve",
+    "DiscreteAdjoint": "_adjoint",
+    "embedded_sphere": "_populations",
+    "EmpiricalMeasure": "_measures",
     "estimate_lipschitz": "ogd",
-    "FlowSolution": "flow",
-    "forward": "solve",
-    "functional_gradient": "gradients",
-    "FunctionStream": "streams",
-    "gather": "sharding",
-    "gaussian": "populations",
-    "gaussian_mixture": "populations",
-    "generic_local_vjp": "fields",
-    "grid_probes": "adjoint",
+    "FlowSolution": "_flow",
+    "forward": "_solve",
+    "functional_gradient": "_gradients",
+    "FunctionStream": "_streams",
+    "gather": "_sharding",
+    "gaussian": "_populations",
+    "gaussian_mixture": "_populations",
+    "generic_local_vjp": "_fields",
+    "grid_probes": "_adjoint",
     "LipschitzEstimate": "ogd",
     "load_checkpoint": "ogd",
-    "LocalVJP": "fields",
-    "make_population": "populations",
-    "mean_squared_loss": "gradients",
-    "MLPField": "fields",
+    "LocalVJP": "_fields",
+    "loss_and_grad": "_gradients",
+    "make_population": "_populations",
+    "mean_squared_loss": "_gradients",
+    "MLPField": "_fields",
     "NoiseKernel": "stochastic",
     "OGDResult": "ogd",
     "OGDState": "ogd",
-    "PiecewiseLinearCFM": "paths",
-    "probe_gradients": "gradients",
-    "Recompute": "adjoint",
-    "replicate": "sharding",
-    "loss_and_grad": "gradients",
+    "PiecewiseLinearCFM": "_paths",
+    "probe_gradients": "_gradients",
+    "Recompute": "_adjoint",
+    "replicate": "_sharding",
     "ridge_sgd": "ogd",
     "run_ogd": "ogd",
-    "Sample": "streams",
+    "Sample": "_streams",
     "save_checkpoint": "ogd",
-    "SaveAt": "flow",
-    "shard_inputs": "sharding",
+    "SaveAt": "_flow",
+    "shard_inputs": "_sharding",
     "SphereSDE": "stochastic",
-    "split_atom": "measures",
+    "split_atom": "_measures",
     "StochasticTransformer": "stochastic",
-    "StoreAll": "adjoint",
-    "StoreEvery": "adjoint",
-    "subspace_gaussian": "populations",
-    "SumField": "fields",
-    "TeacherStudentStream": "streams",
-    "Transformer": "paths",
-    "uniform_sphere": "populations",
-    "value_and_grad": "gradients",
-    "W1ControlField": "control",
-    "wasserstein1": "wasserstein",
+    "StoreAll": "_adjoint",
+    "StoreEvery": "_adjoint",
+    "subspace_gaussian": "_populations",
+    "SumField": "_fields",
+    "TeacherStudentStream": "_streams",
+    "Transformer": "_paths",
+    "uniform_sphere": "_populations",
+    "value_and_grad": "_gradients",
+    "W1ControlField": "_control",
+    "wasserstein1": "_wasserstein",
 }
-_SUBMODULES = ("adjoint", "chaos", "control", "distributed", "experiments", "fields", "flow", "gradients", "measures", "ogd", "paths", "populations", "sharding", "solve", "stats", "stochastic", "streams", "wasserstein")
+_SUBMODULES = ('chaos', 'distributed', 'experiments', 'ogd', 'stats', 'stochastic')
 
 
 def __getattr__(name: str):
@@ -102,28 +105,28 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
-    from .adjoint import AbstractHandAdjoint, AbstractMemory, Backsolve, ball_probes, ContinuousAdjoint, DiscreteAdjoint, grid_probes, Recompute, StoreAll, StoreEvery
-    from .control import W1ControlField
-    from .fields import AbstractField, AttentionField, generic_local_vjp, LocalVJP, MLPField, SumField
-    from .flow import FlowSolution, SaveAt
-    from .gradients import adjoint_trajectories, AdjointSolution, functional_gradient, loss_and_grad, mean_squared_loss, probe_gradients, value_and_grad
-    from .measures import as_measure, EmpiricalMeasure, split_atom
+    from ._adjoint import AbstractHandAdjoint, AbstractMemory, Backsolve, ball_probes, ContinuousAdjoint, DiscreteAdjoint, grid_probes, Recompute, StoreAll, StoreEvery
+    from ._control import W1ControlField
+    from ._fields import AbstractField, AttentionField, generic_local_vjp, LocalVJP, MLPField, SumField
+    from ._flow import FlowSolution, SaveAt
+    from ._gradients import adjoint_trajectories, AdjointSolution, functional_gradient, loss_and_grad, mean_squared_loss, probe_gradients, value_and_grad
+    from ._measures import as_measure, EmpiricalMeasure, split_atom
+    from ._paths import AbstractCFM, AbstractPiecewiseConstantCFM, CFM, PiecewiseLinearCFM, Transformer
+    from ._populations import embedded_sphere, gaussian, gaussian_mixture, make_population, subspace_gaussian, uniform_sphere
+    from ._sharding import context_mesh, gather, replicate, shard_inputs
+    from ._solve import default_adjoint, forward
+    from ._streams import ArrayStream, FunctionStream, Sample, TeacherStudentStream
+    from ._wasserstein import wasserstein1
     from .ogd import coupled_run, estimate_lipschitz, LipschitzEstimate, load_checkpoint, OGDResult, OGDState, ridge_sgd, run_ogd, save_checkpoint
-    from .paths import AbstractCFM, CFM, PiecewiseLinearCFM, Transformer
-    from .populations import embedded_sphere, gaussian, gaussian_mixture, make_population, subspace_gaussian, uniform_sphere
-    from .sharding import context_mesh, gather, replicate, shard_inputs
-    from .solve import default_adjoint, forward
     from .stochastic import NoiseKernel, SphereSDE, StochasticTransformer
-    from .streams import ArrayStream, FunctionStream, Sample, TeacherStudentStream
-    from .wasserstein import wasserstein1
-    from . import adjoint, chaos, control, distributed, experiments, fields, flow, gradients, measures, ogd, paths, populations, sharding, solve, stats, stochastic, streams, wasserstein
+    from . import chaos, distributed, experiments, ogd, stats, stochastic
 
 __all__ = [
     "AbstractCFM",
     "AbstractField",
     "AbstractHandAdjoint",
     "AbstractMemory",
-    "adjoint",
+    "AbstractPiecewiseConstantCFM",
     "adjoint_trajectories",
     "AdjointSolution",
     "ArrayStream",
@@ -135,7 +138,6 @@ __all__ = [
     "chaos",
     "context_mesh",
     "ContinuousAdjoint",
-    "control",
     "coupled_run",
     "default_adjoint",
     "DiscreteAdjoint",
@@ -144,8 +146,6 @@ __all__ = [
     "EmpiricalMeasure",
     "estimate_lipschitz",
     "experiments",
-    "fields",
-    "flow",
     "FlowSolution",
     "forward",
     "functional_gradient",
@@ -154,34 +154,28 @@ __all__ = [
     "gaussian",
     "gaussian_mixture",
     "generic_local_vjp",
-    "gradients",
     "grid_probes",
     "LipschitzEstimate",
     "load_checkpoint",
     "LocalVJP",
+    "loss_and_grad",
     "make_population",
     "mean_squared_loss",
-    "measures",
     "MLPField",
     "NoiseKernel",
     "ogd",
     "OGDResult",
     "OGDState",
-    "paths",
     "PiecewiseLinearCFM",
-    "populations",
     "probe_gradients",
     "Recompute",
     "replicate",
-    "loss_and_grad",
     "ridge_sgd",
     "run_ogd",
     "Sample",
     "save_checkpoint",
     "SaveAt",
     "shard_inputs",
-    "sharding",
-    "solve",
     "SphereSDE",
     "split_atom",
     "stats",
@@ -189,7 +183,6 @@ __all__ = [
     "StochasticTransformer",
     "StoreAll",
     "StoreEvery",
-    "streams",
     "subspace_gaussian",
     "SumField",
     "TeacherStudentStream",
@@ -197,6 +190,5 @@ __all__ = [
     "uniform_sphere",
     "value_and_grad",
     "W1ControlField",
-    "wasserstein",
     "wasserstein1",
 ]

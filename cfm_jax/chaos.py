@@ -26,7 +26,7 @@ with several local devices, split across them (:func:`run_seeds`).
 
 Expected (paper's table): transformer token quantities ~ n^{-1/2} whatever d; W1 between
 measures ~ n^{-1/d'} (d' the intrinsic dimension of P; n^{-1/2} up to a log at d' ≤ 2); the
-general W1-Lipschitz control field (:class:`~cfm_jax.control.W1ControlField`) drives its
+general W1-Lipschitz control field (:class:`~cfm_jax._control.W1ControlField`) drives its
 tokens at the slower n^{-1/d'}.
 """
 
@@ -42,14 +42,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from .control import W1ControlField
-from .flow import SaveAt
-from .solve import forward
-from .gradients import adjoint_trajectories
-from .measures import EmpiricalMeasure, as_measure
-from .paths import CFM, AbstractCFM, Transformer
-from .populations import make_population
-from .wasserstein import wasserstein1
+from ._control import W1ControlField
+from ._flow import SaveAt
+from ._solve import forward
+from ._gradients import adjoint_trajectories
+from ._measures import EmpiricalMeasure, as_measure
+from ._paths import CFM, AbstractCFM, Transformer
+from ._populations import make_population
+from ._wasserstein import wasserstein1
 
 #: quantity -> definition
 QUANTITIES = {
@@ -123,9 +123,11 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
     """ValueError naming the field of ``spec`` that is out of range."""
     if spec.field not in ("attention", "control"):
         raise ValueError(f"`field` must be 'attention' or 'control', got {spec.field!r}.")
-    for name in ("dim", "n_ref", "layers", "batch", "num_probes", "w1_size"):
-        if int(getattr(spec, name)) < 1:
-            raise ValueError(f"`{name}` must be >= 1, got {getattr(spec, name)!r}.")
+    sizes = {"dim": spec.dim, "n_ref": spec.n_ref, "layers": spec.layers, "batch": spec.batch,
+             "num_probes": spec.num_probes, "w1_size": spec.w1_size}
+    for name, value in sizes.items():
+        if int(value) < 1:
+            raise ValueError(f"`{name}` must be >= 1, got {value!r}.")
     if not isinstance(spec.ns, tuple) or not spec.ns or any(int(n) < 1 for n in spec.ns):
         raise ValueError(f"`ns` must be a non-empty tuple of positive context sizes, got {spec.ns!r}.")
     if max(spec.ns) > spec.n_ref:

@@ -7,8 +7,8 @@ import pytest
 
 import cfm_jax
 from cfm_jax import ogd
-from cfm_jax.populations import uniform_sphere
-from cfm_jax.streams import TeacherStudentStream
+from cfm_jax._populations import uniform_sphere
+from cfm_jax._streams import TeacherStudentStream
 
 D, L, M, B = 2, 2, 4, 4
 N_REF = 256

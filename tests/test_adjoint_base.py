@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 from _problems import problem, rel
 
-from cfm_jax.adjoint import system_vjp
-from cfm_jax.adjoint.base import weight_gradient
+from cfm_jax._adjoint import system_vjp
+from cfm_jax._adjoint.base import weight_gradient
 
 
 def test_probe_rows_are_passive_in_the_system_products():

@@ -7,7 +7,7 @@ import pytest
 
 import cfm_jax
 from cfm_jax import Backsolve, DiscreteAdjoint, Recompute, StoreAll, StoreEvery
-from cfm_jax.adjoint.memory import segment_steps
+from cfm_jax._adjoint.memory import segment_steps
 
 
 def test_segment_steps_per_policy_and_strategy():

@@ -1,4 +1,4 @@
-"""cfm_jax.control: the W1-Lipschitz control field V(x, μ) = c · W1(μ, ν) · e."""
+"""cfm_jax._control: the W1-Lipschitz control field V(x, μ) = c · W1(μ, ν) · e."""
 
 import jax
 import jax.numpy as jnp
@@ -7,8 +7,8 @@ import pytest
 
 import cfm_jax
 from cfm_jax import EmpiricalMeasure
-from cfm_jax.control import W1ControlField
-from cfm_jax.wasserstein import wasserstein1
+from cfm_jax._control import W1ControlField
+from cfm_jax._wasserstein import wasserstein1
 
 
 def test_control_field_population_fixed_point_and_lipschitz():

@@ -58,7 +58,7 @@ WORKER = textwrap.dedent(
 
     jax.config.update("jax_enable_x64", True)
     import cfm_jax
-    from cfm_jax.sharding import gather, replicate
+    from cfm_jax._sharding import gather, replicate
 
     sys.path.insert(0, sys.argv[1])
     from test_distributed import _grad_step, _outputs, _problem

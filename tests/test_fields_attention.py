@@ -24,11 +24,11 @@ def test_chunked_attention_matches_dense(dtype, tol):
 
 
 def test_auto_chunking_switches_on_large_contexts():
-    from cfm_jax.fields.attention import resolve_chunk_size
+    from cfm_jax._fields.attention import resolve_chunk_size
 
     assert resolve_chunk_size("auto", 1, 100, 100) is None
     chunk = resolve_chunk_size("auto", 4, 70000, 70000)
-    assert chunk == cfm_jax.fields.attention.AUTO_CHUNK_SIZE
+    assert chunk == cfm_jax._fields.attention.AUTO_CHUNK_SIZE
 
 
 def test_huge_logits_do_not_overflow_float32():
@@ -54,7 +54,7 @@ def test_backend_aware_block_sizes(monkeypatch):
     rows are split into equal blocks of a multiple of 8 rows, so the zero-padded tail is under 8
     rows per block; a block holds at most ``most`` rows (AUTO_BLOCK_ENTRIES_ACCELERATOR scores,
     clipped to the row bounds) and more than half of them; dense stays dense up to its limit."""
-    from cfm_jax.fields import attention as att
+    from cfm_jax._fields import attention as att
 
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     assert att.resolve_chunk_size("auto", 1, 2048, 2048) is None  # exactly 2^22 entries

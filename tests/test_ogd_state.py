@@ -31,7 +31,7 @@ def test_state_checks_name_the_argument():
     with pytest.raises(ValueError, match="context_sizes"):
         ogd.init_state(model, opt, context_sizes=(0,))
     other = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=5, layers=2)
-    from cfm_jax.ogd.state import check_state
+    from cfm_jax.ogd._state import check_state
 
     with pytest.raises(ValueError, match="state.params"):
         check_state(ogd.init_state(other, opt), model, opt)

@@ -1,11 +1,11 @@
-"""cfm_jax.populations: supports, moments, purity in the key, and bad input."""
+"""cfm_jax._populations: supports, moments, purity in the key, and bad input."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cfm_jax.populations import (
+from cfm_jax._populations import (
     embedded_sphere,
     gaussian,
     gaussian_mixture,

@@ -10,7 +10,7 @@ SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update("jax_enable_x64", True)
     import cfm_jax
-    from cfm_jax.sharding import gather, replicate
+    from cfm_jax._sharding import gather, replicate
     assert jax.device_count() == 4, jax.devices()
     model = cfm_jax.Transformer.init(jax.random.key(0), 4, heads=2, mlp_width=6, layers=3, dtype=jnp.float64)
     kx, kz, kw = jax.random.split(jax.random.key(1), 3)

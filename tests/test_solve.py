@@ -233,7 +233,7 @@ def test_forward_is_compiled_once_and_steps_is_static(tiny, monkeypatch):
     of the input checks, which run only when tracing); steps is static (a new value retraces) and
     works eagerly, under eqx.filter_jit and under jax.jit with static_argnames; a traced steps gets an
     error that says how to mark it static."""
-    import cfm_jax.solve as solve_module
+    import cfm_jax._solve as solve_module
 
     traces = []
     prepare = solve_module.prepare

@@ -14,7 +14,7 @@ from cfm_jax.stochastic import (
     random_tokens,
     sample_mlp,
 )
-from cfm_jax.stochastic.noise import mlp_noise
+from cfm_jax.stochastic._noise import mlp_noise
 
 
 def test_mlp_covariance_is_kappa_for_every_width():

@@ -8,7 +8,7 @@ from _ogd_problem import CK_LAM, ETA, _short_run, setup  # noqa: F401 (setup is 
 
 import cfm_jax
 from cfm_jax import ogd
-from cfm_jax.streams import ArrayStream, FunctionStream
+from cfm_jax._streams import ArrayStream, FunctionStream
 
 
 def test_user_streams_match_the_teacher_stream(setup):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cfm_jax import EmpiricalMeasure, wasserstein1
-from cfm_jax.wasserstein import cost_scale, sorted_w1
+from cfm_jax._wasserstein import cost_scale, sorted_w1
 
 N, D = 32, 2
 

@@ -23,7 +23,7 @@ def methods() -> dict:
     the solver's order; its distance to the Euler references is discretisation, not error)."""
     import diffrax
 
-    from ..adjoint import Backsolve, ContinuousAdjoint, DiscreteAdjoint, Recompute, StoreEvery
+    from .._adjoint import Backsolve, ContinuousAdjoint, DiscreteAdjoint, Recompute, StoreEvery
 
     return {
         "DiscreteAdjoint()": (DiscreteAdjoint(), None, 1, "euler"),
@@ -232,7 +232,7 @@ def run(args) -> int:
 
 def _without_closed_forms(field):
     """``field`` with the ``jax.vjp`` default local products instead of its closed forms."""
-    from ..fields import AbstractField
+    from .._fields import AbstractField
 
     class WithoutClosedForms(AbstractField):
         inner: AbstractField

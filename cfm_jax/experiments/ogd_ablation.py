@@ -83,8 +83,8 @@ class _Problem:
         import jax.numpy as jnp
 
         from .. import Transformer
-        from ..populations import make_population
-        from ..streams import TeacherStudentStream
+        from .._populations import make_population
+        from .._streams import TeacherStudentStream
 
         self.cfg = cfg
         base = jax.random.key(cfg["seed"])

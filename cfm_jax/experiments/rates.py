@@ -60,7 +60,7 @@ def sweep_configs(grid: dict, *, base_seed: int = 0, layers: int = 4, adjoint: b
     W1 between measures is only computed where the intrinsic dimension d' <= 3: beyond, a CPU-size
     reference cannot resolve n^{-1/d'} (the control field shows the curse of dimension instead).
     In d' = 1 (exact sorted formula, cheap) the whole reference is used; otherwise its first 512
-    particles and Sinkhorn at ε = 2 % of the cost scale (bias ≲ 5 %, see ``cfm_jax.wasserstein``).
+    particles and Sinkhorn at ε = 2 % of the cost scale (bias ≲ 5 %, see ``cfm_jax._wasserstein``).
     """
     configs = []
 

@@ -45,7 +45,8 @@ def _jsonable(x):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
-    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):
+    jax = sys.modules.get("jax")  # arrays of JAX exist only once it is imported (this module does not import it)
+    if isinstance(x, np.ndarray) or (jax is not None and isinstance(x, jax.Array)):
         return _jsonable(np.asarray(x).tolist())
     if isinstance(x, float) and not math.isfinite(x):
         return None  # JSON has no NaN/inf: a missing number is null

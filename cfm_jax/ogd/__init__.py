@@ -26,13 +26,13 @@ State (:class:`OGDState`: parameters, optimiser states, step) is a pytree; check
 the step is the stream position).
 """
 
-from .checkpoints import load_checkpoint, save_checkpoint
-from .lipschitz import LipschitzEstimate, estimate_lipschitz
-from .loop import coupled_run, run_ogd
-from .norms import sup_distance, sup_norm
-from .state import OGDResult, OGDState, init_state
-from .steps import check_step_sizes, ridge_sgd
-from .updates import GradFn, autodiff_value_and_grad, default_grad_fn, functional_scale
+from ._checkpoints import load_checkpoint, save_checkpoint
+from ._lipschitz import LipschitzEstimate, estimate_lipschitz
+from ._loop import coupled_run, run_ogd
+from ._norms import sup_distance, sup_norm
+from ._state import OGDResult, OGDState, init_state
+from ._steps import check_step_sizes, ridge_sgd
+from ._updates import GradFn, autodiff_value_and_grad, default_grad_fn, functional_scale
 
 __all__ = [
     "GradFn",

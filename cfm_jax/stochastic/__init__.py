@@ -11,7 +11,7 @@
 * :mod:`.theorem` — the attention term ε of the theorem's Assumption 2 (a lower estimate).
 """
 
-from .energies import (
+from ._energies import (
     diameter,
     distance_energy,
     energy_deficit,
@@ -24,7 +24,7 @@ from .energies import (
     realisation_stats,
     trajectory_observables,
 )
-from .kernels import (
+from ._kernels import (
     ACTIVATIONS,
     PAPER_ACTIVATIONS,
     KernelMethod,
@@ -35,8 +35,8 @@ from .kernels import (
     kappa_monte_carlo,
     lyapunov_exponent,
 )
-from .lyapunov import LyapunovEstimate, LyapunovMethod, benettin, estimate_lyapunov, twin
-from .model import (
+from ._lyapunov import LyapunovEstimate, LyapunovMethod, benettin, estimate_lyapunov, twin
+from ._model import (
     AttentionKind,
     SphereAttention,
     StochasticTransformer,
@@ -47,7 +47,7 @@ from .model import (
     simulate,
     simulate_many,
 )
-from .noise import (
+from ._noise import (
     exact_increment,
     feature_increment,
     field_factor,
@@ -56,8 +56,8 @@ from .noise import (
     psd_sqrt,
     sample_mlp,
 )
-from .sde import NoiseSampler, SphereSDE, brownian_increments, brownian_path, integrate_increments, solve_diffrax
-from .theorem import EpsilonEstimate, attention_epsilon, attention_velocity, energy_growth_ratio
+from ._sde import NoiseSampler, SphereSDE, brownian_increments, brownian_path, integrate_increments, solve_diffrax
+from ._theorem import EpsilonEstimate, attention_epsilon, attention_velocity, energy_growth_ratio
 
 __all__ = [
     "ACTIVATIONS",

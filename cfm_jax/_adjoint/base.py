@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..fields import LocalVJP
-from ..flow import FlowSolution, FlowSpec, loop, solution
-from ..measures import EmpiricalMeasure
-from ..paths import AbstractCFM
+from .._fields import LocalVJP
+from .._flow import FlowSolution, FlowSpec, loop, solution
+from .._measures import EmpiricalMeasure
+from .._paths import AbstractCFM
 from .memory import AbstractMemory
 
 
@@ -65,7 +65,7 @@ class AbstractHandAdjoint(eqx.Module):
 
     @abc.abstractmethod
     def run_forward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool, start=None):
-        """The forward loop (:func:`cfm_jax.flow.loop`), keeping what the backward sweep needs.
+        """The forward loop (:func:`cfm_jax._flow.loop`), keeping what the backward sweep needs.
 
         ``y0 = (x (B, d), z (n, d), ζ (R, d))`` with probe rows started at steps ``start (R,)``.
         Returns ``(FlowSolution, residuals)`` (residuals None unless ``store``).

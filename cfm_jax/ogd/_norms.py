@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..paths import AbstractCFM
+from .._paths import AbstractCFM
 
 
 def _layer_sq_norms(model: AbstractCFM):

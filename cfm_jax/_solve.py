@@ -4,7 +4,7 @@
     g = jax.grad(lambda m: loss(cfm_jax.forward(m, x0, context)))(model)   # runs the hand adjoint
 
 The ``adjoint=`` argument chooses how ``jax.grad`` (and ``jax.vjp``, ``eqx.filter_grad``,
-optax loops, ...) differentiates the one forward loop (:func:`cfm_jax.flow.loop`):
+optax loops, ...) differentiates the one forward loop (:func:`cfm_jax._flow.loop`):
 
 - [`DiscreteAdjoint`][cfm_jax.DiscreteAdjoint] — the exact hand adjoint of explicit Euler (the residual
   network): equal to autodiff to round-off, O(n) memory per stored state, no n×n buffer;
@@ -40,10 +40,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .adjoint import AbstractHandAdjoint, DiscreteAdjoint, solve
-from .flow import FlowSolution, FlowSpec, SaveAt
-from .measures import EmpiricalMeasure, as_measure, checked
-from .paths import AbstractCFM
+from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, solve
+from ._flow import FlowSolution, FlowSpec, SaveAt
+from ._measures import EmpiricalMeasure, as_measure, checked
+from ._paths import AbstractCFM
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""

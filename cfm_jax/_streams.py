@@ -12,7 +12,7 @@ same samples as an uninterrupted one. Streams carry their own PRNG key and use
 - :class:`ArrayStream`: user data already in memory (leading step axis K).
 - :class:`FunctionStream`: any user function ``k -> Sample`` (or ``(x0, context, y)``).
 
-Population laws ``(key, n) -> (n, d)`` come from :mod:`cfm_jax.populations` (Gaussian, mixture,
+Population laws ``(key, n) -> (n, d)`` come from :mod:`cfm_jax._populations` (Gaussian, mixture,
 sphere, …) or any user function.
 """
 
@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .measures import EmpiricalMeasure
-from .paths import AbstractCFM
-from .solve import forward
+from ._measures import EmpiricalMeasure
+from ._paths import AbstractCFM
+from ._solve import forward
 
 
 class Sample(eqx.Module):
@@ -66,7 +66,7 @@ class TeacherStudentStream(AbstractStream):
 
     Args:
         teacher: any cfm_jax model.
-        population: ``(key, n) -> (n, d)``, e.g. ``cfm_jax.populations.gaussian(d)``.
+        population: ``(key, n) -> (n, d)``, e.g. ``cfm_jax._populations.gaussian(d)``.
         key: PRNG key of the stream.
         batch: B, target tokens per sample.
         context_size: points per context (the reference size n_ref in coupled runs).

@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .energies import energy_deficit
-from .model import SphereAttention, normalise
+from ._energies import energy_deficit
+from ._model import SphereAttention, normalise
 
 
 def attention_velocity(attention: SphereAttention, x: Float[Array, "N d"]) -> Float[Array, "N d"]:

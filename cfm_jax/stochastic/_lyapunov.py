@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..stats import mean_ci
-from .model import check_tokens, normalise
+from ._model import check_tokens, normalise
 
 
 #: Estimator of the top exponent: tangent vectors via jvp, or twin trajectories.

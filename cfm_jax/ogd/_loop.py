@@ -11,11 +11,11 @@ import numpy as np
 import optax
 
 from .._validation import is_concrete
-from ..paths import AbstractCFM
-from ..streams import as_stream, check_stream
-from .norms import sup_distance, sup_norm
-from .state import OGDResult, OGDState, check_model, check_optimizer, check_state, init_state
-from .updates import GradFn, default_grad_fn, ogd_update
+from .._paths import AbstractCFM
+from .._streams import as_stream, check_stream
+from ._norms import sup_distance, sup_norm
+from ._state import OGDResult, OGDState, check_model, check_optimizer, check_state, init_state
+from ._updates import GradFn, default_grad_fn, ogd_update
 
 
 @eqx.filter_jit
@@ -61,7 +61,7 @@ def run_ogd(
 
     Args:
         model: supplies the initial parameters (when ``state`` is None) and the static structure.
-        stream: an :class:`~cfm_jax.streams.AbstractStream` (or see ``as_stream``); sample k is
+        stream: an :class:`~cfm_jax._streams.AbstractStream` (or see ``as_stream``); sample k is
             ``stream(k)`` with k = state.step, state.step + 1, …
         optimizer: optax transformation, e.g. :func:`ridge_sgd`.
         num_steps: K >= 1.

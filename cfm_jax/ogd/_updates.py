@@ -7,10 +7,10 @@ from collections.abc import Callable
 import diffrax
 import equinox as eqx
 
-from ..gradients import functional_gradient, loss_and_grad
-from ..measures import EmpiricalMeasure
-from ..paths import AbstractCFM
-from ..streams import Sample
+from .._gradients import functional_gradient, loss_and_grad
+from .._measures import EmpiricalMeasure
+from .._paths import AbstractCFM
+from .._streams import Sample
 
 GradFn = Callable  # (model, x0 (B, d), context EmpiricalMeasure, y (B, d)) -> (loss, grads)
 

@@ -15,7 +15,7 @@ layer this is exactly the L-layer residual transformer x_{l+1} = x_l + (1/L) V(x
 
 Every strategy of :func:`cfm_jax.forward` runs this loop: autodiff through it (a diffrax
 adjoint), or a hand adjoint that wraps it in a custom VJP and chooses which states it keeps
-(:mod:`cfm_jax.adjoint`). :func:`solution` is the one assembly of what ``SaveAt`` asks for.
+(:mod:`cfm_jax._adjoint`). :func:`solution` is the one assembly of what ``SaveAt`` asks for.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .measures import EmpiricalMeasure
-from .paths import AbstractCFM
+from ._measures import EmpiricalMeasure
+from ._paths import AbstractCFM
 
 Emit = Literal["none", "ends", "steps"]
 """What :func:`loop` returns per layer: nothing, the state at the layer's end, or after every step."""

@@ -9,7 +9,7 @@ import numpy as np
 import optax
 from jaxtyping import Array
 
-from ..paths import AbstractCFM
+from .._paths import AbstractCFM
 
 
 class OGDState(eqx.Module):

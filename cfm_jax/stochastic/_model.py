@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ..fields.attention import attention_means
-from .kernels import NoiseKernel
-from .noise import mlp_noise, sample_mlp
+from .._fields.attention import attention_means
+from ._kernels import NoiseKernel
+from ._noise import mlp_noise, sample_mlp
 
 _SPHERE_ATOL = 1e-5
 
@@ -63,8 +63,7 @@ class SphereAttention(eqx.Module):
             raise ValueError(f"`attention` must be 'SA', 'USA' or 'none', got {self.kind!r}.")
         if not (math.isfinite(self.beta) and self.beta >= 0):
             raise ValueError(f"`beta` must be finite and >= 0, got {self.beta!r}.")
-        for name in ("Q", "K", "V"):
-            M = getattr(self, name)
+        for name, M in (("Q", self.Q), ("K", self.K), ("V", self.V)):
             if M is not None and (np.ndim(M) != 2 or np.shape(M)[0] != np.shape(M)[1]):
                 raise ValueError(f"`{name}` must be a square (d, d) matrix, got shape {np.shape(M)}.")
 

@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .kernels import NoiseKernel
-from .model import SphereAttention, check_model_arguments, check_tokens, normalise
-from .noise import field_factor, mlp_noise, sample_mlp
+from ._kernels import NoiseKernel
+from ._model import SphereAttention, check_model_arguments, check_tokens, normalise
+from ._noise import field_factor, mlp_noise, sample_mlp
 
 #: Sampler of the common field at the token positions: exact (C^{1/2} ΔB) or random features.
 NoiseSampler = Literal["exact", "features"]

@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ..paths import AbstractCFM
-from ..streams import as_stream, check_stream
-from .norms import sup_distance, sup_norm
-from .state import check_model
-from .updates import GradFn, context_head, default_grad_fn, functional_scale
+from .._paths import AbstractCFM
+from .._streams import as_stream, check_stream
+from ._norms import sup_distance, sup_norm
+from ._state import check_model
+from ._updates import GradFn, context_head, default_grad_fn, functional_scale
 
 
 class LipschitzEstimate(eqx.Module):

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._validation import is_concrete
-from .measures import EmpiricalMeasure, as_measure
+from ._measures import EmpiricalMeasure, as_measure
 
 W1Method = Literal["auto", "sinkhorn", "exact", "sorted"]
 """How :func:`wasserstein1` computes W1 (see its docstring)."""

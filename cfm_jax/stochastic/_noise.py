@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .kernels import NoiseKernel, get_activation
+from ._kernels import NoiseKernel, get_activation
 
 
 def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:

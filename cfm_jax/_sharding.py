@@ -19,7 +19,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from .measures import as_measure
+from ._measures import as_measure
 
 AXIS = "data"
 

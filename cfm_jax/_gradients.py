@@ -20,10 +20,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .adjoint import AbstractHandAdjoint, DiscreteAdjoint, probe_rows
-from .flow import FlowSolution
-from .paths import AbstractCFM
-from .solve import forward, prepare
+from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, probe_rows
+from ._flow import FlowSolution
+from ._paths import AbstractCFM
+from ._solve import forward, prepare
 
 
 class AdjointSolution(eqx.Module):

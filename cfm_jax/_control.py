@@ -1,13 +1,13 @@
 """A general (non-kernel) contextual field: V(x, μ) = c(s) · W1(μ, ν) · e.
 
 The control of the propagation-of-chaos experiments (``docs/chaos.md``); a field built from a
-distance, so it sits above ``cfm_jax.wasserstein`` in the layers, not in ``fields/``. Its
+distance, so it sits above ``cfm_jax._wasserstein`` in the layers, not in ``fields/``. Its
 dependence on μ is W1-Lipschitz (|V(x, μ) − V(x, μ')| ≤ |c| W1(μ, μ')) but *not* of the kernel form
 F(∫ k(x, y) dμ(y)), so the empirical error is W1(μ_n, μ) ~ n^{-1/d} rather than the parametric
 n^{-1/2} of attention. With ν the population law (its reference sample), the population system
 stays put (W1(ν, ν) = 0) while an n-point context drifts by ~W1(μ_n, ν) along e.
 
-W1 is the debiased Sinkhorn divergence with the Euclidean cost (``cfm_jax.wasserstein``) at a
+W1 is the debiased Sinkhorn divergence with the Euclidean cost (``cfm_jax._wasserstein``) at a
 *fixed* ε (set from ν's own scale at construction, so V is one functional of μ) and the self term
 OT_ε(ν, ν) precomputed; in d = 1 the exact sorted formula is used instead.
 """
@@ -20,9 +20,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._validation import is_concrete
-from .fields.base import AbstractField
-from .measures import EmpiricalMeasure, as_measure
-from .wasserstein import self_transport_cost, sinkhorn_w1, sorted_w1
+from ._fields.base import AbstractField
+from ._measures import EmpiricalMeasure, as_measure
+from ._wasserstein import self_transport_cost, sinkhorn_w1, sorted_w1
 
 
 class W1ControlField(AbstractField):

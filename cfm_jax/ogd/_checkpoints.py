@@ -9,8 +9,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..streams import AbstractStream
-from .state import OGDState
+from .._streams import AbstractStream
+from ._state import OGDState
 
 
 def _is_key(x):

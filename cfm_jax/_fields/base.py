@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..measures import EmpiricalMeasure
+from .._measures import EmpiricalMeasure
 
 LayerParams = Mapping[str, Array]
 """One layer's parameters θ(s) as a mapping name -> array (e.g. ``{"Q": (H, d, d), ...}``)."""

@@ -16,7 +16,7 @@ which is the chain rule of the scheme, so it equals reverse-mode autodiff throug
 scheme to round-off (docs/theory.md §2). b_j = w_j a_j with a_j = ∇φ_s(z_j) the test-field
 gradient. A probe started at step i₀ at point y follows the a-recursion with zero mass and
 gives ∇φ_{s_{i₀}}(y); its value φ accumulates h Σ_r c_r·(δV/δμ)(q_r, μ_i)(ζ_i).
-Memory: :mod:`cfm_jax.adjoint.memory` (StoreAll, StoreEvery(c), Recompute).
+Memory: :mod:`cfm_jax._adjoint.memory` (StoreAll, StoreEvery(c), Recompute).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from ..flow import Loop, advance, loop, merge_leading, solution, step_states
+from .._flow import Loop, advance, loop, merge_leading, solution, step_states
 from .base import AbstractHandAdjoint, cotangent_or_zero, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
@@ -50,7 +50,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
     Gradients equal reverse-mode autodiff through the same Euler scheme to round-off, at
     3.5–4× the cost of a forward and without any n×n buffer. Requires ``solver=diffrax.Euler()``
     (the default) and fixed steps. ``memory``: ``StoreAll()`` (default), ``StoreEvery(c)`` or
-    ``Recompute()`` (:mod:`cfm_jax.adjoint.memory`).
+    ``Recompute()`` (:mod:`cfm_jax._adjoint.memory`).
     """
 
     memory: AbstractMemory = StoreAll()

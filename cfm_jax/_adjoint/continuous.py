@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..flow import layer_ends, loop, solution, solve_segment
+from .._flow import layer_ends, loop, solution, solve_segment
 from .base import AbstractHandAdjoint, cotangent_or_zero, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
 
@@ -40,7 +40,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
     Attributes:
         solver: solver of the backward system; None uses the forward's solver.
         stepsize_controller: controller of the backward system; None uses the forward's.
-        memory: ``StoreEvery(1)`` (default) or ``Backsolve()`` (:mod:`cfm_jax.adjoint.memory`).
+        memory: ``StoreEvery(1)`` (default) or ``Backsolve()`` (:mod:`cfm_jax._adjoint.memory`).
 
     Not the exact gradient of the discretised forward: it converges to the gradient of the
     continuous flow at the solver's order. The forward itself is the same loop as with any

@@ -2,7 +2,7 @@
 
 A *model* is an Equinox module with
 
-- ``field``: an :class:`~cfm_jax.fields.AbstractField`;
+- ``field``: an :class:`~cfm_jax._fields.AbstractField`;
 - ``num_layers``: L, the number of equal depth segments on which θ is smooth (the default
   solver takes one step per segment; segment boundaries are never stepped across);
 - ``layer_params(l)``: the parameters of segment ``l`` as a mapping (for piecewise-constant
@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ._validation import check_finite
-from .fields import AbstractField, AttentionField, MLPField
+from ._fields import AbstractField, AttentionField, MLPField
 
 class AbstractCFM(eqx.Module):
     """A parameter path θ(s) bundled with the field it drives (see the module docstring).
@@ -123,7 +123,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
     Fields (stacked on the leading layer axis): ``Q, K, V: (L, H, d, d)``,
     ``W1: (L, m, d)``, ``b1: (L, m)``, ``W2: (L, d, m)``, ``b2: (L, d)`` (``None`` without MLP).
     ``activation`` is the MLP's σ; ``chunk_size``/``key_chunk_size`` select the attention path
-    (see :class:`~cfm_jax.fields.AttentionField`).
+    (see :class:`~cfm_jax._fields.AttentionField`).
     """
 
     Q: Float[Array, "L H d d"]
