@@ -1,6 +1,6 @@
 """Discrete probability measures: the context μ = Σ_j w_j δ_{z_j}.
 
-One rule for the weights, everywhere (the constructor, :func:`checked` inside compiled code, the
+One rule for the weights, everywhere (the constructor, ``checked`` inside compiled code, the
 docs): finite, **non-negative**, summing to one within a tolerance of the dtype
 (:func:`weight_sum_tolerance`). Atoms of weight exactly zero are allowed and carry no mass: the
 attention fields ignore them (log-weight −∞), the hand adjoints give them zero weight gradient, and
@@ -32,7 +32,7 @@ class EmpiricalMeasure(eqx.Module):
 
     Validation (rank, n > 0, finiteness, non-negativity, normalisation) runs at construction
     whenever the arrays are concrete; inside `jit`/`vmap` the shape checks run at trace time and
-    the public entry points check the values with :func:`checked`.
+    the public entry points check the values with ``checked``.
     """
 
     points: Float[Array, "n d"]

@@ -4,7 +4,7 @@
     g = jax.grad(lambda m: loss(cfm_jax.forward(m, x0, context)))(model)   # runs the hand adjoint
 
 The ``adjoint=`` argument chooses how ``jax.grad`` (and ``jax.vjp``, ``eqx.filter_grad``,
-optax loops, ...) differentiates the one forward loop (:func:`cfm_jax._flow.loop`):
+optax loops, ...) differentiates the one forward loop (``_flow.loop``):
 
 - [`DiscreteAdjoint`][cfm_jax.DiscreteAdjoint] — the exact hand adjoint of explicit Euler (the residual
   network): equal to autodiff to round-off, O(n) memory per stored state, no n×n buffer;

@@ -65,7 +65,7 @@ class AbstractHandAdjoint(eqx.Module):
 
     @abc.abstractmethod
     def run_forward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool, start=None):
-        """The forward loop (:func:`cfm_jax._flow.loop`), keeping what the backward sweep needs.
+        """The forward loop (the one loop of ``_flow.loop``), keeping what the backward sweep needs.
 
         ``y0 = (x (B, d), z (n, d), ζ (R, d))`` with probe rows started at steps ``start (R,)``.
         Returns ``(FlowSolution, residuals)`` (residuals None unless ``store``).

@@ -61,7 +61,7 @@ def run_ogd(
 
     Args:
         model: supplies the initial parameters (when ``state`` is None) and the static structure.
-        stream: an :class:`~cfm_jax._streams.AbstractStream` (or see ``as_stream``); sample k is
+        stream: a stream (``AbstractStream``, e.g. [`TeacherStudentStream`][cfm_jax.TeacherStudentStream]; or see ``as_stream``); sample k is
             ``stream(k)`` with k = state.step, state.step + 1, …
         optimizer: optax transformation, e.g. :func:`ridge_sgd`.
         num_steps: K >= 1.
