@@ -105,21 +105,57 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
-    from ._adjoint import AbstractHandAdjoint, AbstractMemory, Backsolve, ball_probes, ContinuousAdjoint, DiscreteAdjoint, grid_probes, Recompute, StoreAll, StoreEvery
+    from . import chaos, distributed, experiments, ogd, stats, stochastic
+    from ._adjoint import (
+        AbstractHandAdjoint,
+        AbstractMemory,
+        Backsolve,
+        ContinuousAdjoint,
+        DiscreteAdjoint,
+        Recompute,
+        StoreAll,
+        StoreEvery,
+        ball_probes,
+        grid_probes,
+    )
     from ._control import W1ControlField
-    from ._fields import AbstractField, AttentionField, generic_local_vjp, LocalVJP, MLPField, SumField
+    from ._fields import AbstractField, AttentionField, LocalVJP, MLPField, SumField, generic_local_vjp
     from ._flow import FlowSolution, SaveAt
-    from ._gradients import adjoint_trajectories, AdjointSolution, functional_gradient, loss_and_grad, mean_squared_loss, probe_gradients, value_and_grad
-    from ._measures import as_measure, EmpiricalMeasure, split_atom
-    from ._paths import AbstractCFM, AbstractPiecewiseConstantCFM, CFM, PiecewiseLinearCFM, Transformer
-    from ._populations import embedded_sphere, gaussian, gaussian_mixture, make_population, subspace_gaussian, uniform_sphere
+    from ._gradients import (
+        AdjointSolution,
+        adjoint_trajectories,
+        functional_gradient,
+        loss_and_grad,
+        mean_squared_loss,
+        probe_gradients,
+        value_and_grad,
+    )
+    from ._measures import EmpiricalMeasure, as_measure, split_atom
+    from ._paths import CFM, AbstractCFM, AbstractPiecewiseConstantCFM, PiecewiseLinearCFM, Transformer
+    from ._populations import (
+        embedded_sphere,
+        gaussian,
+        gaussian_mixture,
+        make_population,
+        subspace_gaussian,
+        uniform_sphere,
+    )
     from ._sharding import context_mesh, gather, replicate, shard_inputs
     from ._solve import default_adjoint, forward
     from ._streams import ArrayStream, FunctionStream, Sample, TeacherStudentStream
     from ._wasserstein import wasserstein1
-    from .ogd import coupled_run, estimate_lipschitz, LipschitzEstimate, load_checkpoint, OGDResult, OGDState, ridge_sgd, run_ogd, save_checkpoint
+    from .ogd import (
+        LipschitzEstimate,
+        OGDResult,
+        OGDState,
+        coupled_run,
+        estimate_lipschitz,
+        load_checkpoint,
+        ridge_sgd,
+        run_ogd,
+        save_checkpoint,
+    )
     from .stochastic import NoiseKernel, SphereSDE, StochasticTransformer
-    from . import chaos, distributed, experiments, ogd, stats, stochastic
 
 __all__ = [
     "AbstractCFM",

@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._validation import is_concrete
 from ._fields.base import AbstractField
 from ._measures import EmpiricalMeasure, as_measure
+from ._validation import is_concrete
 from ._wasserstein import self_transport_cost, sinkhorn_w1, sorted_w1
 
 

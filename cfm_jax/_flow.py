@@ -120,8 +120,8 @@ def solve_segment(term, solver, t0, t1, k: int, y0, args, *, stepsize_controller
     need not round to t1, and StepTo checks them). Returns ``(ys, ts, accepted steps)`` with the
     states after every step (``save_steps``) or at t1 only.
     """
-    fixed = stepsize_controller is None or isinstance(stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo))
-    if fixed:
+    controller: diffrax.AbstractStepSizeController
+    if stepsize_controller is None or isinstance(stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)):
         grid = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=jnp.result_type(t0)) / k
         controller, dt0, cap = diffrax.StepTo(ts=grid.at[0].set(t0).at[-1].set(t1)), None, k
     else:
@@ -230,10 +230,12 @@ def solution(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, result: Loop, emi
     ss = xs = zs = None
     if spec.saveat.steps:
         ys, ts = result.ys, result.ts
+        assert ys is not None and ts is not None
         ss = jnp.concatenate([jnp.zeros((1,), dtype), ts.reshape(-1)])
         xs = jnp.concatenate([x[None], ys[0].reshape((-1,) + x.shape)], 0)
         zs = jnp.concatenate([z[None], ys[1].reshape((-1,) + z.shape)], 0)
     elif spec.saveat.layers:
+        assert result.ys is not None
         ends = layer_ends(result.ys, emitted)
         ss = jnp.arange(L + 1, dtype=dtype) / L
         xs = jnp.concatenate([x[None], ends[0]], 0)

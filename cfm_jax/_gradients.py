@@ -117,7 +117,7 @@ def _trajectories(model, x0, context, y, probes, *, loss, options):
     y0 = (x, p.z, zeta)
     sol, residuals = adjoint.run_forward(p.model, y0, w, spec, store=True, start=start)
     value, ct_x1 = jax.value_and_grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
-    cotangents = FlowSolution(x1=ct_x1, z1=None, weights=None)
+    cotangents = FlowSolution(x1=ct_x1, z1=jnp.zeros_like(sol.z1), weights=jnp.zeros_like(sol.weights))
     res = adjoint.run_backward(p.model, y0, w, spec, residuals, cotangents, start=start, trajectories=True)
     return value, res
 
@@ -155,6 +155,7 @@ def adjoint_trajectories(
             raise ValueError(f"`probes` must have shape (P, d) with P >= 1 and d = {d}, got {probes.shape}.")
         probes = eqx.error_if(probes, ~jnp.all(jnp.isfinite(probes)), "`probes` contains non-finite values (nan/inf).")
     value, res = _trajectories(model, x0, context, y, probes, loss=loss, options=dict(options, adjoint=adjoint))
+    assert res.traj is not None
     ss, xs, zs, ps, a = res.traj
     if jnp.ndim(x0) == 1:
         xs, ps = xs[:, 0], ps[:, 0]

@@ -24,8 +24,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._validation import check_finite
 from ._fields import AbstractField, AttentionField, MLPField
+from ._validation import check_finite
+
 
 class AbstractCFM(eqx.Module):
     """A parameter path θ(s) bundled with the field it drives (see the module docstring).

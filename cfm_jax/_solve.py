@@ -38,6 +38,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.core import Tracer
 from jaxtyping import Array, Float
 
 from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, solve
@@ -59,7 +60,7 @@ def default_adjoint(solver: diffrax.AbstractSolver | None, stepsize_controller) 
 
 def _static_int(name: str, value) -> int:
     """A positive Python int from ``value`` (numpy integers too); a traced value gets the fix in its error."""
-    if isinstance(value, jax.core.Tracer):
+    if isinstance(value, Tracer):
         raise ValueError(
             f"`{name}` must be a static Python int, got a traced value: under jax.jit mark it static "
             f"(jax.jit(forward, static_argnames={name!r})) or use eqx.filter_jit, which does."

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import jax
 import numpy as np
+from jax.core import Tracer
 
 
 def is_concrete(x) -> bool:
     """True when `x` holds actual values (not a tracer inside jit/vmap/grad)."""
-    return not isinstance(x, jax.core.Tracer)
+    return not isinstance(x, Tracer)
 
 
 def check_finite(name: str, x) -> None:

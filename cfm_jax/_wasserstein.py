@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validation import is_concrete
 from ._measures import EmpiricalMeasure, as_measure
+from ._validation import is_concrete
 
 W1Method = Literal["auto", "sinkhorn", "exact", "sorted"]
 """How :func:`wasserstein1` computes W1 (see its docstring)."""

@@ -44,11 +44,11 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from ._control import W1ControlField
 from ._flow import SaveAt
-from ._solve import forward
 from ._gradients import adjoint_trajectories
 from ._measures import EmpiricalMeasure, as_measure
 from ._paths import CFM, AbstractCFM, Transformer
 from ._populations import make_population
+from ._solve import forward
 from ._wasserstein import wasserstein1
 
 #: quantity -> definition

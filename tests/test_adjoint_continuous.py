@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _problems import problem as _problem
-from _problems import rel as _rel
+from _problems import problem as _problem, rel as _rel
 
 import cfm_jax
 from cfm_jax import Backsolve, ContinuousAdjoint

@@ -5,9 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
-from _problems import flat as _flat, residual_network
-from _problems import problem as _problem
-from _problems import rel as _rel
+from _problems import flat as _flat, problem as _problem, rel as _rel, residual_network
 
 import cfm_jax
 

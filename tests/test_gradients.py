@@ -5,8 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
-from _problems import problem as _problem, residual_network
-from _problems import rel as _rel
+from _problems import problem as _problem, rel as _rel, residual_network
 
 import cfm_jax
 

@@ -6,7 +6,6 @@ import re
 from conftest import execute_notebook, notebook_images, printed_intervals
 
 
-
 def test_chaos_notebook(tmp_path):
     """The text says every attention slope's CI contains −1/2; control d=1 contains −1/2, d=4 lies above it."""
     outputs, text = execute_notebook("chaos.ipynb", tmp_path)

@@ -16,8 +16,8 @@ from _ogd_problem import CK_LAM, ETA, N_REF, NS, B, D, K, L, M, setup  # noqa: F
 import cfm_jax
 from cfm_jax import ogd
 from cfm_jax._populations import gaussian
-from cfm_jax.stats import fit_loglog
 from cfm_jax._streams import ArrayStream, TeacherStudentStream
+from cfm_jax.stats import fit_loglog
 
 # --- the optax step -------------------------------------------------------------------------------
 

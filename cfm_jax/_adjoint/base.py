@@ -17,7 +17,7 @@ attention, which is invariant to scaling all weights).
 from __future__ import annotations
 
 import abc
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -64,7 +64,8 @@ class AbstractHandAdjoint(eqx.Module):
         """Steps between the depths at which probes start (and trajectories are saved)."""
 
     @abc.abstractmethod
-    def run_forward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool, start=None):
+    def run_forward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool,
+                    start=None) -> tuple[FlowSolution, Any]:
         """The forward loop (the one loop of ``_flow.loop``), keeping what the backward sweep needs.
 
         ``y0 = (x (B, d), z (n, d), ζ (R, d))`` with probe rows started at steps ``start (R,)``.

@@ -73,6 +73,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             # the states at every layer's start, to restart the backward state from
             bounds = None
             if keep:
+                assert result.ys is not None
                 ends = layer_ends(result.ys, emit)
                 bounds = jax.tree.map(lambda a, e: jnp.concatenate([a[None], e[:-1]], 0), y0, ends)
             residuals = (result.final, bounds)
@@ -120,6 +121,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             dp = -res.dx[:B]
             db = -(res.dx[B : B + n] + res.dz)
             if R:
+                assert res.dtargets is not None and res.phi is not None
                 dbz = -live[:, None] * (res.dx[B + n :] + res.dtargets)
                 dphi = -live * res.phi
             else:
@@ -180,6 +182,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         traj = None
         if trajectories:
             x1, z1, _ = final
+            assert traj_bwd is not None and bounds is not None
             _, _, ps_b, bs_b = traj_bwd  # values at the layer starts s = l/L
             iw = 1.0 / jnp.where(w > 0, w, 1.0)[None, :, None]
             traj = (

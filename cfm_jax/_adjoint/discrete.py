@@ -85,6 +85,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             return solution(model, y0, w, spec, result, emit), None
         if seg is None:  # StoreAll: every step's state
             result = loop(model, y0, w, spec, emit="steps", start=start)
+            assert result.ys is not None
             return solution(model, y0, w, spec, result, "steps"), (result.final, step_states(y0, result.ys))
         recompute = isinstance(self.memory, Recompute)
 
@@ -132,6 +133,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             if inj_z is not None:
                 b_new = b_new + inj_z[i]
             if R:
+                assert res.dtargets is not None and res.phi is not None
                 live = start <= i
                 bz = jnp.where(live[:, None], bz + h * (res.dx[B + n :] + res.dtargets), bz)
                 phi = jnp.where(live, phi + h * res.phi, phi)
@@ -148,6 +150,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
                 if recompute:  # replay from s = 0 to this segment's start
                     seg_start = advance(model, y0, w, spec, first, start=start)
                 out = loop(model, seg_start, w, spec, emit="steps", start=start, first=first, count=seg)
+                assert out.ys is not None
                 states = step_states(seg_start, out.ys)
             return jax.lax.scan(backward_step, adj, (states, first * k + jnp.arange(seg * k)), reverse=True)
 

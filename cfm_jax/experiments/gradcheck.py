@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+
 def methods() -> dict:
     """name -> (adjoint, solver, steps per layer, reference). ``reference`` is the gradient the
     method must match: ``"euler"`` (exact gradient of the residual network: autodiff and FD of the
@@ -142,10 +143,10 @@ def run(args) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)  # finite differences need float64
-    import jax.numpy as jnp
     from pathlib import Path
 
     import equinox as eqx
+    import jax.numpy as jnp
 
     from .. import CFM, forward, loss_and_grad
     from .runner import Sweep, write_summary

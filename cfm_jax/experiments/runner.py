@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-
 #: held while a row is appended and flushed, so an interrupt never leaves half a row behind.
 WRITE_LOCK = threading.Lock()
 

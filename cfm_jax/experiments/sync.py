@@ -159,8 +159,15 @@ def _run_strong(c):
     import jax
     import jax.numpy as jnp
 
-    from ..stochastic import NoiseKernel, SphereAttention, SphereSDE, brownian_increments, integrate_increments, random_tokens
     from ..stats import fit_loglog
+    from ..stochastic import (
+        NoiseKernel,
+        SphereAttention,
+        SphereSDE,
+        brownian_increments,
+        integrate_increments,
+        random_tokens,
+    )
 
     k = NoiseKernel("relu", 1.0, 1.0, 0.5)
     att = SphereAttention("USA", 1.0)
@@ -198,8 +205,8 @@ def _weak_errors(c, values, reference_steps, make_model, seed_of):
     """|E<x1,x2>_T(model(v)) − E<x1,x2>_T(SDE)| for each v in ``values``, with a log-log fit."""
     import jax.numpy as jnp
 
-    from ..stochastic import NoiseKernel, SphereSDE
     from ..stats import fit_loglog
+    from ..stochastic import NoiseKernel, SphereSDE
 
     k = NoiseKernel("relu", 1.5, 1.0, 0.0)
     x0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -239,8 +246,8 @@ def _run_chaos(c):
     import jax
     import jax.numpy as jnp
 
-    from ..stochastic import NoiseKernel, SphereAttention, SphereSDE, random_tokens, simulate
     from ..stats import fit_loglog
+    from ..stochastic import NoiseKernel, SphereAttention, SphereSDE, random_tokens, simulate
 
     # Random-feature noise: the same layer key gives the same field to both systems, so the
     # N-token system and the N_ref reference are driven by one common noise (docs/theory.md).

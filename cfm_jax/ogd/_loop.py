@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._validation import is_concrete
 from .._paths import AbstractCFM
 from .._streams import as_stream, check_stream
+from .._validation import is_concrete
 from ._norms import sup_distance, sup_norm
 from ._state import OGDResult, OGDState, check_model, check_optimizer, check_state, init_state
 from ._updates import GradFn, default_grad_fn, ogd_update

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeAlias
 
 import diffrax
 import equinox as eqx
@@ -12,7 +13,7 @@ from .._measures import EmpiricalMeasure
 from .._paths import AbstractCFM
 from .._streams import Sample
 
-GradFn = Callable  # (model, x0 (B, d), context EmpiricalMeasure, y (B, d)) -> (loss, grads)
+GradFn: TypeAlias = Callable[..., tuple]  # (model, x0 (B, d), context EmpiricalMeasure, y (B, d)) -> (loss, grads)
 
 
 def autodiff_value_and_grad(model, x0, context, y):

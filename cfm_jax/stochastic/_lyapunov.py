@@ -25,7 +25,6 @@ import numpy as np
 from ..stats import mean_ci
 from ._model import check_tokens, normalise
 
-
 #: Estimator of the top exponent: tangent vectors via jvp, or twin trajectories.
 LyapunovMethod = Literal["benettin", "twin"]
 

@@ -21,6 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._fields.attention import attention_means
@@ -155,7 +156,7 @@ def check_tokens(x0, d: int | None = None) -> Array:
         raise ValueError(f"`x0` must have shape (N, d) with N >= 1, d >= 2, got {x0.shape}.")
     if d is not None and x0.shape[1] != d:
         raise ValueError(f"`x0` must have d = {d} columns, got {x0.shape[1]}.")
-    if not isinstance(x0, jax.core.Tracer):
+    if not isinstance(x0, Tracer):
         a = np.asarray(x0, dtype=np.float64)
         if not np.isfinite(a).all():
             raise ValueError("`x0` contains non-finite values.")
