@@ -28,7 +28,7 @@ def test_default_gradient_source_is_the_hand_adjoint_and_agrees_with_autodiff(se
     s = stream(0)
     ctx = cfm_jax.EmpiricalMeasure(s.context[:16])
     _, g = ogd.autodiff_value_and_grad(student, s.x0, ctx, s.y)
-    assert ogd.default_grad_fn() is cfm_jax.value_and_grad
+    assert ogd.default_grad_fn() is cfm_jax.loss_and_grad
     _, g2 = ogd.default_grad_fn()(student, s.x0, ctx, s.y)
     for a, b in zip(jax.tree.leaves(g2), jax.tree.leaves(g)):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
