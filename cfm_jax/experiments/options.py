@@ -84,9 +84,33 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, default_out: str) 
     parser.formatter_class = HelpFormatter
     parser.add_argument("--quick", action="store_true", help="reduced configuration (about a minute on 2 CPU cores)")
     parser.add_argument("--out", type=Path, default=Path(default_out), help="output folder")
-    parser.add_argument("--resume", action="store_true", help="keep the finished rows in OUT and run only the rest")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--resume", action="store_true",
+                       help="continue the results in OUT (only those of this same command and configuration)")
+    group.add_argument("--overwrite", action="store_true",
+                       help="replace the results in OUT (removed when the first new row is written, not before)")
     parser.add_argument("--seed", type=int, default=0, help="base PRNG seed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+#: options that do not change what an experiment computes (left out of its recorded configuration).
+NOT_CONFIGURATION = frozenset({"out", "resume", "overwrite", "no_progress", "command", "cache_dir", "no_cache",
+                               "cpu_devices", "float64"})
+
+
+def results_mode(args: argparse.Namespace) -> str:
+    """``"resume"``, ``"overwrite"`` or ``"new"`` from ``--resume``/``--overwrite`` (see
+    :class:`cfm_jax.experiments.ResultsFolder`)."""
+    if getattr(args, "resume", False) and getattr(args, "overwrite", False):
+        raise ValueError("--resume and --overwrite exclude each other.")
+    return "resume" if getattr(args, "resume", False) else "overwrite" if getattr(args, "overwrite", False) else "new"
+
+
+def configuration(args: argparse.Namespace) -> dict:
+    """The options that choose what an experiment computes (every option but output, progress,
+    caching and device placement; the float precision is recorded separately)."""
+    return {k: v for k, v in sorted(vars(args).items())
+            if not k.startswith("_") and k not in NOT_CONFIGURATION}
 
 
 def enable_compilation_cache(path: str | os.PathLike) -> Path:
@@ -147,8 +171,10 @@ __all__ = [
     "add_experiment_arguments",
     "add_global_arguments",
     "apply_global_options",
+    "configuration",
     "cpu_device_count",
     "default_cache_dir",
     "enable_compilation_cache",
     "prepare_out",
+    "results_mode",
 ]

@@ -424,17 +424,24 @@ def chaos_figure(rows, path: Path):
     return save(fig, path)
 
 
-def run_chaos(args) -> int:
-    from .runner import Sweep, write_summary
+def _folder(args, name: str):
+    from .options import configuration, results_mode
+    from .runner import ResultsFolder
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    # which of --paper/--figure1/--chaos ran alongside does not change this section's results
+    config = {k: v for k, v in configuration(args).items() if k not in ("paper", "figure1", "chaos")}
+    return ResultsFolder(args.out, name, config, mode=results_mode(args))
+
+
+def run_chaos(args) -> int:
+    folder = _folder(args, "sync --chaos")
+    out = folder.path
     cfgs = chaos_configs(quick=args.quick, seed=args.seed)
-    rows = Sweep(out / "rows.jsonl", resume=args.resume, progress=not getattr(args, "no_progress", False)).run(
-        cfgs, run_chaos_w2, desc="sync --chaos")
+    rows = folder.sweep(progress=not getattr(args, "no_progress", False)).run(cfgs, run_chaos_w2, desc="sync --chaos")
     print_chaos(rows)
+    folder.record("chaos_w2.png")
     fig = chaos_figure(rows, out / "chaos_w2.png")
-    write_summary(out, {"chaos_w2": [{"d": r["config"]["d"], "Ns": r["config"]["Ns"], "mean": r["mean"], "fit": r["fit"]}
+    folder.write_summary({"chaos_w2": [{"d": r["config"]["d"], "Ns": r["config"]["Ns"], "mean": r["mean"], "fit": r["fit"]}
                                      for r in rows], "quick": args.quick})
     print(f"\nwrote {out / 'rows.jsonl'}, {fig}, {out / 'summary.json'}")
     return 0
@@ -442,15 +449,12 @@ def run_chaos(args) -> int:
 
 # ------------------------------------------------------------------------------ entry points
 def run_paper(args) -> int:
-    from .runner import Sweep, write_summary
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = _folder(args, "sync --paper")
+    out = folder.path
     t0 = time.perf_counter()
     cfgs = grid_configs(quick=args.quick, full=args.full_grid, width=args.width, realisations=args.realisations,
                         seed=args.seed)
-    rows = Sweep(out / "rows.jsonl", resume=args.resume, progress=not getattr(args, "no_progress", False)).run(
-        cfgs, run_cell, desc="sync --paper")
+    rows = folder.sweep(progress=not getattr(args, "no_progress", False)).run(cfgs, run_cell, desc="sync --paper")
     main = [r for r in rows if r["config"]["width"] == args.width]
     table = print_kernel_table(main)
     N = cfgs[0]["N"]
@@ -463,10 +467,11 @@ def run_paper(args) -> int:
                        key=lambda c: c["width"])
         print(f"{act:>8}: " + "  ".join(f"m={c['width']}: {c['rate']:.3f} [{c['rate_ci'][0]:.3f}, {c['rate_ci'][1]:.3f}]" for c in cells))
     written = [out / "rows.jsonl"]
+    folder.record(*(f"paper_{act}.png" for act in ACTIVATIONS), "width_check.png")
     for act in ACTIVATIONS:
         written.append(activation_figure(main, act, out / f"paper_{act}.png", args.width))
     written.append(width_figure(rows, out / "width_check.png"))
-    write_summary(out, {"kernel_table": table, "comparison": comp,
+    folder.write_summary({"kernel_table": table, "comparison": comp,
                         "epsilon": [{"scale": s, "d": d, "epsilon_lower_estimate": e} for (s, d), e in eps.items()],
                         "width": args.width, "quick": args.quick, "seconds_this_invocation": time.perf_counter() - t0})
     written.append(out / "summary.json")
@@ -475,12 +480,11 @@ def run_paper(args) -> int:
 
 
 def run_figure1(args) -> int:
-    from .runner import write_summary
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = _folder(args, "sync --figure1")
+    out = folder.path
+    folder.record("figure1.png")
     res = figure1(out, quick=args.quick, seed=args.seed)
-    write_summary(out, {"figure1": res, "quick": args.quick})
+    folder.write_summary({"figure1": res, "quick": args.quick})
     print(f"\nwrote {out / 'figure1.png'}, {out / 'summary.json'}")
     return 0
 
