@@ -13,7 +13,13 @@ import importlib
 import os
 import sys
 
-from .experiments.options import HelpFormatter, add_experiment_arguments, add_global_arguments, apply_global_options
+from .experiments.options import (
+    HelpFormatter,
+    add_experiment_arguments,
+    add_global_arguments,
+    apply_global_options,
+    validate_options,
+)
 from .experiments.runner import exit_on_signals
 
 #: subcommand -> (module, one-line help)
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "no_progress", False):
             os.environ["TQDM_DISABLE"] = "1"  # also for experiments that build their own bars
         try:
+            validate_options(args)  # every subcommand's options, before any work
             apply_global_options(args)
             return int(args._run(args) or 0)
         except KeyboardInterrupt:  # a signal that arrived before the handlers were installed

@@ -57,20 +57,16 @@ def make_config(quick: bool = False, seed: int = 0, **overrides) -> dict:
     if unknown:
         raise ValueError(f"unknown configuration keys {sorted(unknown)}; known: {sorted(cfg)}.")
     cfg.update({k: v for k, v in overrides.items() if v is not None})
-    cfg["ns"] = tuple(int(n) for n in cfg["ns"])
-    if len(cfg["ns"]) < 2 or min(cfg["ns"]) < 1:
+    from .options import check_option
+
+    cfg["ns"] = tuple(cfg["ns"])
+    for k in ("dim", "layers", "mlp_width", "n_ref", "ns", "eta", "steps", "seeds"):
+        check_option(k, cfg[k])
+    if len(cfg["ns"]) < 2:
         raise ValueError(f"--ns: need at least two positive context sizes to fit a rate, got {cfg['ns']}.")
     if max(cfg["ns"]) > cfg["n_ref"]:
         raise ValueError(f"--ns must not exceed --n-ref={cfg['n_ref']}, got {cfg['ns']}.")
-    if cfg["seeds"] < 2:
-        raise ValueError(f"--seeds: need at least 2 seeds for a confidence interval, got {cfg['seeds']}.")
-    if cfg["steps"] < 4:
-        raise ValueError(f"--steps: need at least 4 OGD steps, got {cfg['steps']}.")
-    for k in ("dim", "layers"):
-        if cfg[k] < 1:
-            raise ValueError(f"--{k}: must be >= 1, got {cfg[k]}.")
-    if not cfg["eta"] > 0:
-        raise ValueError(f"--eta: must be > 0, got {cfg['eta']}.")
+    cfg["ns"] = tuple(int(n) for n in cfg["ns"])
     cfg["seed"] = int(seed)
     return cfg
 

@@ -293,25 +293,25 @@ def add_arguments(parser):
 
 def grid_from_args(args) -> dict:
     """The grid of :func:`default_grid` with the command-line overrides; ValueError on bad sizes."""
+    from .options import check_option
+
     grid = default_grid(args.quick)
     for name, attr in (("attention_dims", "dims"), ("control_dims", "control_dims"), ("ns", "ns"),
                        ("control_ns", "control_ns"), ("n_ref", "n_ref"), ("control_n_ref", "control_n_ref"),
                        ("seeds", "seeds")):
         v = getattr(args, attr, None)
         if v is not None:
+            check_option(attr, v)  # the command line checked them already; Python callers too
             grid[name] = v
+    check_option("layers", args.layers)
     if args.no_subspace:
         grid["subspace"] = None
     for key, flag in (("ns", "--ns"), ("control_ns", "--control-ns")):
-        if len(grid[key]) < 2 or min(grid[key]) < 1:
+        if len(grid[key]) < 2:
             raise ValueError(f"{flag}: need at least two positive context sizes to fit a rate, got {grid[key]}.")
     for key, ref, flag in (("ns", "n_ref", "--n-ref"), ("control_ns", "control_n_ref", "--control-n-ref")):
         if max(grid[key]) > grid[ref]:
             raise ValueError(f"{flag} ({grid[ref]}) must be >= the largest context size ({max(grid[key])}).")
-    if grid["seeds"] < 2:
-        raise ValueError(f"--seeds: need at least 2 seeds for a confidence interval, got {grid['seeds']}.")
-    if min(grid["attention_dims"] + grid["control_dims"], default=1) < 1 or args.layers < 1:
-        raise ValueError("--dims, --control-dims and --layers must be positive.")
     return grid
 
 
