@@ -31,3 +31,14 @@ def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
     if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"`{name}` must be finite and {bound}, got {value!r}.")
+
+
+def check_save_every(save_every, steps: int, steps_name: str = "steps") -> int:
+    """``save_every`` as an int: a positive integer dividing ``steps`` (ValueError naming it otherwise)."""
+    import numbers
+
+    if not isinstance(save_every, numbers.Integral) or isinstance(save_every, bool) or save_every < 1:
+        raise ValueError(f"`save_every` must be a positive integer, got {save_every!r}.")
+    if int(steps) % int(save_every):
+        raise ValueError(f"`save_every` ({save_every}) must divide {steps_name} ({steps}).")
+    return int(save_every)

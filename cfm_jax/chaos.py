@@ -248,8 +248,20 @@ def coupled_deviations(
         ``w1 (S,)``, ``adjoint (S, B)`` (per-token adjoint, i.e. B·p for the batch-mean loss),
         ``grad_phi (S,)`` (max over probes).
     """
-    a = _system(model, x0, as_measure(context), y, probes, adjoint)
-    b = _system(model, x0, as_measure(reference), y, probes, adjoint)
+    context, reference = as_measure(context), as_measure(reference)
+    if context.dim != reference.dim:
+        raise ValueError(f"`context` and `reference` must have the same token dimension, got {context.dim} "
+                         f"and {reference.dim}.")
+    if coupled and context.size > reference.size:
+        raise ValueError(f"`context` has n = {context.size} points, more than `reference` (n_ref = "
+                         f"{reference.size}): a coupled context is a prefix of the reference; were `context` "
+                         "and `reference` swapped?")
+    # W1 takes the first w1_size reference particles (and, uncoupled, as many of the context's)
+    w1_max = reference.size if coupled else min(reference.size, context.size)
+    if w1_size is not None and not 1 <= int(w1_size) <= w1_max:
+        raise ValueError(f"`w1_size` must be in [1, {w1_max}], got {w1_size!r}.")
+    a = _system(model, x0, context, y, probes, adjoint)
+    b = _system(model, x0, reference, y, probes, adjoint)
     out = _compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=relative_epsilon)
     out["ss"] = jnp.arange(a["xs"].shape[0], dtype=a["xs"].dtype) / model.num_layers
     return out

@@ -177,3 +177,21 @@ def test_spec_validation():
     with pytest.raises(ValueError, match="`devices`"):
         chaos.seed_devices(4, [])
     assert chaos.seed_devices(3) == tuple(jax.local_devices()[:1])  # the test session has one device
+
+
+def test_coupled_deviations_names_swapped_or_mismatched_arguments():
+    """Swapped context/reference (n > n_ref) is detected by shape and both are named; equal sizes
+    (the full-reference case) are allowed; a token dimension mismatch and an impossible w1_size too."""
+    model = Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=4, layers=1, dtype=jnp.float64)
+    ref = jax.random.normal(jax.random.key(1), (12, 2), jnp.float64)
+    x0 = jnp.zeros((1, 2))
+    with pytest.raises(ValueError, match=r"`context` has n = 12 .* `reference` \(n_ref = 5\).*swapped"):
+        chaos.coupled_deviations(model, x0, ref, ref[:5], adjoint=False)
+    chaos.coupled_deviations(model, x0, ref, ref, adjoint=False)  # n = n_ref is fine
+    chaos.coupled_deviations(model, x0, ref, ref[:5], coupled=False, adjoint=False)  # independent samples
+    with pytest.raises(ValueError, match="token dimension"):
+        chaos.coupled_deviations(model, x0, ref[:5, :1], ref, adjoint=False)
+    with pytest.raises(ValueError, match=r"`w1_size` must be in \[1, 12\]"):
+        chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=13, adjoint=False)
+    with pytest.raises(ValueError, match=r"`w1_size` must be in \[1, 5\]"):
+        chaos.coupled_deviations(model, x0, ref, ref[:5], coupled=False, w1_size=6, adjoint=False)

@@ -85,6 +85,10 @@ def test_bad_inputs_raise():
         simulate(StochasticTransformer(layers=2), jnp.ones((3, 2)), jax.random.key(0))
     with pytest.raises(ValueError, match="save_every"):
         simulate(StochasticTransformer(layers=5), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0), save_every=2)
+    for bad in (0, -5, 2.5, True):  # zero would divide by zero
+        with pytest.raises(ValueError, match="`save_every` must be a positive integer"):
+            simulate(StochasticTransformer(layers=4), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0),
+                     save_every=bad)
 
 
 def test_kernel_deficit_is_accurate_near_the_diagonal():

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._validation import check_save_every
 from ..fields.attention import attention_means
 from .kernels import NoiseKernel
 from .noise import mlp_noise, sample_mlp
@@ -180,9 +181,7 @@ def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: i
     if save_every is None:
         x1, _ = jax.lax.scan(body, x0, keys)
         return jnp.asarray(model.horizon, x0.dtype), x1
-    if n % int(save_every):
-        raise ValueError(f"`save_every` ({save_every}) must divide the number of steps ({n}).")
-    k = int(save_every)
+    k = check_save_every(save_every, n, "the number of steps")
 
     def outer(x, kk):
         x, _ = jax.lax.scan(body, x, kk)
