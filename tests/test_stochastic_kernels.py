@@ -97,3 +97,20 @@ def test_kernel_deficit_is_accurate_near_the_diagonal():
         np.testing.assert_allclose(k.deficit(r), k.kappa1 - k(1.0 - r), rtol=1e-6)
         tiny = jnp.array([1e-20, 1e-14])  # κ(1) − κ(1 − r) ≈ κ'(1) r (ReLU: − (s²v/2π)(2√2/3) q^{3/2})
         np.testing.assert_allclose(k.deficit(tiny), k.dkappa1 * tiny, rtol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "silu"])
+def test_deficit_taylor_branch_where_its_second_order_term_matters(activation):
+    """Just below the switch r = 1e-3 the series κ'(1)r − ½κ''(1)r² is used; its second-order term
+    is 1e-4…3e-4 of the value there, its truncation error ~1e-6. Against κ(1) − κ(1 − r) by direct
+    Gauss–Hermite quadrature (an independent path, order 128; float64 cancellation ~1e-13 here) it
+    must agree to 1e-5, and the two branches must join at the switch. (Pre-activation variance ≈ 1:
+    the order-64 moments are accurate to ~3e-7 there.)"""
+    k = NoiseKernel(activation, 1.0, 1.0, 0.2)
+    q = NoiseKernel(activation, 1.0, 1.0, 0.2, method="quadrature", order=128)
+    r = jnp.array([4e-4, 7e-4, 9.9e-4])
+    direct = q(1.0) - q(1.0 - r)
+    assert float(jnp.min(0.5 * k.kappa2 * r[1:] ** 2 / direct[1:])) > 1e-4  # the term is resolved
+    np.testing.assert_allclose(k.deficit(r), direct, rtol=1e-5)
+    below, at = k.deficit(jnp.array(1e-3 - 1e-12)), k.deficit(jnp.array(1e-3))
+    np.testing.assert_allclose(below, at, rtol=1e-5)
