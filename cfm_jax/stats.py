@@ -38,6 +38,12 @@ class RateFit:
     def as_dict(self) -> dict:
         return {**asdict(self), "prefactor": self.prefactor}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> RateFit:
+        """The fit stored by :meth:`as_dict` in a JSON row, where a missing number (NaN: no CI
+        from one mean per size) is ``null``."""
+        return cls(*(float("nan") if d[k] is None else float(d[k]) for k in ("slope", "intercept", "ci_low", "ci_high")))
+
 
 def _ols_slope(lx: np.ndarray, means: np.ndarray) -> np.ndarray:
     """Least-squares slope of ``means[..., k]`` against ``lx[k]`` (batched over leading axes)."""

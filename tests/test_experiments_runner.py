@@ -214,6 +214,7 @@ def test_overwrite_removes_the_old_results_only_at_the_first_row(tmp_path):
     # a folder from before run.json: resumed only when its rows are this sweep's
     (out / MANIFEST).unlink()
     _folder_run(out, {"seed": 2}, "resume")
+    assert sorted(_strict((out / MANIFEST).read_text())["files"]) == ["rows.jsonl", "summary.json"]  # adopted
     with pytest.raises(ValueError, match="corrupt"):
         (out / MANIFEST).write_text("{")
         ResultsFolder(out, "exp", {}, mode="resume")

@@ -158,7 +158,8 @@ class ResultsFolder:
         if held and mode == "overwrite":
             self._old, self._pending = old, True
         else:
-            self._write_manifest({**self.identity, "files": old["files"] if held and old else []})
+            files = (old["files"] if old else sorted(p.name for p in self._legacy_files())) if held else []
+            self._write_manifest({**self.identity, "files": files})  # a resumed older folder is adopted
 
     # -- the record
     def _read_manifest(self) -> dict | None:

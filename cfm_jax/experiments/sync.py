@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..stats import RateFit
+
 ACTS = ("relu", "tanh", "linear")
 DIMS = (2, 3, 5, 10)
 
@@ -362,9 +364,9 @@ def _figures(out: Path, rows) -> list[Path]:
             reference_slope(ax, x, (x[0], e[0]), ref, label=f"reference slope {ref:+g}: {ref_name}")
             log_ticks(ax, x, "x")
             ax.set_yscale("log")
-            f = {k: float("nan") if v is None else float(v) for k, v in r["fit"].items()}  # rows store NaN as null
-            ci = f"[{f['ci_low']:.2f}, {f['ci_high']:.2f}] (95% CI)" if np.isfinite(f["ci_low"]) else "(one mean per size: no CI)"
-            ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f['slope']:.2f} {ci}", fontsize=9)
+            f = RateFit.from_dict(r["fit"])  # rows store NaN as null
+            ci = f"[{f.ci_low:.2f}, {f.ci_high:.2f}] (95% CI)" if np.isfinite(f.ci_low) else "(one mean per size: no CI)"
+            ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f.slope:.2f} {ci}", fontsize=9)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.legend(fontsize=7)
@@ -428,7 +430,8 @@ def run(args) -> int:
                                   "ci": [r["fit"]["ci_low"], r["fit"]["ci_high"]]}
             print(f"{c['section']:>8}: {_CONV[c['section']][1]} {list(c[_CONV[c['section']][0]])}: errors "
                   f"{np.round(np.asarray(r['errors'], float), 5).tolist()}  fitted slope "
-                  f"{r['fit']['slope']:.3f} [{float(r['fit']['ci_low']):.3f}, {float(r['fit']['ci_high']):.3f}]")
+                  f"{r['fit']['slope']:.3f} [{RateFit.from_dict(r['fit']).ci_low:.3f}, "
+                  f"{RateFit.from_dict(r['fit']).ci_high:.3f}]")
             if "standard_errors" in r:
                 # weak errors: fit only the sizes where the error is resolved (> 2 standard errors)
                 x = np.asarray(c["Ls"] if "Ls" in c else c["ms"], float)

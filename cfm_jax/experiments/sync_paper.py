@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..stats import RateFit
+
 ACTIVATIONS = ("relu", "silu", "sigmoid", "tanh", "none")
 SCALES = (1.0, 0.0, -1.0)
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -395,10 +397,10 @@ def print_chaos(rows):
     print("\nPropagation of chaos: E sup_t W₂²(μ^N_t, μ^{N_ref}_t) (exact W₂, same common noise), fitted slope in N")
     print("[95% bootstrap CI over runs]; the paper states N^{−1/2}, N^{−1/2} log N or N^{−2/d} depending on d")
     for r in rows:
-        c, f = r["config"], r["fit"]
+        c, f = r["config"], RateFit.from_dict(r["fit"])  # a missing CI is null in the row
         means = ", ".join(f"{m:.4f}" for m in r["mean"])
-        print(f"  d = {c['d']}: N = {c['Ns']} (N_ref = {c['N_ref']}): {means}; slope {f['slope']:.3f} "
-              f"[{f['ci_low']:.3f}, {f['ci_high']:.3f}]  (−2/d = {-2 / c['d']:.3f})")
+        print(f"  d = {c['d']}: N = {c['Ns']} (N_ref = {c['N_ref']}): {means}; slope {f.slope:.3f} "
+              f"[{f.ci_low:.3f}, {f.ci_high:.3f}]  (−2/d = {-2 / c['d']:.3f})")
 
 
 def chaos_figure(rows, path: Path):
@@ -408,8 +410,8 @@ def chaos_figure(rows, path: Path):
     for i, r in enumerate(rows):
         c = r["config"]
         Ns = np.asarray(c["Ns"], float)
-        ax.plot(Ns, r["mean"], "o-", color=COLORS[i],
-                label=f"d = {c['d']}: slope {r['fit']['slope']:.2f} [{r['fit']['ci_low']:.2f}, {r['fit']['ci_high']:.2f}]")
+        f = RateFit.from_dict(r["fit"])
+        ax.plot(Ns, r["mean"], "o-", color=COLORS[i], label=f"d = {c['d']}: slope {f.slope:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}]")
     Ns = np.asarray(rows[0]["config"]["Ns"], float)
     reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -0.5, label="reference slope −1/2")
     reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -1.0, label="reference slope −1", ls=":")
