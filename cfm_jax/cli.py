@@ -33,8 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 DESCRIPTION = (
     "Contextual flow maps in JAX: demos and the paper's experiments.\n"
-    "Experiments write OUT/rows.jsonl (one finished row per line, resumable with --resume),\n"
-    "OUT/summary.json and PNG figures. Global options may also follow the subcommand."
+    "Experiments write OUT/run.json (what wrote the folder), OUT/rows.jsonl (one finished row per\n"
+    "line), OUT/summary.json and PNG figures; a folder holding results needs --resume (the same\n"
+    "command continues) or --overwrite. Global options may also follow the subcommand."
 )
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."

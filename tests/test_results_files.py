@@ -57,3 +57,14 @@ def test_strictness_is_checked():
         json.loads('{"a": NaN}', parse_constant=_refuse)
     with pytest.raises(AssertionError):
         _no_number_strings({"ci": ["nan", 1.0]}, "x")
+
+
+@pytest.mark.parametrize("path", SUMMARIES, ids=lambda p: str(p.parent.relative_to(RESULTS)))
+def test_every_results_folder_records_what_wrote_it(path):
+    """run.json beside the summary names the experiment and configuration, and lists every rows file,
+    the summary and the figures (what a later --overwrite removes)."""
+    folder = path.parent
+    run = json.loads((folder / MANIFEST).read_text(), parse_constant=_refuse)
+    assert run["experiment"].split()[0] in ("rates", "ogd", "gradcheck", "sync") and isinstance(run["config"], dict)
+    written = {p.name for p in folder.iterdir() if p.suffix in (".jsonl", ".png") or p.name == "summary.json"}
+    assert set(run["files"]) == written
