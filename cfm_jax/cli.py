@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["TQDM_DISABLE"] = "1"  # also for experiments that build their own bars
         try:
             validate_options(args)  # every subcommand's options, before any work
+        except ValueError as e:  # a bad option value is a usage error, like argparse's own (exit 2)
+            return _error(args.command, e) + 1
+        try:
             apply_global_options(args)
             return int(args._run(args) or 0)
         except KeyboardInterrupt:  # a signal that arrived before the handlers were installed

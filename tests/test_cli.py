@@ -152,5 +152,6 @@ def test_options_are_checked_before_any_work(tmp_path):
         line = _one_line_error(_run(*argv, "--out", str(tmp_path / "never")) if argv[0] != "--cpu-devices"
                                else _run(*argv))
         assert flag in line, (argv, line)
+    assert _run("sync", "--realisations", "1").returncode == 2  # a usage error, as argparse's own
     assert not (tmp_path / "never").exists()
     assert "--resume" in _one_line_error(_run("rates", "--resume", "--overwrite"))

@@ -179,4 +179,4 @@ def test_cli_bad_width_is_one_line_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--paper", "--width", "0", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines() == ["cfm-jax sync: error: --width must be >= 1 and --realisations >= 2"]
+    assert r.stderr.strip().splitlines() == ["cfm-jax sync: error: --width must be an integer >= 1, got 0."]
