@@ -149,7 +149,7 @@ def test_bad_shapes_and_arguments(setup):
         ogd.load_checkpoint("/nonexistent/ckpt.eqx", ogd.init_state(student, opt))
 
 
-def test_coupled_run_below_n_ref_is_a_hand_step_on_the_first_n_points_bit_for_bit(setup):
+def test_coupled_run_below_n_ref_is_hand_steps_on_the_first_n_points(setup):
     """n = 8 < n_ref: every step of the n-context trajectory is θ ← θ − η(L·∂ℓ/∂θ + λθ) with ℓ on the
     *first* 8 points of that step's reference sample, and the reference trajectory the same on all
     256. The hand steps (eager updates, one jitted gradient per step) are another XLA program than
