@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
+from ._validation import is_concrete
 from .control import W1ControlField
 from .flow import SaveAt
 from .solve import forward
@@ -130,6 +131,8 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
         raise ValueError(f"`ns` must be a non-empty tuple of positive context sizes, got {spec.ns!r}.")
     if max(spec.ns) > spec.n_ref:
         raise ValueError(f"`ns` ({spec.ns}) must be <= `n_ref` ({spec.n_ref}): each n-point context is a prefix of the reference.")
+    if not (math.isfinite(float(spec.relative_epsilon)) and spec.relative_epsilon > 0):
+        raise ValueError(f"`relative_epsilon` must be finite and > 0, got {spec.relative_epsilon!r}.")
     spec.population_law()  # raises a ValueError for unknown populations
     return spec
 
@@ -144,6 +147,8 @@ def _ball(key, num, dim, radius, dtype):
 
 def prefix_weights(n, size: int, dtype=None) -> jax.Array:
     """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after (``n`` may be traced)."""
+    if is_concrete(n) and not 1 <= int(n) <= int(size):
+        raise ValueError(f"`n` must be in [1, size = {size}], got {n!r}.")
     dtype = dtype or jnp.result_type(float)
     keep = jnp.arange(size) < n
     return jnp.where(keep, 1.0 / jnp.asarray(n, dtype), 0.0).astype(dtype)

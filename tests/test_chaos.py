@@ -195,3 +195,15 @@ def test_coupled_deviations_names_swapped_or_mismatched_arguments():
         chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=13, adjoint=False)
     with pytest.raises(ValueError, match=r"`w1_size` must be in \[1, 5\]"):
         chaos.coupled_deviations(model, x0, ref, ref[:5], coupled=False, w1_size=6, adjoint=False)
+
+
+def test_prefix_weights_and_spec_check_their_ranges():
+    np.testing.assert_array_equal(chaos.prefix_weights(3, 3), np.full(3, 1 / 3))
+    np.testing.assert_array_equal(chaos.prefix_weights(1, 3), [1.0, 0.0, 0.0])
+    for n in (0, 4):
+        with pytest.raises(ValueError, match="`n` must be in"):
+            chaos.prefix_weights(n, 3)
+    for eps in (0.0, -0.01, float("inf")):
+        with pytest.raises(ValueError, match="`relative_epsilon`"):
+            chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=eps))
+    chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=1e-6))

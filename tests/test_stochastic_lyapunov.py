@@ -137,3 +137,12 @@ def test_burn_in_drops_exactly_the_first_steps(method):
     for bad in (1.0, -1e-9):
         with pytest.raises(ValueError, match="burn_in"):
             est(bad)
+
+
+def test_twin_separation_must_be_positive():
+    sde = SphereSDE(NoiseKernel("relu"), steps=2, horizon=0.1)
+    x0 = random_tokens(jax.random.key(0), 1, 3)
+    for delta in (0.0, -1e-6, float("nan")):
+        with pytest.raises(ValueError, match="`delta`"):
+            estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=delta)
+    assert np.isfinite(estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=1e-9).estimate)

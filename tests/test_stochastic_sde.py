@@ -82,3 +82,11 @@ def test_save_every_must_be_a_positive_divisor():
     with pytest.raises(ValueError, match="must divide `steps`"):
         integrate_increments(sde, x0, dB, save_every=3)
     assert integrate_increments(sde, x0, dB, save_every=4).shape == (2, 2, 3)
+
+
+def test_brownian_increments_check_steps_and_horizon():
+    assert brownian_increments(jax.random.key(0), 1, (2, 3), 1e-12).shape == (1, 2, 3)
+    for steps, horizon, name in ((0, 1.0, "steps"), (1.5, 1.0, "steps"), (2, 0.0, "horizon"), (2, -1.0, "horizon"),
+                                 (2, float("nan"), "horizon")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            brownian_increments(jax.random.key(0), steps, (2, 3), horizon)

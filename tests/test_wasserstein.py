@@ -139,3 +139,13 @@ def test_sinkhorn_divergence_of_a_measure_with_itself(rel):
     assert float(_sinkhorn(mu, same, eps)) <= 1e-4 * scale
     shifted = EmpiricalMeasure(mu.points + 0.3, mu.weights)
     assert float(_sinkhorn(mu, shifted, eps)) > 1e2 * float(_sinkhorn(mu, same, eps))
+
+
+def test_sinkhorn_stopping_rule_is_checked():
+    mu, nu = _cloud(40), _cloud(41, shift=0.5)
+    for kw, name in (({"max_iterations": 0}, "max_iterations"), ({"max_iterations": 2.5}, "max_iterations"),
+                     ({"threshold": 0.0}, "threshold"), ({"threshold": -1.0}, "threshold"),
+                     ({"threshold": float("nan")}, "threshold")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            wasserstein1(mu, nu, method="sinkhorn", **kw)
+    assert float(wasserstein1(mu, nu, method="sinkhorn", max_iterations=1, threshold=1e-12)) >= 0

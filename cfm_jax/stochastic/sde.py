@@ -102,6 +102,10 @@ class SphereSDE(eqx.Module):
 
 def brownian_increments(key: PRNGKeyArray, steps: int, shape, horizon: float, dtype=None):
     """``(steps,) + shape`` i.i.d. N(0, horizon/steps) increments of a Brownian matrix."""
+    if isinstance(steps, bool) or int(steps) != steps or int(steps) < 1:
+        raise ValueError(f"`steps` must be an integer >= 1, got {steps!r}.")
+    if not (math.isfinite(float(horizon)) and float(horizon) > 0):
+        raise ValueError(f"`horizon` must be finite and > 0, got {horizon!r}.")
     dtype = dtype or jnp.result_type(float)
     return math.sqrt(horizon / steps) * jax.random.normal(key, (steps,) + tuple(shape), dtype)
 
