@@ -313,7 +313,9 @@ def figure1_run(act: str, *, n: int = 64, d: int = 4, layers: int = 2000, horizo
     return np.asarray(ts), np.asarray(xs), float(order_parameter(xs[-1])), float(nematic_order(xs[-1]))
 
 
-def figure1(out: Path, *, quick: bool, seed: int) -> list[dict]:
+def figure1(out: Path, *, quick: bool, seed: int, before_write=None) -> list[dict]:
+    """The second paper's Figure 1 into ``out/figure1.png``; ``before_write()`` (when given) is
+    called once everything is computed, just before the file is written."""
     from .plotting import figure, save
 
     kw = dict(n=16, layers=200, width=64) if quick else {}
@@ -334,6 +336,8 @@ def figure1(out: Path, *, quick: bool, seed: int) -> list[dict]:
     r0 = res[0]
     fig.suptitle(f"Figure 1: N={r0['n']} tokens on S³, no attention, σ=0, L={r0['layers']}, T=20, m={r0['width']}",
                  fontsize=10)
+    if before_write is not None:
+        before_write()
     save(fig, out / "figure1.png")
     print("\nFigure 1 (no attention, σ = 0): order parameters at the last layer")
     print(f"{'act':>6} {'polar |mean x|':>15} {'nematic λ_max(mean xxᵀ)':>24}")
@@ -484,8 +488,8 @@ def run_paper(args) -> int:
 def run_figure1(args) -> int:
     folder = _folder(args, "sync --figure1")
     out = folder.path
-    folder.record("figure1.png")
-    res = figure1(out, quick=args.quick, seed=args.seed)
+    # an --overwrite removes the old figure and summary only now, when the new ones are computed
+    res = figure1(out, quick=args.quick, seed=args.seed, before_write=lambda: folder.record("figure1.png"))
     folder.write_summary({"figure1": res, "quick": args.quick})
     print(f"\nwrote {out / 'figure1.png'}, {out / 'summary.json'}")
     return 0
