@@ -123,7 +123,7 @@ def check_option(dest: str, value) -> None:
             ok = isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low
             need = f"an integer >= {low:g}"
             if dest == "seed":
-                ok, need = ok and v < _MAX_SEED, f"an integer in [0, 2**62)"
+                ok, need = ok and v < _MAX_SEED, "an integer in [0, 2**62)"
         else:
             ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > low
             need = f"a finite number > {low:g}"
@@ -227,11 +227,11 @@ def prepare_out(path: str | os.PathLike) -> Path:
 
 __all__ = [
     "CACHE_ENV",
+    "RULES",
     "HelpFormatter",
     "add_experiment_arguments",
     "add_global_arguments",
     "apply_global_options",
-    "RULES",
     "check_option",
     "configuration",
     "cpu_device_count",

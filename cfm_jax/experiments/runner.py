@@ -30,7 +30,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-
 #: held while a row is appended and flushed, so an interrupt never leaves half a row behind.
 WRITE_LOCK = threading.Lock()
 
@@ -224,7 +223,7 @@ class ResultsFolder:
             self._write_manifest({**self._manifest, "files": sorted(files)})
 
     # -- writing
-    def sweep(self, name: str = "rows.jsonl", *, progress: bool = True) -> "Sweep":
+    def sweep(self, name: str = "rows.jsonl", *, progress: bool = True) -> Sweep:
         """A :class:`Sweep` appending to ``name`` in this folder."""
         return Sweep(self.path / name, resume=self.mode == "resume", progress=progress, folder=self)
 
