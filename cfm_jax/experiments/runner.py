@@ -5,6 +5,15 @@ Each finished configuration is appended as one JSON line to ``rows.jsonl`` and f
 most the configuration in flight. Resuming skips the configurations whose key is already on
 disk, so the final file holds each configuration exactly once, in the order of the sweep.
 
+Results cannot be mixed (:class:`ResultsFolder`): every output folder holds ``run.json``, the
+experiment, its configuration, the library version and precision that wrote it and the files it
+wrote. A run into a folder holding results is refused unless it resumes them (the same
+experiment and configuration only: anything else is refused naming both) or overwrites them (the
+old files are removed when the first new row or summary is written, never before). Rows are read
+strictly: a row must sit under its own configuration's key, rows of configurations outside the
+sweep are refused, a torn last line (a crash mid-write) is dropped and the sweep resumes after
+the last complete row, and any other bad line is an error naming the file and the line.
+
 Interrupts (:func:`exit_on_signals`): SIGINT and SIGTERM end the process at once with exit code
 128 + signal (130, 143), even while the main thread is inside a long XLA compilation or
 execution, which a Python-level ``KeyboardInterrupt`` only reaches after it returns. The C-level
