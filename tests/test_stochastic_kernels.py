@@ -131,3 +131,20 @@ def test_quadrature_order_accuracy_as_documented():
     assert err(1.0, 64) < 1e-6
     assert 5e-5 < err(1.5, 64) < 5e-4
     assert err(1.5, 256) < 1e-8
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_energy_rate_function_small_beta_and_r_branches(activation):
+    """F(u) has two guarded limits: βr → 0 (ratio βr/(1 − e^{−βr}) → 1) and r → 0 (D(r)/r → κ'(1)).
+    β = 0 exactly (the first guard everywhere) must continue β = 1e-9 (the unguarded formula) to
+    ~1e-8 at every u, and r = 0 exactly (u = 1) must continue r = 1e-13 to ~1e-6 (the O(r) and,
+    for ReLU, O(√r) terms)."""
+    k = NoiseKernel.paper(activation, 5, 0.3, 0.2)
+    u = jnp.array([-0.9, 0.0, 0.5, 1 - 1e-4])
+    f0 = k.energy_rate_function(u, 5, 0.0)
+    f_small = k.energy_rate_function(u, 5, 1e-9)
+    np.testing.assert_allclose(f0, f_small, rtol=1e-8)
+    at_one = k.energy_rate_function(jnp.array(1.0), 5, 1.0)
+    near_one = k.energy_rate_function(jnp.array(1.0 - 1e-13), 5, 1.0)
+    np.testing.assert_allclose(at_one, near_one, rtol=1e-5)
+    assert float(at_one) == pytest.approx(-k.dissipation(5), rel=1e-12)
