@@ -116,7 +116,7 @@ def test_results_cannot_be_mixed_or_destroyed(tmp_path):
     assert first.returncode == 0, first.stderr
     rows = (out / "rows.jsonl").read_text()
     run = json.loads((out / "run.json").read_text())
-    assert run["experiment"] == "rates" and run["config"]["seed"] == 0 and run["config"]["ns"] == [4, 8]
+    assert run["experiment"] == "rates" and run["config"]["seed"] == 0 and run["config"]["grid"]["ns"] == [4, 8]
     assert {"rows.jsonl", "summary.json", "rates.png", "table.txt"} <= set(run["files"])
 
     line = _one_line_error(_run(*TINY_RATES, "--out", str(out)))

@@ -318,11 +318,13 @@ def grid_from_args(args) -> dict:
 def run(args) -> int:
     import jax
 
-    from .options import configuration, results_mode
+    from .options import results_mode
 
     grid = grid_from_args(args)
     configs = sweep_configs(grid, base_seed=args.seed, layers=args.layers, adjoint=not args.no_adjoint)
-    folder = ResultsFolder(args.out, "rates", {**configuration(args), "grid": grid}, mode=results_mode(args))
+    # the resolved configuration: `--quick` and the same sizes given one by one are the same run
+    config = {"grid": grid, "layers": args.layers, "seed": args.seed, "adjoint": not args.no_adjoint}
+    folder = ResultsFolder(args.out, "rates", config, mode=results_mode(args))
     out = folder.path
     t0 = time.perf_counter()
     rows = run_sweep(configs, out, progress=not args.no_progress, folder=folder)
