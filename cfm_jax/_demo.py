@@ -16,11 +16,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    for name in ("dim", "context", "batch", "layers", "heads"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name}: must be >= 1, got {getattr(args, name)}.")
-    if args.mlp_width < 0:
-        raise ValueError(f"--mlp-width: must be >= 0, got {args.mlp_width}.")
+    # the options were checked by the command line (experiments.options.validate_options)
     import jax
     import jax.numpy as jnp
 

@@ -27,6 +27,10 @@ AXIS = "data"
 def context_mesh(devices=None) -> Mesh:
     """A 1-D mesh over ``devices`` (default: all of ``jax.devices()``, every process) with axis ``"data"``."""
     devices = jax.devices() if devices is None else list(devices)
+    if not devices:
+        raise ValueError("`devices` must name at least one device (got an empty list); None means all of them.")
+    if not all(isinstance(d, jax.Device) for d in devices):
+        raise ValueError(f"`devices` must be JAX devices (e.g. from jax.devices()), got {devices!r}.")
     return Mesh(np.asarray(devices), (AXIS,))
 
 

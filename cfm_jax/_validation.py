@@ -15,3 +15,30 @@ def check_finite(name: str, x) -> None:
     """Raise `ValueError` naming `name` if a concrete array has nan/inf entries."""
     if is_concrete(x) and not bool(np.isfinite(np.asarray(x)).all()):
         raise ValueError(f"`{name}` contains non-finite values (nan/inf).")
+
+
+def check_shape(name: str, x, expected: tuple, what: str = "") -> None:
+    """`expected` may contain None for free axes."""
+    shape = tuple(np.shape(x))
+    ok = len(shape) == len(expected) and all(e is None or e == s for e, s in zip(expected, shape))
+    if not ok:
+        spec = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
+        raise ValueError(f"`{name}` must have shape {spec}{' ' + what if what else ''}, got {shape}.")
+
+
+def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
+    v = float(value)
+    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"`{name}` must be finite and {bound}, got {value!r}.")
+
+
+def check_save_every(save_every, steps: int, steps_name: str = "steps") -> int:
+    """``save_every`` as an int: a positive integer dividing ``steps`` (ValueError naming it otherwise)."""
+    import numbers
+
+    if not isinstance(save_every, numbers.Integral) or isinstance(save_every, bool) or save_every < 1:
+        raise ValueError(f"`save_every` must be a positive integer, got {save_every!r}.")
+    if int(steps) % int(save_every):
+        raise ValueError(f"`save_every` ({save_every}) must divide {steps_name} ({steps}).")
+    return int(save_every)

@@ -240,6 +240,10 @@ def wasserstein1(
         raise ValueError(f"`relative_epsilon` must be finite and > 0, got {relative_epsilon!r}.")
     if epsilon is not None and is_concrete(epsilon) and not (np.isfinite(float(epsilon)) and float(epsilon) > 0):
         raise ValueError(f"`epsilon` must be finite and > 0, got {epsilon!r}.")
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
+        raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
+    if not (np.isfinite(float(threshold)) and float(threshold) > 0):
+        raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"`batch_size` must be None or a positive int, got {batch_size!r}.")
     dtype = jnp.result_type(x, y)

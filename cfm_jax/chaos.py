@@ -42,13 +42,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
+from ._validation import is_concrete
 from ._control import W1ControlField
 from ._flow import SaveAt
+from ._solve import forward
 from ._gradients import adjoint_trajectories
 from ._measures import EmpiricalMeasure, as_measure
 from ._paths import CFM, AbstractCFM, Transformer
 from ._populations import make_population
-from ._solve import forward
 from ._wasserstein import wasserstein1
 
 #: quantity -> definition
@@ -132,6 +133,8 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
         raise ValueError(f"`ns` must be a non-empty tuple of positive context sizes, got {spec.ns!r}.")
     if max(spec.ns) > spec.n_ref:
         raise ValueError(f"`ns` ({spec.ns}) must be <= `n_ref` ({spec.n_ref}): each n-point context is a prefix of the reference.")
+    if not (math.isfinite(float(spec.relative_epsilon)) and spec.relative_epsilon > 0):
+        raise ValueError(f"`relative_epsilon` must be finite and > 0, got {spec.relative_epsilon!r}.")
     spec.population_law()  # raises a ValueError for unknown populations
     return spec
 
@@ -146,6 +149,8 @@ def _ball(key, num, dim, radius, dtype):
 
 def prefix_weights(n, size: int, dtype=None) -> jax.Array:
     """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after (``n`` may be traced)."""
+    if is_concrete(n) and not 1 <= int(n) <= int(size):
+        raise ValueError(f"`n` must be in [1, size = {size}], got {n!r}.")
     dtype = dtype or jnp.result_type(float)
     keep = jnp.arange(size) < n
     return jnp.where(keep, 1.0 / jnp.asarray(n, dtype), 0.0).astype(dtype)
@@ -250,8 +255,20 @@ def coupled_deviations(
         ``w1 (S,)``, ``adjoint (S, B)`` (per-token adjoint, i.e. B·p for the batch-mean loss),
         ``grad_phi (S,)`` (max over probes).
     """
-    a = _system(model, x0, as_measure(context), y, probes, adjoint)
-    b = _system(model, x0, as_measure(reference), y, probes, adjoint)
+    context, reference = as_measure(context), as_measure(reference)
+    if context.dim != reference.dim:
+        raise ValueError(f"`context` and `reference` must have the same token dimension, got {context.dim} "
+                         f"and {reference.dim}.")
+    if coupled and context.size > reference.size:
+        raise ValueError(f"`context` has n = {context.size} points, more than `reference` (n_ref = "
+                         f"{reference.size}): a coupled context is a prefix of the reference; were `context` "
+                         "and `reference` swapped?")
+    # W1 takes the first w1_size reference particles (and, uncoupled, as many of the context's)
+    w1_max = reference.size if coupled else min(reference.size, context.size)
+    if w1_size is not None and not 1 <= int(w1_size) <= w1_max:
+        raise ValueError(f"`w1_size` must be in [1, {w1_max}], got {w1_size!r}.")
+    a = _system(model, x0, context, y, probes, adjoint)
+    b = _system(model, x0, reference, y, probes, adjoint)
     out = _compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=relative_epsilon)
     out["ss"] = jnp.arange(a["xs"].shape[0], dtype=a["xs"].dtype) / model.num_layers
     return out

@@ -13,7 +13,13 @@ import importlib
 import os
 import sys
 
-from .experiments.options import HelpFormatter, add_experiment_arguments, add_global_arguments, apply_global_options
+from .experiments.options import (
+    HelpFormatter,
+    add_experiment_arguments,
+    add_global_arguments,
+    apply_global_options,
+    validate_options,
+)
 from .experiments.runner import exit_on_signals
 
 #: subcommand -> (module, one-line help)
@@ -27,8 +33,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 DESCRIPTION = (
     "Contextual flow maps in JAX: demos and the paper's experiments.\n"
-    "Experiments write OUT/rows.jsonl (one finished row per line, resumable with --resume),\n"
-    "OUT/summary.json and PNG figures. Global options may also follow the subcommand."
+    "Experiments write OUT/run.json (what wrote the folder), OUT/rows.jsonl (one finished row per\n"
+    "line), OUT/summary.json and PNG figures; a folder holding results needs --resume (the same\n"
+    "command continues) or --overwrite. Global options may also follow the subcommand."
 )
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."
@@ -96,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"`{args.command}` is not available in this build (module {args._missing} missing).")
         if getattr(args, "no_progress", False):
             os.environ["TQDM_DISABLE"] = "1"  # also for experiments that build their own bars
+        try:
+            validate_options(args)  # every subcommand's options, before any work
+        except ValueError as e:  # a bad option value is a usage error, like argparse's own (exit 2)
+            return _error(args.command, e) + 1
         try:
             apply_global_options(args)
             return int(args._run(args) or 0)

@@ -38,6 +38,17 @@ class RateFit:
     def as_dict(self) -> dict:
         return {**asdict(self), "prefactor": self.prefactor}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> RateFit:
+        """The fit stored by :meth:`as_dict` in a JSON row, where a missing number (NaN: no CI
+        from one mean per size) is ``null``."""
+        return cls(*(float("nan") if d[k] is None else float(d[k]) for k in ("slope", "intercept", "ci_low", "ci_high")))
+
+
+def _check_level(level) -> None:
+    if not (np.isfinite(float(level)) and 0 < float(level) < 1):
+        raise ValueError(f"`level` (the confidence level) must be in (0, 1), got {level!r}.")
+
 
 def _ols_slope(lx: np.ndarray, means: np.ndarray) -> np.ndarray:
     """Least-squares slope of ``means[..., k]`` against ``lx[k]`` (batched over leading axes)."""
@@ -54,12 +65,18 @@ def fit_loglog(x, y, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) 
             mean over seeds of ``log y``; the CI resamples the seeds independently at each size.
         n_boot: bootstrap resamples; level: confidence level; seed: the bootstrap's RNG seed.
     """
+    _check_level(level)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if y.ndim == 1:
         y = y[:, None]
     if y.ndim != 2 or y.shape[0] != x.shape[0] or x.shape[0] < 2:
         raise ValueError(f"need >= 2 sizes and y of shape (K, S); got x {x.shape}, y {y.shape}.")
+    if not (np.isfinite(x).all() and (x > 0).all()):
+        raise ValueError(f"`x` (the sizes) must be finite and > 0 for a log-log fit, got {x.tolist()}.")
+    if not (np.isfinite(y).all() and (y >= 0).all()):
+        raise ValueError("`y` (the deviations) must be finite and >= 0 for a log-log fit (0 counts as the "
+                         "smallest positive float); got nan/inf or negative values.")
     logy = np.log(np.maximum(y, np.finfo(np.float64).tiny))
     lx = np.log(x)
     slope, intercept = np.polyfit(lx, logy.mean(axis=1), 1)
@@ -79,7 +96,10 @@ def fit_loglog(x, y, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) 
 
 def mean_ci(samples, level: float = 0.95) -> tuple[float, float]:
     """Mean and Student-t confidence half-width of 1-D samples (NaN half-width below 2 samples)."""
+    _check_level(level)
     s = np.asarray(samples, dtype=np.float64).ravel()
+    if s.size == 0:
+        raise ValueError("`samples` is empty.")
     mean = float(s.mean())
     if s.size < 2:
         return mean, float("nan")

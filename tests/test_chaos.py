@@ -177,3 +177,33 @@ def test_spec_validation():
     with pytest.raises(ValueError, match="`devices`"):
         chaos.seed_devices(4, [])
     assert chaos.seed_devices(3) == tuple(jax.local_devices()[:1])  # the test session has one device
+
+
+def test_coupled_deviations_names_swapped_or_mismatched_arguments():
+    """Swapped context/reference (n > n_ref) is detected by shape and both are named; equal sizes
+    (the full-reference case) are allowed; a token dimension mismatch and an impossible w1_size too."""
+    model = Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=4, layers=1, dtype=jnp.float64)
+    ref = jax.random.normal(jax.random.key(1), (12, 2), jnp.float64)
+    x0 = jnp.zeros((1, 2))
+    with pytest.raises(ValueError, match=r"`context` has n = 12 .* `reference` \(n_ref = 5\).*swapped"):
+        chaos.coupled_deviations(model, x0, ref, ref[:5], adjoint=False)
+    chaos.coupled_deviations(model, x0, ref, ref, adjoint=False)  # n = n_ref is fine
+    chaos.coupled_deviations(model, x0, ref, ref[:5], coupled=False, adjoint=False)  # independent samples
+    with pytest.raises(ValueError, match="token dimension"):
+        chaos.coupled_deviations(model, x0, ref[:5, :1], ref, adjoint=False)
+    with pytest.raises(ValueError, match=r"`w1_size` must be in \[1, 12\]"):
+        chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=13, adjoint=False)
+    with pytest.raises(ValueError, match=r"`w1_size` must be in \[1, 5\]"):
+        chaos.coupled_deviations(model, x0, ref, ref[:5], coupled=False, w1_size=6, adjoint=False)
+
+
+def test_prefix_weights_and_spec_check_their_ranges():
+    np.testing.assert_array_equal(chaos.prefix_weights(3, 3), np.full(3, 1 / 3))
+    np.testing.assert_array_equal(chaos.prefix_weights(1, 3), [1.0, 0.0, 0.0])
+    for n in (0, 4):
+        with pytest.raises(ValueError, match="`n` must be in"):
+            chaos.prefix_weights(n, 3)
+    for eps in (0.0, -0.01, float("inf")):
+        with pytest.raises(ValueError, match="`relative_epsilon`"):
+            chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=eps))
+    chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=1e-6))

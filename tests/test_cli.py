@@ -104,3 +104,54 @@ def test_demo_output():
     line = next(ln for ln in out.stdout.splitlines() if "x1[0]" in ln)
     values = line.split("=", 1)[1].strip(" []").split(",")
     assert all(len(v.strip().lstrip("-").split(".")[-1]) <= 4 for v in values), line  # sensible rounding
+
+
+def test_results_cannot_be_mixed_or_destroyed(tmp_path):
+    """Real subprocesses on one output folder: a rerun without --resume, a --resume with another seed
+    and a --resume of another experiment all refuse with one line naming both runs, before any work
+    and leaving the rows as they were; a crash mid-line is repaired by --resume; --overwrite replaces
+    the results."""
+    out = tmp_path / "o"
+    first = _run(*TINY_RATES, "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    rows = (out / "rows.jsonl").read_text()
+    run = json.loads((out / "run.json").read_text())
+    assert run["experiment"] == "rates" and run["config"]["seed"] == 0 and run["config"]["grid"]["ns"] == [4, 8]
+    assert {"rows.jsonl", "summary.json", "rates.png", "table.txt"} <= set(run["files"])
+
+    line = _one_line_error(_run(*TINY_RATES, "--out", str(out)))
+    assert "already holds results of `rates`" in line and "--resume" in line and "--overwrite" in line
+    line = _one_line_error(_run(*TINY_RATES, "--out", str(out), "--seed", "1", "--resume"))
+    assert "`rates` with seed=0, not of this run, `rates` with seed=1" in line and "--overwrite" in line
+    line = _one_line_error(_run("ogd", "--quick", "--no-progress", "--out", str(out), "--resume"))
+    assert "holds results of `rates`, not of this run, `ogd`" in line
+    assert (out / "rows.jsonl").read_text() == rows
+
+    (out / "rows.jsonl").write_text(rows + rows.splitlines()[0][:40])  # a crash mid-line
+    resumed = _run(*TINY_RATES, "--out", str(out), "--resume")
+    assert resumed.returncode == 0 and "torn last line" in resumed.stderr, resumed.stderr
+    assert (out / "rows.jsonl").read_text() == rows  # nothing rerun, nothing lost
+
+    over = _run(*TINY_RATES, "--out", str(out), "--seed", "1", "--overwrite")
+    assert over.returncode == 0, over.stderr
+    new_rows = [json.loads(ln) for ln in (out / "rows.jsonl").read_text().splitlines()]
+    assert len(new_rows) == len(rows.splitlines()) and {r["config"]["seed"] for r in new_rows} == {1}
+    assert json.loads((out / "run.json").read_text())["config"]["seed"] == 1
+
+    (out / "rows.jsonl").write_text("x\n" + rows)
+    line = _one_line_error(_run(*TINY_RATES, "--out", str(out), "--seed", "1", "--resume"))
+    assert str(out / "rows.jsonl") in line and "line 1 is corrupt" in line
+
+
+def test_options_are_checked_before_any_work(tmp_path):
+    """Bad values of any subcommand's options end in one line naming the option, before JAX runs
+    anything (no folder is made)."""
+    for argv, flag in ((["sync", "--realisations", "-1"], "--realisations"), (["ogd", "--eta", "nan"], "--eta"),
+                       (["gradcheck", "--repeats", "0"], "--repeats"), (["rates", "--seed", "-3"], "--seed"),
+                       (["--cpu-devices", "0", "demo"], "--cpu-devices")):
+        line = _one_line_error(_run(*argv, "--out", str(tmp_path / "never")) if argv[0] != "--cpu-devices"
+                               else _run(*argv))
+        assert flag in line, (argv, line)
+    assert _run("sync", "--realisations", "1").returncode == 2  # a usage error, as argparse's own
+    assert not (tmp_path / "never").exists()
+    assert "--resume" in _one_line_error(_run("rates", "--resume", "--overwrite"))

@@ -56,3 +56,31 @@ def test_bad_configuration():
         ogd_ablation.make_config(seeds=1)
     with pytest.raises(ValueError, match="unknown"):
         ogd_ablation.make_config(width=3)
+
+
+def test_weak_ridge_adapts_to_eta_or_names_it():
+    """λ_c/8 must keep η·λ < 1: just below the limit the ridges are returned, at it the error names --eta."""
+    C = 4.0  # λ_c = 8, weak = 1: η < 1 allowed
+    r = ogd_ablation.ridges(C, 1 - 1e-9)
+    assert r["lambdas"]["weak"] == 1.0 and r["lambdas"]["strong"] == min(12.0, 0.9 / (1 - 1e-9))
+    with pytest.raises(ValueError, match="--eta 1.0.*lower --eta"):
+        ogd_ablation.ridges(C, 1.0)
+
+
+def test_diverging_pilot_names_eta_and_writes_no_row(tmp_path, ablation):
+    """A learning rate at which the λ = 0 pilot diverges: one error naming --eta, no pilot row left to
+    be reused; a NaN pilot row left by an older version is run again, not reused."""
+    cfg = ogd_ablation.make_config(True, 0, **{**TINY, "eta": 1e3})
+    with pytest.raises(ValueError, match="--eta 1000.0"):
+        ogd_ablation.run_ablation(cfg, tmp_path / "a", progress=False, verbose=False)
+    assert not (tmp_path / "a" / "pilot.jsonl").exists()
+    good_cfg, good_out, summary = ablation
+    out = tmp_path / "b"
+    out.mkdir()
+    pilot = json.loads((good_out / "pilot.jsonl").read_text())
+    nan_pilot = {**pilot, "C": None, "lambda_c": None}
+    (out / "pilot.jsonl").write_text(json.dumps(nan_pilot) + "\n")
+    (out / "rows.jsonl").write_text((good_out / "rows.jsonl").read_text())
+    again = ogd_ablation.run_ablation(good_cfg, out, resume=True, progress=False, verbose=False)
+    assert again["pilot"]["C"] == summary["pilot"]["C"]
+    assert json.loads((out / "pilot.jsonl").read_text())["C"] == pilot["C"]

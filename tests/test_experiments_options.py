@@ -69,3 +69,63 @@ def test_cpu_devices_after_jax_started_is_an_error_only_when_asked_for():
     assert jax.config.jax_num_cpu_devices in (-1, jax.device_count())
     with pytest.raises(ValueError, match="--cpu-devices"):
         options.apply_global_options(argparse.Namespace(no_cache=True, cpu_devices=3))
+
+
+def _numeric_options():
+    """(subcommand, dest, type) of every option that takes a number, in every subcommand."""
+    from cfm_jax import cli
+
+    out = []
+    for name in cli.COMMANDS:
+        parser = cli.build_parser([name])
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+        out += [(name, a.dest, a.type) for a in sub._actions if a.type in (int, float)]
+    return out
+
+
+def test_every_numeric_option_has_a_rule():
+    """One place checks them all: an option added without a rule would go unchecked."""
+    missing = [(name, dest) for name, dest, _ in _numeric_options() if dest not in options.RULES]
+    assert not missing
+
+
+@pytest.mark.parametrize("dest", sorted(options.RULES))
+def test_both_sides_of_every_rule(dest):
+    kind, low, _ = options.RULES[dest]
+    flag = "--" + dest.replace("_", "-")
+    if kind == "int":
+        options.check_option(dest, int(low))  # the bound itself is allowed
+        options.check_option(dest, [int(low), int(low) + 1])
+        for bad in (int(low) - 1, [int(low), int(low) - 1], float(low), True):
+            with pytest.raises(ValueError, match=flag):
+                options.check_option(dest, bad)
+    else:
+        options.check_option(dest, low + 1e-12)
+        for bad in (low, low - 1e-12, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=flag):
+                options.check_option(dest, bad)
+
+
+def test_seed_range():
+    options.check_option("seed", 2**62 - 1)
+    with pytest.raises(ValueError, match="--seed"):
+        options.check_option("seed", 2**62)
+
+
+def test_validate_options_checks_every_rule_in_the_namespace():
+    options.validate_options(argparse.Namespace(seeds=2, ns=[1, 2], eta=0.1, quick=True, out=Path("x"), seed=None))
+    with pytest.raises(ValueError, match="--ns"):
+        options.validate_options(argparse.Namespace(seeds=2, ns=[4, -1]))
+    with pytest.raises(ValueError, match="--realisations"):
+        options.validate_options(argparse.Namespace(realisations=-1))
+
+
+def test_results_mode_and_configuration():
+    ns = argparse.Namespace(resume=True, overwrite=False, out=Path("o"), seed=3, no_progress=True, float64=True,
+                            cache_dir=None, no_cache=False, cpu_devices=2, command="rates", _run=print, ns=[4, 8])
+    assert options.results_mode(ns) == "resume"
+    assert options.configuration(ns) == {"seed": 3, "ns": [4, 8]}
+    assert options.results_mode(argparse.Namespace(resume=False, overwrite=True)) == "overwrite"
+    assert options.results_mode(argparse.Namespace(resume=False, overwrite=False)) == "new"
+    with pytest.raises(ValueError, match="--resume and --overwrite"):
+        options.results_mode(argparse.Namespace(resume=True, overwrite=True))

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from cfm_jax.experiments.runner import WRITE_LOCK, Sweep, config_key, read_rows, write_summary
+from cfm_jax.experiments.runner import MANIFEST, WRITE_LOCK, ResultsFolder, Sweep, config_key, read_rows, write_summary
 
 
 def _strict(text):
@@ -73,3 +73,148 @@ def test_rows_are_written_under_the_write_lock(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "open", spy)
     Sweep(tmp_path / "r.jsonl", progress=False).run([{"x": 1}], fn)
     assert seen == [("compute", False), ("append", True)]
+
+
+def _lines(path):
+    return path.read_text().splitlines()
+
+
+def test_resume_twice_with_and_without_stop_after(tmp_path):
+    """Three partial runs (stop_after 2, then 1, then to the end) give the file of one full run, each
+    configuration computed exactly once."""
+    configs = [{"x": x} for x in (5, 3, 1, 2)]
+    full = tmp_path / "full.jsonl"
+    Sweep(full, progress=False).run(configs, _fn)
+    calls = []
+    fn = lambda c: calls.append(c["x"]) or _fn(c)  # noqa: E731
+    path = tmp_path / "r.jsonl"
+    assert len(Sweep(path, progress=False).run(configs, fn, stop_after=2)) == 2
+    assert len(Sweep(path, resume=True, progress=False).run(configs, fn, stop_after=1)) == 3
+    rows = Sweep(path, resume=True, progress=False).run(configs, fn)
+    assert calls == [5, 3, 1, 2] and [r["config"]["x"] for r in rows] == [5, 3, 1, 2]
+    assert _lines(path) == _lines(full)
+    assert Sweep(path, resume=True, progress=False).run(configs, fn) == rows and len(calls) == 4  # nothing left
+
+
+def test_crash_mid_line_resumes_from_the_last_complete_row(tmp_path, capsys):
+    """A torn last line (with or without its newline) is dropped, said on stderr, and the run resumes
+    after the last complete row; a bad line followed by complete rows is corruption: an error naming
+    the file and the line, and the file is left as it was."""
+    configs = [{"x": x} for x in (1, 2, 3)]
+    path = tmp_path / "r.jsonl"
+    Sweep(path, progress=False).run(configs[:2], _fn)
+    good = path.read_text()
+    for torn in ('{"config": {"x": 3}, "ke', '{"config": {"x": 3}, "ke\n', "\x00\x00\x00\n"):
+        path.write_text(good + torn)
+        assert len(read_rows(path)) == 2
+        calls = []
+        rows = Sweep(path, resume=True, progress=False).run(configs, lambda c: calls.append(c["x"]) or _fn(c))
+        assert calls == [3] and [r["y"] for r in rows] == [1, 4, 9]
+        assert "torn last line" in capsys.readouterr().err
+        assert len(_lines(path)) == 3 and all(_strict(line) for line in _lines(path))
+        path.write_text(good)
+    lines = good.splitlines()
+    corrupt = lines[0][:-5] + "\n" + lines[1] + "\n"
+    path.write_text(corrupt)
+    for call in (lambda: read_rows(path), lambda: Sweep(path, resume=True, progress=False)):
+        with pytest.raises(ValueError, match=rf"{path.name}: line 1 is corrupt"):
+            call()
+    assert path.read_text() == corrupt
+    # a row whose key is not its configuration's is corrupt too (appended under a foreign key)
+    row = json.loads(lines[0])
+    row["key"] = config_key({"x": 99})
+    path.write_text(json.dumps(row) + "\n" + lines[1] + "\n")
+    with pytest.raises(ValueError, match="line 1 is corrupt"):
+        read_rows(path)
+
+
+def test_rows_of_other_configurations_are_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    Sweep(path, progress=False).run([{"x": 1}, {"x": 2}], _fn)
+    with pytest.raises(ValueError, match=rf"{path.name} holds 1 row\(s\) of configurations"):
+        Sweep(path, resume=True, progress=False).run([{"x": 1}, {"x": 3}], _fn)
+    assert len(_lines(path)) == 2
+
+
+def test_failure_rows_are_run_again(tmp_path, capsys):
+    path = tmp_path / "r.jsonl"
+    Sweep(path, progress=False).run([{"x": 1}, {"x": 2}], lambda c: {"C": None if c["x"] == 1 else 2.0})
+    calls = []
+    rows = Sweep(path, resume=True, progress=False).run(
+        [{"x": 1}, {"x": 2}], lambda c: calls.append(c["x"]) or {"C": 1.0}, valid=lambda r: r["C"] is not None)
+    assert calls == [1] and [r["C"] for r in rows] == [1.0, 2.0]
+    assert "recorded a failure" in capsys.readouterr().err and len(_lines(path)) == 2
+
+
+def test_no_resume_truncates_nothing_before_the_first_row(tmp_path):
+    path = tmp_path / "r.jsonl"
+    Sweep(path, progress=False).run([{"x": 1}, {"x": 2}], _fn)
+    old = path.read_text()
+    sweep = Sweep(path, resume=False, progress=False)
+    assert sweep.rows == [] and path.read_text() == old  # not reused, not yet removed
+
+    def fn(c):
+        assert path.read_text() == old
+        raise RuntimeError("crash before the first row")
+
+    with pytest.raises(RuntimeError):
+        sweep.run([{"x": 7}], fn)
+    assert path.read_text() == old
+    rows = Sweep(path, resume=False, progress=False).run([{"x": 7}], _fn)
+    assert [r["y"] for r in rows] == [49] and len(_lines(path)) == 1
+
+
+def _folder_run(out, config, mode, fn=_fn, *extra):
+    folder = ResultsFolder(out, "exp", config, mode=mode)
+    rows = folder.sweep(progress=False).run([{"x": 1}, {"x": 2}], fn)
+    folder.write_summary({"n": len(rows)}, *extra)
+    return folder
+
+
+def test_results_folder_records_what_wrote_it_and_refuses_to_mix(tmp_path):
+    from cfm_jax import __version__
+
+    out = tmp_path / "out"
+    (out / "fig.png").parent.mkdir()
+    (out / "fig.png").write_text("old figure")
+    (out / "notes.txt").write_text("the user's")
+    _folder_run(out, {"seed": 0}, "new", _fn, "fig.png")
+    run = _strict((out / MANIFEST).read_text())
+    assert run["experiment"] == "exp" and run["config"] == {"seed": 0} and run["version"] == __version__
+    assert sorted(run["files"]) == ["fig.png", "rows.jsonl", "summary.json"] and run["float64"] is True
+    with pytest.raises(ValueError, match="already holds results of `exp`.*--resume.*--overwrite.*--out"):
+        ResultsFolder(out, "exp", {"seed": 0})
+    with pytest.raises(ValueError, match=r"holds results of `exp` with seed=0, not of this run, `exp` with seed=1"):
+        ResultsFolder(out, "exp", {"seed": 1}, mode="resume")
+    with pytest.raises(ValueError, match=r"holds results of `exp`, not of this run, `other`.*--overwrite"):
+        ResultsFolder(out, "other", {"seed": 0}, mode="resume")
+    calls = []
+    _folder_run(out, {"seed": 0}, "resume", lambda c: calls.append(c) or _fn(c))
+    assert calls == [] and len(_lines(out / "rows.jsonl")) == 2
+
+
+def test_overwrite_removes_the_old_results_only_at_the_first_row(tmp_path):
+    out = tmp_path / "out"
+    _folder_run(out, {"seed": 0}, "new", _fn, "fig.png")
+    (out / "fig.png").write_text("old figure")
+    (out / "notes.txt").write_text("the user's")
+    before = {p.name: p.read_text() for p in out.iterdir()}
+
+    def crash(c):
+        assert {p.name: p.read_text() for p in out.iterdir()} == before
+        raise RuntimeError("interrupted before the first row")
+
+    with pytest.raises(RuntimeError):
+        _folder_run(out, {"seed": 1}, "overwrite", crash)
+    assert {p.name: p.read_text() for p in out.iterdir()} == before  # an interrupted overwrite changes nothing
+    _folder_run(out, {"seed": 1}, "overwrite")
+    assert not (out / "fig.png").exists() and (out / "notes.txt").exists()  # only what the old run wrote
+    run = _strict((out / MANIFEST).read_text())
+    assert run["config"] == {"seed": 1} and sorted(run["files"]) == ["rows.jsonl", "summary.json"]
+    # a folder from before run.json: resumed only when its rows are this sweep's
+    (out / MANIFEST).unlink()
+    _folder_run(out, {"seed": 2}, "resume")
+    assert sorted(_strict((out / MANIFEST).read_text())["files"]) == ["rows.jsonl", "summary.json"]  # adopted
+    with pytest.raises(ValueError, match="corrupt"):
+        (out / MANIFEST).write_text("{")
+        ResultsFolder(out, "exp", {}, mode="resume")

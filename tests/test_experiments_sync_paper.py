@@ -145,6 +145,11 @@ def test_cli_figure1_quick(tmp_path):
     for row in acts.values():
         assert 0 <= row["polar_order"] <= 1 + 1e-12 and 1 / 4 - 1e-12 <= row["nematic_order"] <= 1 + 1e-12
     assert not math.isnan(acts["tanh"]["nematic_order"])
+    run = json.loads((tmp_path / "figure1" / "run.json").read_text())
+    assert run["experiment"] == "sync --figure1" and set(run["files"]) == {"figure1.png", "summary.json"}
+    again = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1 and "already holds results of `sync --figure1`" in again.stderr
 
 
 def test_w2_squared_against_brute_force_and_exact_cases():
@@ -179,4 +184,33 @@ def test_cli_bad_width_is_one_line_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--paper", "--width", "0", "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines() == ["cfm-jax sync: error: --width must be >= 1 and --realisations >= 2"]
+    assert r.stderr.strip().splitlines() == ["cfm-jax sync: error: --width must be an integer >= 1, got 0."]
+
+
+def test_figure1_overwrite_keeps_the_old_results_until_the_new_ones_are_computed(tmp_path, monkeypatch):
+    """Figure 1 has no rows: an --overwrite interrupted while computing leaves the old figure and
+    summary as they were; a finished one replaces them."""
+    import argparse
+
+    import numpy as np
+
+    def fake_run(act, seed, **kw):
+        return np.linspace(0, 20, 21), np.full((21, 3, 4), 0.5), 0.25 + seed, 0.5
+
+    monkeypatch.setattr(sp, "figure1_run", fake_run)
+    args = lambda seed, **kw: argparse.Namespace(out=tmp_path, quick=True, seed=seed, resume=False,  # noqa: E731
+                                                 overwrite=False, **kw)
+    assert sp.run_figure1(args(0)) == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def crash(*a, **k):
+        raise RuntimeError("interrupted while computing")
+
+    monkeypatch.setattr(sp, "figure1_run", crash)
+    with pytest.raises(RuntimeError):
+        sp.run_figure1(argparse.Namespace(**{**vars(args(1)), "overwrite": True}))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    monkeypatch.setattr(sp, "figure1_run", fake_run)
+    sp.run_figure1(argparse.Namespace(**{**vars(args(1)), "overwrite": True}))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["figure1"][0]["polar_order"] == 1.25 and json.loads((tmp_path / "run.json").read_text())["config"]["seed"] == 1

@@ -53,3 +53,15 @@ def test_split_atom_keeps_the_measure():
     assert nu.size == 5
     np.testing.assert_allclose(nu.mean(), mu.mean(), rtol=1e-14)
     np.testing.assert_allclose(nu.weights[2] + nu.weights[4], mu.weights[2], rtol=1e-14)
+
+
+@pytest.mark.parametrize("excess", [2e-5, -2e-5])
+def test_weight_sum_is_checked_on_both_sides(excess):
+    """Weights summing just above and just below 1 (outside the 1e-5 tolerance) are refused; sums
+    inside the tolerance on either side are accepted (an absolute-value check, not a one-sided one)."""
+    points = np.zeros((4, 2))
+    base = np.full(4, 0.25)
+    with pytest.raises(ValueError, match="sum to 1"):
+        EmpiricalMeasure(points, base * (1 + excess))
+    mu = EmpiricalMeasure(points, base * (1 + excess / 4))
+    assert float(mu.weights.sum()) == pytest.approx(1 + excess / 4, abs=1e-12)

@@ -33,6 +33,24 @@ SCRIPT = textwrap.dedent(
     np.testing.assert_allclose(loss, loss_ref, rtol=1e-13)
     for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+    # where everything lives: context rows split in order along "data", x0 split when B divides
+    from jax.sharding import PartitionSpec as P
+    devs = jax.devices()
+    def placement(a):
+        return sorted((devs.index(s.device), s.index[0].start or 0, s.data.shape) for s in a.addressable_shards)
+    assert cs.points.sharding.spec == P("data", None) and cs.weights.sharding.spec == P("data")
+    assert placement(cs.points) == [(i, 6 * i, (6, 4)) for i in range(4)]
+    assert placement(cs.weights) == [(i, 6 * i, (6,)) for i in range(4)]
+    for i, s in enumerate(sorted(cs.points.addressable_shards, key=lambda s: devs.index(s.device))):
+        np.testing.assert_array_equal(s.data, np.asarray(ctx.points)[6 * i: 6 * i + 6])
+    assert xs.sharding.spec == P("data", None) and placement(xs) == [(i, 2 * i, (2, 4)) for i in range(4)]
+    x3, _ = cfm_jax.shard_inputs(x0[:3], ctx)  # B = 3: replicated
+    assert x3.sharding.spec == P() and [s.data.shape for s in x3.addressable_shards] == [(3, 4)] * 4
+    x1, _ = cfm_jax.shard_inputs(x0[0], ctx)  # one token (d,): replicated
+    assert x1.sharding.spec == P()
+    two = cfm_jax.context_mesh(devs[2:])
+    _, c2 = cfm_jax.shard_inputs(x0, ctx, two)
+    assert placement(c2.points) == [(2, 0, (12, 4)), (3, 12, (12, 4))]
     try:
         cfm_jax.shard_inputs(x0, ctx.points[:23])
     except ValueError as e:
@@ -49,3 +67,15 @@ def test_sharded_forward_and_gradient_match_single_device():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SHARDED_OK" in out.stdout
+
+
+def test_context_mesh_needs_devices():
+    import jax
+    import pytest
+
+    import cfm_jax
+
+    for bad in ([], (), ["cpu"]):
+        with pytest.raises(ValueError, match="`devices`"):
+            cfm_jax.context_mesh(bad)
+    assert cfm_jax.context_mesh(jax.devices()[:1]).devices.size == 1

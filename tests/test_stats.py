@@ -46,3 +46,25 @@ def test_mean_ci_is_the_student_t_half_width():
     assert half == pytest.approx(sps.t.ppf(0.95, 4) * s.std(ddof=1) / np.sqrt(5))
     assert np.isnan(mean_ci([1.0])[1])
     assert mean_ci([2.0, 2.0, 2.0]) == (2.0, 0.0)
+
+
+def test_fit_and_interval_check_their_values():
+    """Sizes must be > 0 and finite, deviations finite and >= 0 (a zero deviation is allowed: it is
+    clamped to the smallest float), the level in (0, 1); both sides of each bound."""
+    ns = [4.0, 8.0]
+    fit_loglog(ns, [[1.0, 0.5], [0.5, 0.0]])
+    fit_loglog([1e-300, 8.0], [[1.0], [0.5]])
+    for x, y, name in (([0.0, 8.0], [[1.0], [0.5]], "`x`"), ([-4.0, 8.0], [[1.0], [0.5]], "`x`"),
+                       ([np.inf, 8.0], [[1.0], [0.5]], "`x`"), (ns, [[1.0], [-1e-300]], "`y`"),
+                       (ns, [[1.0], [np.nan]], "`y`"), (ns, [[1.0], [np.inf]], "`y`")):
+        with pytest.raises(ValueError, match=name):
+            fit_loglog(x, y)
+    mean_ci([1.0, 2.0], level=1e-9)
+    mean_ci([1.0, 2.0], level=1 - 1e-9)
+    for level in (0.0, 1.0, np.nan):
+        with pytest.raises(ValueError, match="`level`"):
+            mean_ci([1.0, 2.0], level=level)
+        with pytest.raises(ValueError, match="`level`"):
+            fit_loglog(ns, [[1.0], [0.5]], level=level)
+    with pytest.raises(ValueError, match="`samples`"):
+        mean_ci([])

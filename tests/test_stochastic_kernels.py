@@ -85,6 +85,10 @@ def test_bad_inputs_raise():
         simulate(StochasticTransformer(layers=2), jnp.ones((3, 2)), jax.random.key(0))
     with pytest.raises(ValueError, match="save_every"):
         simulate(StochasticTransformer(layers=5), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0), save_every=2)
+    for bad in (0, -5, 2.5, True):  # zero would divide by zero
+        with pytest.raises(ValueError, match="`save_every` must be a positive integer"):
+            simulate(StochasticTransformer(layers=4), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0),
+                     save_every=bad)
 
 
 def test_kernel_deficit_is_accurate_near_the_diagonal():
@@ -93,3 +97,54 @@ def test_kernel_deficit_is_accurate_near_the_diagonal():
         np.testing.assert_allclose(k.deficit(r), k.kappa1 - k(1.0 - r), rtol=1e-6)
         tiny = jnp.array([1e-20, 1e-14])  # κ(1) − κ(1 − r) ≈ κ'(1) r (ReLU: − (s²v/2π)(2√2/3) q^{3/2})
         np.testing.assert_allclose(k.deficit(tiny), k.dkappa1 * tiny, rtol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "silu"])
+def test_deficit_taylor_branch_where_its_second_order_term_matters(activation):
+    """Just below the switch r = 1e-3 the series κ'(1)r − ½κ''(1)r² is used; its second-order term
+    is 1e-4…3e-4 of the value there, its truncation error ~1e-6. Against κ(1) − κ(1 − r) by direct
+    Gauss–Hermite quadrature (an independent path, order 128; float64 cancellation ~1e-13 here) it
+    must agree to 1e-5, and the two branches must join at the switch. (Pre-activation variance ≈ 1:
+    the order-64 moments are accurate to ~3e-7 there.)"""
+    k = NoiseKernel(activation, 1.0, 1.0, 0.2)
+    q = NoiseKernel(activation, 1.0, 1.0, 0.2, method="quadrature", order=128)
+    r = jnp.array([4e-4, 7e-4, 9.9e-4])
+    direct = q(1.0) - q(1.0 - r)
+    assert float(jnp.min(0.5 * k.kappa2 * r[1:] ** 2 / direct[1:])) > 1e-4  # the term is resolved
+    np.testing.assert_allclose(k.deficit(r), direct, rtol=1e-5)
+    below, at = k.deficit(jnp.array(1e-3 - 1e-12)), k.deficit(jnp.array(1e-3))
+    np.testing.assert_allclose(below, at, rtol=1e-5)
+
+
+def test_quadrature_order_accuracy_as_documented():
+    """κ'(1) = s_b² E tanh'(u)² against scipy's adaptive quadrature (independent): the documented
+    accuracy of the default order 64 (3e-7 at v ≈ 1, ~2e-4 at v = 2.29) and that raising the order
+    cures it (256: < 1e-8)."""
+    from scipy import integrate
+
+    def reference(s_b, s_c):
+        v = s_b**2 + s_c**2
+        f = lambda z: (1 / np.cosh(np.sqrt(v) * z)) ** 4 * np.exp(-z * z / 2) / np.sqrt(2 * np.pi)  # noqa: E731
+        return s_b**2 * integrate.quad(f, -40, 40, epsabs=0, epsrel=1e-13, limit=500)[0]
+
+    err = lambda s_b, order: abs(NoiseKernel("tanh", 1.0, s_b, 0.2, order=order).dkappa1 / reference(s_b, 0.2) - 1)  # noqa: E731
+    assert err(1.0, 64) < 1e-6
+    assert 5e-5 < err(1.5, 64) < 5e-4
+    assert err(1.5, 256) < 1e-8
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_energy_rate_function_small_beta_and_r_branches(activation):
+    """F(u) has two guarded limits: βr → 0 (ratio βr/(1 − e^{−βr}) → 1) and r → 0 (D(r)/r → κ'(1)).
+    β = 0 exactly (the first guard everywhere) must continue β = 1e-9 (the unguarded formula) to
+    ~1e-8 at every u, and r = 0 exactly (u = 1) must continue r = 1e-13 to ~1e-6 (the O(r) and,
+    for ReLU, O(√r) terms)."""
+    k = NoiseKernel.paper(activation, 5, 0.3, 0.2)
+    u = jnp.array([-0.9, 0.0, 0.5, 1 - 1e-4])
+    f0 = k.energy_rate_function(u, 5, 0.0)
+    f_small = k.energy_rate_function(u, 5, 1e-9)
+    np.testing.assert_allclose(f0, f_small, rtol=1e-8)
+    at_one = k.energy_rate_function(jnp.array(1.0), 5, 1.0)
+    near_one = k.energy_rate_function(jnp.array(1.0 - 1e-13), 5, 1.0)
+    np.testing.assert_allclose(at_one, near_one, rtol=1e-5)
+    assert float(at_one) == pytest.approx(-k.dissipation(5), rel=1e-12)

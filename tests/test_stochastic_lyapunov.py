@@ -88,3 +88,61 @@ def test_attention_top_exponent_is_the_noise_exponent():
     x0 = random_tokens(jax.random.key(4), 4, d)
     est = estimate_lyapunov(model, jax.random.key(5), x0, realisations=64, burn_in=0.5, level=0.99)
     assert abs(est.estimate - k.lyapunov(d)) < est.ci_half_width, (est.estimate, est.ci_half_width)
+
+
+@pytest.mark.parametrize("method", ["benettin", "twin"])
+def test_burn_in_drops_exactly_the_first_steps(method):
+    """With attention on (N = 3 tokens, 10 steps), burn_in = 0.3 must average the log growth of
+    steps 3…9 only, over the time they span: against a hand loop over the same layer keys that
+    records every step's log growth (an independent path: Python loop, no scan, no mask)."""
+    from cfm_jax.stochastic._lyapunov import _tangent, benettin, twin
+
+    k = NoiseKernel("tanh", 1.0, 1.0, 0.3)
+    model = StochasticTransformer(k, width=8, layers=10, horizon=1.0, attention=SphereAttention("SA", 1.0))
+    x0 = random_tokens(jax.random.key(0), 3, 4)
+    key = jax.random.key(7)
+    k0, kp = jax.random.split(key)
+    keys = jax.random.split(kp, model.num_steps)
+    logs = []
+    if method == "benettin":
+        x, v = x0, _tangent(k0, x0)
+        for kk in keys:
+            x, v = jax.jvp(lambda y, kk=kk: model.step(y, kk), (x,), (v,))
+            logs.append(float(jnp.log(jnp.linalg.norm(v))))
+            v = v / jnp.linalg.norm(v)
+        est = lambda b: benettin(model, x0, key, burn_in=b)  # noqa: E731
+    else:
+        delta = 1e-6
+        x = x0
+        y = x0 + delta * _tangent(k0, x0)
+        y = y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+        for kk in keys:
+            d0 = jnp.linalg.norm(y - x)
+            x, y = model.step_systems(jnp.stack([x, y]), kk)
+            d1 = jnp.linalg.norm(y - x)
+            logs.append(float(jnp.log(d1 / d0)))
+            y = x + (y - x) * (delta / d1)
+            y = y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+        est = lambda b: twin(model, x0, key, delta=delta, burn_in=b)  # noqa: E731
+    logs = np.asarray(logs)
+    for burn_in, n0 in ((0.0, 0), (0.3, 3), (0.75, 8)):  # 0.75 · 10 = 7.5 rounds to 8
+        want = logs[n0:].sum() / ((10 - n0) * model.dt)
+        np.testing.assert_allclose(float(est(burn_in)), want, rtol=1e-6)  # twin: differences of 1e-6
+    assert abs(logs[:3].mean() - logs[3:].mean()) > 1e-3  # dropping the first steps changes the estimate
+    # estimate_lyapunov hands burn_in to every realisation
+    keys2 = jax.random.split(jax.random.key(9), 2)
+    res = estimate_lyapunov(model, jax.random.key(9), x0, method=method, realisations=2, burn_in=0.3)
+    one = benettin if method == "benettin" else twin
+    np.testing.assert_allclose(res.samples, [float(one(model, x0, kk, burn_in=0.3)) for kk in keys2], rtol=1e-6)
+    for bad in (1.0, -1e-9):
+        with pytest.raises(ValueError, match="burn_in"):
+            est(bad)
+
+
+def test_twin_separation_must_be_positive():
+    sde = SphereSDE(NoiseKernel("relu"), steps=2, horizon=0.1)
+    x0 = random_tokens(jax.random.key(0), 1, 3)
+    for delta in (0.0, -1e-6, float("nan")):
+        with pytest.raises(ValueError, match="`delta`"):
+            estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=delta)
+    assert np.isfinite(estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=1e-9).estimate)

@@ -123,3 +123,17 @@ def test_one_step_covariance_across_tokens_is_kappa(name):
     z = (s.mean(0) - expected) / (s.std(0) / math.sqrt(R))
     iu = np.triu_indices(4)
     assert np.all(np.abs(z[iu]) < 4.5), (name, z[iu], expected[iu])
+
+
+def test_random_tokens_and_simulate_many_check_sizes():
+    from cfm_jax.stochastic import StochasticTransformer, random_tokens, simulate_many
+
+    assert random_tokens(jax.random.key(0), 1, 1).shape == (1, 1)
+    for n, d in ((0, 3), (2, 0), (2.5, 3), (True, 3)):
+        with pytest.raises(ValueError, match="`n` and `d`"):
+            random_tokens(jax.random.key(0), n, d)
+    model = StochasticTransformer(layers=2)
+    x0 = random_tokens(jax.random.key(0), 2, 3)
+    assert simulate_many(model, x0, jax.random.split(jax.random.key(0), 1))[1].shape == (1, 2, 3)
+    with pytest.raises(ValueError, match="`keys`"):
+        simulate_many(model, x0, jax.random.split(jax.random.key(0), 0))

@@ -67,3 +67,26 @@ def test_strong_convergence_of_coupled_scheme():
     slope = -np.polyfit(np.log(Ls), np.log(errs), 1)[0]
     assert errs[0] > errs[1] > errs[2]
     assert 0.35 < slope < 1.3, (errs, slope)
+
+
+def test_save_every_must_be_a_positive_divisor():
+    sde = SphereSDE(NoiseKernel("linear", 1.0, 1.0), steps=4, horizon=1.0)
+    x0 = random_tokens(jax.random.key(0), 2, 3)
+    dB = brownian_increments(jax.random.key(1), 4, (2, 3), 1.0)
+    path = brownian_path(jax.random.key(1), sde, (2, 3))
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="`save_every` must be a positive integer"):
+            integrate_increments(sde, x0, dB, save_every=bad)
+        with pytest.raises(ValueError, match="`save_every` must be a positive integer"):
+            solve_diffrax(sde, x0, path, save_every=bad)
+    with pytest.raises(ValueError, match="must divide `steps`"):
+        integrate_increments(sde, x0, dB, save_every=3)
+    assert integrate_increments(sde, x0, dB, save_every=4).shape == (2, 2, 3)
+
+
+def test_brownian_increments_check_steps_and_horizon():
+    assert brownian_increments(jax.random.key(0), 1, (2, 3), 1e-12).shape == (1, 2, 3)
+    for steps, horizon, name in ((0, 1.0, "steps"), (1.5, 1.0, "steps"), (2, 0.0, "horizon"), (2, -1.0, "horizon"),
+                                 (2, float("nan"), "horizon")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            brownian_increments(jax.random.key(0), steps, (2, 3), horizon)

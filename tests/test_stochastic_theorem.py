@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from cfm_jax.stochastic import (
@@ -30,3 +31,24 @@ def test_assumption_two_epsilon_for_identity_and_repulsive_attention():
         assert float(de / e) == pytest.approx(expected, rel=1e-3)
     est_rep = attention_epsilon(jax.random.key(0), rep, n, d, starts=64, steps=30)
     assert 2.0 * (1 - 1e-3) <= est_rep.epsilon
+
+
+def test_attention_epsilon_checks_its_arguments():
+    """NaN or negative inverse temperature, non-positive or NaN horizon, negative min_energy: an error
+    naming the argument (a negative horizon would follow the flow backwards; at β = 0 the energy is
+    identically 0); no configuration above min_energy is an error, not −inf."""
+    att = SphereAttention("SA", 1.0)
+    run = lambda **kw: attention_epsilon(jax.random.key(0), att, 3, 2, starts=2, steps=2, **kw)  # noqa: E731
+    for kw, name in (({"beta": float("nan")}, "beta"), ({"beta": -0.5}, "beta"), ({"beta": 0.0}, "beta"),
+                     ({"horizon": -1.0}, "horizon"),
+                     ({"horizon": 0.0}, "horizon"), ({"horizon": float("nan")}, "horizon"),
+                     ({"min_energy": -1e-3}, "min_energy")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            run(**kw)
+    with pytest.raises(ValueError, match="`attention`"):
+        attention_epsilon(jax.random.key(0), "SA", 3, 2)
+    with pytest.raises(ValueError, match="`beta`"):
+        attention_epsilon(jax.random.key(0), SphereAttention("SA", 0.0), 3, 2)  # β taken from the attention
+    with pytest.raises(ValueError, match="no visited configuration"):
+        run(min_energy=1e6)
+    assert np.isfinite(run(beta=1e-3, horizon=1e-3, min_energy=0.0).epsilon)

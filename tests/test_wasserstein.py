@@ -146,3 +146,33 @@ def test_zero_weight_atoms_change_nothing():
     full = float(_sinkhorn(mu2, nu2, eps))
     pad = float(_sinkhorn(mu2.pad_to(N + 8), nu2.pad_to(N + 8), eps))
     assert abs(pad - full) < 1e-6 * max(full, 1.0)
+
+
+@pytest.mark.parametrize("rel", [0.01, 0.1])
+def test_sinkhorn_divergence_of_a_measure_with_itself(rel):
+    """S_ε(μ, μ) = 0: exactly for the same arrays, and to the solver's tolerance for the same measure
+    with its atoms permuted, while the entropic self-cost OT_ε(μ, μ) it debiases is far from 0 (so
+    dropping the debiasing terms would be caught by orders of magnitude)."""
+    from cfm_jax._wasserstein import self_transport_cost
+
+    mu = _cloud(30)
+    perm = np.random.default_rng(0).permutation(N)
+    same = EmpiricalMeasure(mu.points[perm], mu.weights[perm])
+    eps = _eps(mu, mu, rel)
+    scale = float(cost_scale(mu.points, mu.weights, mu.points, mu.weights))
+    self_cost = float(self_transport_cost(mu.points, mu.weights, eps, max_iterations=20000, threshold=1e-5))
+    assert self_cost > 1e-2 * scale
+    assert float(_sinkhorn(mu, mu, eps)) <= 1e-12 * scale
+    assert float(_sinkhorn(mu, same, eps)) <= 1e-4 * scale
+    shifted = EmpiricalMeasure(mu.points + 0.3, mu.weights)
+    assert float(_sinkhorn(mu, shifted, eps)) > 1e2 * float(_sinkhorn(mu, same, eps))
+
+
+def test_sinkhorn_stopping_rule_is_checked():
+    mu, nu = _cloud(40), _cloud(41, shift=0.5)
+    for kw, name in (({"max_iterations": 0}, "max_iterations"), ({"max_iterations": 2.5}, "max_iterations"),
+                     ({"threshold": 0.0}, "threshold"), ({"threshold": -1.0}, "threshold"),
+                     ({"threshold": float("nan")}, "threshold")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            wasserstein1(mu, nu, method="sinkhorn", **kw)
+    assert float(wasserstein1(mu, nu, method="sinkhorn", max_iterations=1, threshold=1e-12)) >= 0

@@ -143,14 +143,14 @@ def run(args) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)  # finite differences need float64
-    from pathlib import Path
-
     import equinox as eqx
     import jax.numpy as jnp
 
     from .. import CFM, forward, loss_and_grad
-    from .runner import Sweep, write_summary
+    from .options import configuration, results_mode
+    from .runner import ResultsFolder
 
+    folder = ResultsFolder(args.out, "gradcheck", configuration(args), mode=results_mode(args))
     if args.quick:
         args.context, args.layers, args.repeats = min(args.context, 16), min(args.layers, 4), min(args.repeats, 3)
     problem = dict(
@@ -186,9 +186,9 @@ def run(args) -> int:
             "time_over_forward": t / t_fwd,
         }
 
-    out = Path(args.out)
+    out = folder.path
     configs = [{"method": name, "seed": args.seed, **problem} for name in table]
-    rows = Sweep(out / "rows.jsonl", resume=args.resume).run(configs, one, desc="gradcheck")
+    rows = folder.sweep(progress=not args.no_progress).run(configs, one, desc="gradcheck")
     print(f"gradcheck: float64, d={args.dim} n={args.context} B={args.batch} L={args.layers} H={args.heads} "
           f"m={args.mlp_width}; one forward solve {1e3 * t_fwd:.2f} ms (median of {args.repeats})")
     print("Relative errors ‖g − g_ref‖/‖g_ref‖. Exact methods must match the Euler references (autodiff through the "
@@ -223,7 +223,7 @@ def run(args) -> int:
         "exact_methods_worst_rel_err_vs_fd": worst_fd,
         "rows": rows,
     }
-    write_summary(out, summary)
+    folder.write_summary(summary, "gradcheck.png")
     _plot(rows, out / "gradcheck.png")
     passed = worst_exact < 1e-10 and worst_fd < 1e-6
     print(f"exact methods vs autodiff (≤ 1e-10) and central FD (≤ 1e-6): {'PASS' if passed else 'FAIL'}; "

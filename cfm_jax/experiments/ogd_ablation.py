@@ -57,20 +57,16 @@ def make_config(quick: bool = False, seed: int = 0, **overrides) -> dict:
     if unknown:
         raise ValueError(f"unknown configuration keys {sorted(unknown)}; known: {sorted(cfg)}.")
     cfg.update({k: v for k, v in overrides.items() if v is not None})
-    cfg["ns"] = tuple(int(n) for n in cfg["ns"])
-    if len(cfg["ns"]) < 2 or min(cfg["ns"]) < 1:
+    from .options import check_option
+
+    cfg["ns"] = tuple(cfg["ns"])
+    for k in ("dim", "layers", "mlp_width", "n_ref", "ns", "eta", "steps", "seeds"):
+        check_option(k, cfg[k])
+    if len(cfg["ns"]) < 2:
         raise ValueError(f"--ns: need at least two positive context sizes to fit a rate, got {cfg['ns']}.")
     if max(cfg["ns"]) > cfg["n_ref"]:
         raise ValueError(f"--ns must not exceed --n-ref={cfg['n_ref']}, got {cfg['ns']}.")
-    if cfg["seeds"] < 2:
-        raise ValueError(f"--seeds: need at least 2 seeds for a confidence interval, got {cfg['seeds']}.")
-    if cfg["steps"] < 4:
-        raise ValueError(f"--steps: need at least 4 OGD steps, got {cfg['steps']}.")
-    for k in ("dim", "layers"):
-        if cfg[k] < 1:
-            raise ValueError(f"--{k}: must be >= 1, got {cfg[k]}.")
-    if not cfg["eta"] > 0:
-        raise ValueError(f"--eta: must be > 0, got {cfg['eta']}.")
+    cfg["ns"] = tuple(int(n) for n in cfg["ns"])
     cfg["seed"] = int(seed)
     return cfg
 
@@ -119,15 +115,34 @@ def _lipschitz(problem, result, num_pairs=16):
 
 
 def _pilot(problem):
+    """The λ = 0 run, C on the region it visited and the three ridges; a ValueError naming
+    ``--eta`` when the run diverges or the weak ridge λ_c/8 breaks ηλ < 1 (no row is written)."""
+    import math
+
     from .. import ogd
 
     cfg = problem.cfg
-    res = ogd.coupled_run(problem.student, problem.stream(0), cfg["ns"], ogd.ridge_sgd(cfg["eta"], 0.0),
+    eta = cfg["eta"]
+    res = ogd.coupled_run(problem.student, problem.stream(0), cfg["ns"], ogd.ridge_sgd(eta, 0.0),
                           cfg["steps"], record_params=True)
+    if not np.isfinite(np.asarray(res.losses)).all():
+        raise ValueError(f"--eta {eta}: the pilot run (λ = 0) diverged (non-finite loss); lower --eta.")
     lip = _lipschitz(problem, res)
-    lam_c = 2 * lip["C"]
-    strong = min(1.5 * lam_c, 0.9 / cfg["eta"])
-    return {**lip, "lambda_c": lam_c, "lambdas": {"zero": 0.0, "weak": lam_c / 8, "strong": strong}}
+    if not math.isfinite(lip["C"]):
+        raise ValueError(f"--eta {eta}: the pilot run's Lipschitz estimate C is not finite ({lip['C']}); "
+                         "lower --eta.")
+    return {**lip, **ridges(lip["C"], eta)}
+
+
+def ridges(C: float, eta: float) -> dict:
+    """λ_c = 2C and the three regimes λ = 0, λ_c/8, min(1.5·λ_c, 0.9/η); a ValueError naming
+    ``--eta`` when λ_c/8 ≥ 1/η (the weak ridge would not contract: ηλ must stay below 1)."""
+    lam_c = 2 * C
+    weak = lam_c / 8
+    if not eta * weak < 1:
+        raise ValueError(f"--eta {eta}: the weak ridge λ_c/8 = {weak:.4g} (λ_c = 2C from the pilot) needs "
+                         f"η·λ < 1, i.e. --eta below {1 / weak:.4g}; lower --eta.")
+    return {"lambda_c": lam_c, "lambdas": {"zero": 0.0, "weak": weak, "strong": min(1.5 * lam_c, 0.9 / eta)}}
 
 
 def _row(problem, config):
@@ -238,23 +253,33 @@ def ablation_figure(cfg, pilot, rows, table):
     return fig
 
 
-def run_ablation(cfg: dict, out, *, resume: bool = False, progress: bool = True, verbose: bool = True) -> dict:
+def _pilot_ok(row) -> bool:
+    """A pilot row is a result only with a finite C (an older version wrote NaN pilots)."""
+    return row.get("C") is not None and row.get("lambda_c") is not None
+
+
+def run_ablation(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
+                 verbose: bool = True) -> dict:
     """Pilot, coupled runs for every (regime, seed), table and figure; returns the summary.
 
-    ``cfg`` from :func:`make_config`; ``out`` the folder for ``pilot.jsonl``, ``rows.jsonl``,
-    ``summary.json`` and ``ogd_ablation.png`` (rows already there are kept with ``resume``).
+    ``cfg`` from :func:`make_config`; ``out`` the folder for ``run.json``, ``pilot.jsonl``,
+    ``rows.jsonl``, ``summary.json`` and ``ogd_ablation.png``. A folder holding results needs
+    ``resume`` (rows of the same ``cfg`` are kept) or ``overwrite``
+    (:class:`~cfm_jax.experiments.ResultsFolder`).
     """
-    from .options import prepare_out
     from .plotting import save
-    from .runner import Sweep, write_summary
+    from .runner import ResultsFolder
 
+    if resume and overwrite:
+        raise ValueError("`resume` and `overwrite` exclude each other.")
     say = print if verbose else (lambda *a, **k: None)
-    out = prepare_out(out)
+    shape_cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
+    folder = ResultsFolder(out, "ogd", shape_cfg, mode="resume" if resume else "overwrite" if overwrite else "new")
+    out = folder.path
     problem = _Problem(cfg)
     t0 = time.perf_counter()
-    shape_cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
-    pilot_rows = Sweep(out / "pilot.jsonl", resume=resume, progress=False).run(
-        [{"pilot": True, **shape_cfg}], lambda c: _pilot(problem), desc="pilot")
+    pilot_rows = folder.sweep("pilot.jsonl", progress=False).run(
+        [{"pilot": True, **shape_cfg}], lambda c: _pilot(problem), desc="pilot", valid=_pilot_ok)
     pilot = pilot_rows[0]
     say(f"pilot (λ=0): C = {pilot['C']:.4g} (pairs {pilot['C_pairs']:.4g}, local {pilot['C_local']:.4g}), "
         f"λ_c = 2C = {pilot['lambda_c']:.4g}; η = {cfg['eta']}")
@@ -262,9 +287,9 @@ def run_ablation(cfg: dict, out, *, resume: bool = False, progress: bool = True,
         say(f"warning: η = {cfg['eta']} does not allow λ > λ_c with η·λ < 1; the 'strong' run is below λ_c.")
     configs = [{**shape_cfg, "regime": name, "lam": lam, "rep": s}
                for name, lam in pilot["lambdas"].items() for s in range(cfg["seeds"])]
-    rows = Sweep(out / "rows.jsonl", resume=resume, progress=progress).run(
-        configs, lambda c: _row(problem, c), desc="ogd")
+    rows = folder.sweep(progress=progress).run(configs, lambda c: _row(problem, c), desc="ogd")
     table = _summarise(cfg, pilot, rows)
+    folder.record("ogd_ablation.png")
     fig_path = save(ablation_figure(cfg, pilot, rows, table), out / "ogd_ablation.png")
     say(format_table(cfg, table))
     summary = {
@@ -275,7 +300,7 @@ def run_ablation(cfg: dict, out, *, resume: bool = False, progress: bool = True,
         "seconds": time.perf_counter() - t0,
         "rows": [{k: v for k, v in r.items() if k not in ("curve", "curve_k")} for r in rows],
     }
-    path = write_summary(out, summary)
+    path = folder.write_summary(summary)
     say(f"\nwrote {out / 'pilot.jsonl'}, {out / 'rows.jsonl'}, {path}, {fig_path}")
     return summary
 
@@ -284,7 +309,7 @@ def run(args) -> int:
     """``cfm-jax ogd``."""
     keys = ("dim", "layers", "mlp_width", "n_ref", "ns", "eta", "steps", "seeds", "population")
     cfg = make_config(args.quick, args.seed, **{k: getattr(args, k, None) for k in keys})
-    run_ablation(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    run_ablation(cfg, args.out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
     return 0
 
 
@@ -312,4 +337,5 @@ def format_table(cfg, table) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULTS", "QUICK", "ablation_figure", "add_arguments", "format_table", "make_config", "run", "run_ablation"]
+__all__ = ["DEFAULTS", "QUICK", "ablation_figure", "add_arguments", "format_table", "make_config", "ridges", "run",
+           "run_ablation"]

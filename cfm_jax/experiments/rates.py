@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .runner import Sweep, read_rows, write_summary
+from .runner import ResultsFolder, read_rows
 
 #: short column names of the table, with their meaning (printed under it).
 COLUMNS = {
@@ -106,10 +106,26 @@ def run_config(config: dict) -> dict:
     return {"values": values, "floor": floors, "seconds": time.perf_counter() - t0}
 
 
-def run_sweep(configs, out_dir, *, resume: bool = False, progress: bool = True, stop_after=None) -> list[dict]:
-    """Run ``configs`` with the resumable :class:`Sweep` (rows in ``out_dir/rows.jsonl``)."""
-    sweep = Sweep(Path(out_dir) / "rows.jsonl", resume=resume, progress=progress)
-    return sweep.run(configs, run_config, desc="rates", stop_after=stop_after)
+def results_folder(out_dir, configs, *, resume: bool = False, overwrite: bool = False,
+                   config: dict | None = None) -> ResultsFolder:
+    """The :class:`~cfm_jax.experiments.ResultsFolder` of a rates sweep; ``config`` (default: the
+    configurations themselves) is what ``run.json`` records and ``--resume`` compares."""
+    if resume and overwrite:
+        raise ValueError("`resume` and `overwrite` exclude each other.")
+    mode = "resume" if resume else "overwrite" if overwrite else "new"
+    return ResultsFolder(out_dir, "rates", {"configs": configs} if config is None else config, mode=mode)
+
+
+def run_sweep(configs, out_dir, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
+              stop_after=None, folder: ResultsFolder | None = None) -> list[dict]:
+    """Run ``configs`` with the resumable :class:`Sweep` (rows in ``out_dir/rows.jsonl``).
+
+    ``out_dir`` must not hold results unless ``resume`` (only those of the same configurations)
+    or ``overwrite`` (see :class:`~cfm_jax.experiments.ResultsFolder`); ``folder`` an already
+    opened one.
+    """
+    folder = folder or results_folder(out_dir, configs, resume=resume, overwrite=overwrite)
+    return folder.sweep(progress=progress).run(configs, run_config, desc="rates", stop_after=stop_after)
 
 
 def fit_rates(rows: list[dict], *, floor_ratio: float = 0.5, n_boot: int = 1000) -> list[dict]:
@@ -277,38 +293,41 @@ def add_arguments(parser):
 
 def grid_from_args(args) -> dict:
     """The grid of :func:`default_grid` with the command-line overrides; ValueError on bad sizes."""
+    from .options import check_option
+
     grid = default_grid(args.quick)
     for name, attr in (("attention_dims", "dims"), ("control_dims", "control_dims"), ("ns", "ns"),
                        ("control_ns", "control_ns"), ("n_ref", "n_ref"), ("control_n_ref", "control_n_ref"),
                        ("seeds", "seeds")):
         v = getattr(args, attr, None)
         if v is not None:
+            check_option(attr, v)  # the command line checked them already; Python callers too
             grid[name] = v
+    check_option("layers", args.layers)
     if args.no_subspace:
         grid["subspace"] = None
     for key, flag in (("ns", "--ns"), ("control_ns", "--control-ns")):
-        if len(grid[key]) < 2 or min(grid[key]) < 1:
+        if len(grid[key]) < 2:
             raise ValueError(f"{flag}: need at least two positive context sizes to fit a rate, got {grid[key]}.")
     for key, ref, flag in (("ns", "n_ref", "--n-ref"), ("control_ns", "control_n_ref", "--control-n-ref")):
         if max(grid[key]) > grid[ref]:
             raise ValueError(f"{flag} ({grid[ref]}) must be >= the largest context size ({max(grid[key])}).")
-    if grid["seeds"] < 2:
-        raise ValueError(f"--seeds: need at least 2 seeds for a confidence interval, got {grid['seeds']}.")
-    if min(grid["attention_dims"] + grid["control_dims"], default=1) < 1 or args.layers < 1:
-        raise ValueError("--dims, --control-dims and --layers must be positive.")
     return grid
 
 
 def run(args) -> int:
     import jax
 
-    from .options import prepare_out
+    from .options import results_mode
 
     grid = grid_from_args(args)
-    out = prepare_out(args.out)
     configs = sweep_configs(grid, base_seed=args.seed, layers=args.layers, adjoint=not args.no_adjoint)
+    # the resolved configuration: `--quick` and the same sizes given one by one are the same run
+    config = {"grid": grid, "layers": args.layers, "seed": args.seed, "adjoint": not args.no_adjoint}
+    folder = ResultsFolder(args.out, "rates", config, mode=results_mode(args))
+    out = folder.path
     t0 = time.perf_counter()
-    rows = run_sweep(configs, out, resume=args.resume, progress=not args.no_progress)
+    rows = run_sweep(configs, out, progress=not args.no_progress, folder=folder)
     wall = time.perf_counter() - t0
     fits = fit_rates(rows)
     table = format_table(fits)
@@ -323,10 +342,10 @@ def run(args) -> int:
         print("\nfitted prefactor C vs d (attention, Gaussian population; dimension-free if flat):")
         for q, by_d in pre.items():
             print(f"  {q:9} " + "  ".join(f"d={d}: {c:.3g}" for d, c in sorted(by_d.items())))
+    folder.record("rates.png", "table.txt")
     fig = plot_rates(fits, out / "rates.png")
     (out / "table.txt").write_text(table + "\n")
-    summary = write_summary(
-        out,
+    summary = folder.write_summary(
         dict(
             grid=grid,
             wall_seconds_this_run=wall,
@@ -352,6 +371,7 @@ __all__ = [
     "plot_rates",
     "rates_figure",
     "prefactors_vs_dim",
+    "results_folder",
     "run",
     "run_config",
     "run_sweep",

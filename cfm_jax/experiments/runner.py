@@ -5,6 +5,15 @@ Each finished configuration is appended as one JSON line to ``rows.jsonl`` and f
 most the configuration in flight. Resuming skips the configurations whose key is already on
 disk, so the final file holds each configuration exactly once, in the order of the sweep.
 
+Results cannot be mixed (:class:`ResultsFolder`): every output folder holds ``run.json``, the
+experiment, its configuration, the library version and precision that wrote it and the files it
+wrote. A run into a folder holding results is refused unless it resumes them (the same
+experiment and configuration only: anything else is refused naming both) or overwrites them (the
+old files are removed when the first new row or summary is written, never before). Rows are read
+strictly: a row must sit under its own configuration's key, rows of configurations outside the
+sweep are refused, a torn last line (a crash mid-write) is dropped and the sweep resumes after
+the last complete row, and any other bad line is an error naming the file and the line.
+
 Interrupts (:func:`exit_on_signals`): SIGINT and SIGTERM end the process at once with exit code
 128 + signal (130, 143), even while the main thread is inside a long XLA compilation or
 execution, which a Python-level ``KeyboardInterrupt`` only reaches after it returns. The C-level
@@ -26,7 +35,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -54,22 +63,184 @@ def _jsonable(x):
     return x
 
 
-def read_rows(path: str | os.PathLike) -> list[dict]:
-    """All complete rows of a JSON-lines file (a torn last line from a crash is ignored)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    with path.open() as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
+def _scan_rows(path: Path) -> tuple[list[dict], int | None]:
+    """The rows of ``path`` and, when its last line is torn (a crash mid-write), the byte offset
+    where the complete rows end (else None). A bad line followed by good ones is corruption, not a
+    crash: a ValueError naming the file and the line."""
+    data = path.read_bytes()
+    rows, offset, torn_at = [], 0, None
+    lines = data.split(b"\n")
+    for i, raw in enumerate(lines):
+        end = offset + len(raw) + (1 if i < len(lines) - 1 else 0)
+        if raw.strip():
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return rows
+                row = json.loads(raw)
+                ok = isinstance(row, dict) and "key" in row and "config" in row
+                if ok and row["key"] != config_key(row["config"]):
+                    raise ValueError("its key is not its configuration's")
+                if not ok:
+                    raise ValueError("not a row of a sweep (no config/key)")
+            except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+                if torn_at is None and not any(r.strip() for r in lines[i + 1 :]):
+                    torn_at = offset  # the last line: what a crash mid-write leaves
+                    break
+                what = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+                raise ValueError(f"{path}: line {i + 1} is corrupt ({what}); it is not a torn last line, so "
+                                 "it cannot be repaired: fix or remove the line, or start over with --overwrite.") from None
+            rows.append(row)
+        offset = end
+    return rows, torn_at
+
+
+def read_rows(path: str | os.PathLike) -> list[dict]:
+    """All complete rows of a JSON-lines file written by :class:`Sweep`.
+
+    A torn last line (a crash mid-write) is ignored; a corrupt line followed by complete rows is a
+    ValueError naming the file and the line.
+    """
+    path = Path(path)
+    return _scan_rows(path)[0] if path.exists() else []
+
+
+#: what a :class:`ResultsFolder` does with results already in the folder.
+Mode = Literal["new", "resume", "overwrite"]
+
+#: the record of what wrote a results folder, beside its rows.
+MANIFEST = "run.json"
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _short(value) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class ResultsFolder:
+    """An experiment's output folder and its record of what wrote it (``run.json``).
+
+    ``run.json`` holds the experiment's name, its full configuration, the library version, the
+    float precision and the files the run wrote. ``mode``:
+
+    - ``"new"``: the folder must not hold results yet (rows, a summary or a ``run.json``);
+    - ``"resume"``: results already there are continued, only when ``run.json`` names the same
+      experiment, configuration, version and precision (a folder without one is adopted when
+      every row in it belongs to this run's sweep, see :meth:`Sweep.run`);
+    - ``"overwrite"``: start over, but nothing is deleted before the new run has its first row
+      (or summary) to write: an interrupted overwrite leaves the old results intact.
+
+    Refusals are ValueErrors naming the folder, both runs and what to do (``--resume``,
+    ``--overwrite``, a new ``--out``).
+    """
+
+    def __init__(self, out: str | os.PathLike, experiment: str, config: Mapping[str, Any], *, mode: Mode = "new"):
+        if mode not in ("new", "resume", "overwrite"):
+            raise ValueError(f"`mode` must be 'new', 'resume' or 'overwrite', got {mode!r}.")
+        import jax
+
+        self.path = Path(out)
+        self.mode = mode
+        self.identity = {"experiment": str(experiment), "config": _jsonable(dict(config)), "version": _version(),
+                         "float64": bool(jax.config.jax_enable_x64)}
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"--out {self.path}: cannot create the folder ({e.strerror or e}).") from None
+        if not os.access(self.path, os.W_OK):
+            raise ValueError(f"--out {self.path}: the folder is not writable.")
+        old = self._read_manifest()
+        # results: files a run recorded, or (a folder from before run.json) rows or a summary
+        held = bool(old["files"]) if old is not None else any(self._legacy_files())
+        self._pending = False  # an overwrite not yet carried out
+        if held and mode == "new":
+            what = f" of {self._describe(old, self.identity)}" if old else ""
+            raise ValueError(f"--out {self.path} already holds results{what}: pass --resume to continue them, "
+                             "--overwrite to replace them, or choose a new --out.")
+        if held and mode == "resume" and old is not None and self._same(old) is False:
+            raise ValueError(f"--resume: {self.path} holds results of {self._describe(old, self.identity)}, not of "
+                             f"this run, {self._describe(self.identity, old)}; choose a new --out, or pass "
+                             "--overwrite to start over.")
+        if held and mode == "overwrite":
+            self._old, self._pending = old, True
+        else:
+            files = (old["files"] if old else sorted(p.name for p in self._legacy_files())) if held else []
+            self._write_manifest({**self.identity, "files": files})  # a resumed older folder is adopted
+
+    # -- the record
+    def _read_manifest(self) -> dict | None:
+        path = self.path / MANIFEST
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict) or not {"experiment", "config", "files"} <= set(data):
+                raise ValueError("no experiment/config/files")
+        except ValueError as e:
+            raise ValueError(f"{path} is corrupt ({e}); remove it or start over with --overwrite.") from None
+        return data
+
+    def _write_manifest(self, data: dict) -> None:
+        tmp = self.path / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+        os.replace(tmp, self.path / MANIFEST)
+        self._manifest = data
+
+    def _legacy_files(self):
+        """Results a folder can hold without a ``run.json`` (written before it existed)."""
+        yield from self.path.glob("*.jsonl")
+        if (self.path / "summary.json").exists():
+            yield self.path / "summary.json"
+
+    def _same(self, old: dict) -> bool:
+        return all(old.get(k) == v for k, v in self.identity.items())
+
+    @staticmethod
+    def _describe(run: dict, other: dict) -> str:
+        """``cfm-jax NAME`` and what differs from ``other``: config entries, version, precision."""
+        text = f"`{run['experiment']}`"
+        if run["experiment"] != other["experiment"]:
+            return text
+        a, b = run.get("config", {}), other.get("config", {})
+        diff = [f"{k}={_short(a.get(k))}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        if run.get("version") != other.get("version"):
+            diff.append(f"version {run.get('version')}")
+        if run.get("float64") != other.get("float64"):
+            diff.append("float64" if run.get("float64") else "float32")
+        return text + (f" with {', '.join(diff)}" if diff else "")
+
+    def commit(self) -> None:
+        """Carry out a pending overwrite (remove the old run's files); called before the first write."""
+        if not self._pending:
+            return
+        old = self._old
+        names = set(old.get("files", [])) if old else {p.name for p in self._legacy_files()}
+        for name in names:
+            p = self.path / Path(name).name  # only files directly in the folder
+            if p.is_file():
+                p.unlink()
+        self._pending = False
+        self._write_manifest({**self.identity, "files": []})
+
+    def record(self, *paths: str | os.PathLike) -> None:
+        """Note files this run wrote in the folder (removed by a later ``--overwrite``)."""
+        self.commit()
+        files = set(self._manifest["files"]) | {Path(p).name for p in paths}
+        if files != set(self._manifest["files"]):
+            self._write_manifest({**self._manifest, "files": sorted(files)})
+
+    # -- writing
+    def sweep(self, name: str = "rows.jsonl", *, progress: bool = True) -> Sweep:
+        """A :class:`Sweep` appending to ``name`` in this folder."""
+        return Sweep(self.path / name, resume=self.mode == "resume", progress=progress, folder=self)
+
+    def write_summary(self, summary: Mapping[str, Any], *also: str | os.PathLike) -> Path:
+        """:func:`write_summary` into this folder; ``also``: other files this run wrote (figures, tables)."""
+        self.record("summary.json", *also)
+        return write_summary(self.path, summary)
 
 
 class Sweep:
@@ -77,37 +248,57 @@ class Sweep:
 
     Args:
         path: the ``.jsonl`` file (its folder is created).
-        resume: keep rows already on disk and skip their configurations; otherwise start over.
+        resume: keep rows already on disk and skip their configurations; otherwise start over,
+            replacing the file only when the first new row is written (never before).
         progress: show a tqdm progress bar.
+        folder: the :class:`ResultsFolder` the file belongs to (its pending overwrite is carried
+            out, and the file recorded, at the first write).
 
-    Every row is ``{"config": config, "key": key, **result}``.
+    Every row is ``{"config": config, "key": key, **result}``, ``key`` the canonical string of
+    ``config`` (:func:`config_key`).
     """
 
-    def __init__(self, path: str | os.PathLike, *, resume: bool = True, progress: bool = True):
+    def __init__(self, path: str | os.PathLike, *, resume: bool = True, progress: bool = True,
+                 folder: ResultsFolder | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not resume and self.path.exists():
-            self.path.unlink()
-        self._repair()
+        self.resume = bool(resume)
+        self.folder = folder
+        self._replace = not self.resume and self.path.exists()  # start over at the first write
+        if self.resume:
+            self._repair()
         self.progress = progress
 
     def _repair(self):
         """Drop a torn trailing line left by a crash, so appends stay valid JSONL."""
         if not self.path.exists():
             return
-        rows = read_rows(self.path)
-        text = "".join(json.dumps(r) + "\n" for r in rows)
-        if text != self.path.read_text():
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(text)
-            os.replace(tmp, self.path)
+        rows, torn_at = _scan_rows(self.path)
+        if torn_at is not None:
+            with WRITE_LOCK:
+                os.truncate(self.path, torn_at)
+            print(f"{self.path}: dropped a torn last line (a run ended mid-write); resuming after row {len(rows)}.",
+                  file=sys.stderr)
 
     @property
     def rows(self) -> list[dict]:
-        return read_rows(self.path)
+        return [] if self._replace else read_rows(self.path)
 
     def done_keys(self) -> set[str]:
-        return {r["key"] for r in self.rows if "key" in r}
+        return {r["key"] for r in self.rows}
+
+    def _append(self, data: bytes) -> None:
+        with WRITE_LOCK:
+            if self.folder is not None:
+                self.folder.record(self.path)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if self._replace else 0)
+            fd = os.open(self.path, flags, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._replace = False
 
     def run(
         self,
@@ -116,12 +307,31 @@ class Sweep:
         *,
         desc: str = "sweep",
         stop_after: int | None = None,
+        valid: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> list[dict]:
         """Run the pending configurations; return all rows (old and new) in sweep order.
 
         ``stop_after`` runs at most that many new configurations (to test resumption).
+        ``valid(row)``: rows on disk for which it is False recorded a failure; they are dropped
+        from the file and their configurations run again. Rows on disk whose configuration is not
+        one of ``configs`` belong to another run: a ValueError naming the file.
         """
         configs = [dict(c) for c in configs]
+        order = {config_key(c): i for i, c in enumerate(configs)}
+        on_disk = self.rows
+        foreign = [r for r in on_disk if r["key"] not in order]
+        if foreign:
+            raise ValueError(f"{self.path} holds {len(foreign)} row(s) of configurations this run does not have "
+                             f"(e.g. {_short(foreign[0]['config'])}): resume only the command that wrote it; "
+                             "choose a new --out, or pass --overwrite to start over.")
+        failed = [r for r in on_disk if valid is not None and not valid(r)]
+        if failed:
+            keep = [r for r in on_disk if valid(r)]
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r, allow_nan=False) + "\n" for r in keep))
+            with WRITE_LOCK:
+                os.replace(tmp, self.path)
+            print(f"{self.path}: {len(failed)} row(s) recorded a failure; running them again.", file=sys.stderr)
         done = self.done_keys()
         pending = [c for c in configs if config_key(c) not in done]
         if stop_after is not None:
@@ -135,20 +345,12 @@ class Sweep:
             for config in pending:
                 result = dict(fn(config))
                 row = {"config": _jsonable(config), "key": config_key(config), **_jsonable(result)}
-                data = (json.dumps(row, allow_nan=False) + "\n").encode()
-                with WRITE_LOCK:
-                    fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                    try:
-                        os.write(fd, data)
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
+                self._append((json.dumps(row, allow_nan=False) + "\n").encode())
                 if bar is not None:
                     bar.update(1)
         finally:
             if bar is not None:
                 bar.close()
-        order = {config_key(c): i for i, c in enumerate(configs)}
         rows = [r for r in self.rows if r.get("key") in order]
         return sorted(rows, key=lambda r: order[r["key"]])
 
@@ -214,4 +416,4 @@ def exit_on_signals(message: str = "", signals=(signal.SIGINT, signal.SIGTERM)):
         os.close(r)
 
 
-__all__ = ["WRITE_LOCK", "Sweep", "config_key", "exit_on_signals", "read_rows", "write_summary"]
+__all__ = ["MANIFEST", "WRITE_LOCK", "Mode", "ResultsFolder", "Sweep", "config_key", "exit_on_signals", "read_rows", "write_summary"]

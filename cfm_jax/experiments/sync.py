@@ -23,11 +23,12 @@ E sup_t W₂² (into ``OUT/chaos_w2``); see :mod:`cfm_jax.experiments.sync_paper
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from ..stats import RateFit
 
 ACTS = ("relu", "tanh", "linear")
 DIMS = (2, 3, 5, 10)
@@ -370,9 +371,9 @@ def _figures(out: Path, rows) -> list[Path]:
             reference_slope(ax, x, (x[0], e[0]), ref, label=f"reference slope {ref:+g}: {ref_name}")
             log_ticks(ax, x, "x")
             ax.set_yscale("log")
-            f = {k: float(v) for k, v in r["fit"].items()}  # rows store NaN as the string "nan"
-            ci = f"[{f['ci_low']:.2f}, {f['ci_high']:.2f}] (95% CI)" if np.isfinite(f["ci_low"]) else "(one mean per size: no CI)"
-            ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f['slope']:.2f} {ci}", fontsize=9)
+            f = RateFit.from_dict(r["fit"])  # rows store NaN as null
+            ci = f"[{f.ci_low:.2f}, {f.ci_high:.2f}] (95% CI)" if np.isfinite(f.ci_low) else "(one mean per size: no CI)"
+            ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f.slope:.2f} {ci}", fontsize=9)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.legend(fontsize=7)
@@ -384,14 +385,12 @@ def run(args) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from .runner import Sweep, write_summary
+    from .options import configuration, results_mode
+    from .runner import ResultsFolder
 
     if getattr(args, "paper", False) or getattr(args, "figure1", False) or getattr(args, "chaos", False):
         from . import sync_paper
 
-        if args.width < 1 or (args.realisations is not None and args.realisations < 2):
-            print("cfm-jax sync: error: --width must be >= 1 and --realisations >= 2", file=sys.stderr)
-            return 2
         base = args.out
         rc = 0
         if args.paper:
@@ -405,11 +404,11 @@ def run(args) -> int:
             rc = rc or sync_paper.run_chaos(args)
         return rc
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = ResultsFolder(args.out, "sync", configuration(args), mode=results_mode(args))
+    out = folder.path
     cfgs = _configs(args.quick, args.seed, args.realisations)
     t0 = time.perf_counter()
-    rows = Sweep(out / "rows.jsonl", resume=args.resume).run(cfgs, _run_config, desc="sync")
+    rows = folder.sweep(progress=not args.no_progress).run(cfgs, _run_config, desc="sync")
     table = lyapunov_table(rows)
     _print_table(table)
     print("\nSynchronisation (exact-noise SDE, softmax attention β = 1): fitted exponential rates (t ≥ T/4) of the")
@@ -438,7 +437,8 @@ def run(args) -> int:
                                   "ci": [r["fit"]["ci_low"], r["fit"]["ci_high"]]}
             print(f"{c['section']:>8}: {_CONV[c['section']][1]} {list(c[_CONV[c['section']][0]])}: errors "
                   f"{np.round(np.asarray(r['errors'], float), 5).tolist()}  fitted slope "
-                  f"{r['fit']['slope']:.3f} [{float(r['fit']['ci_low']):.3f}, {float(r['fit']['ci_high']):.3f}]")
+                  f"{r['fit']['slope']:.3f} [{RateFit.from_dict(r['fit']).ci_low:.3f}, "
+                  f"{RateFit.from_dict(r['fit']).ci_high:.3f}]")
             if "standard_errors" in r:
                 # weak errors: fit only the sizes where the error is resolved (> 2 standard errors)
                 x = np.asarray(c["Ls"] if "Ls" in c else c["ms"], float)
@@ -449,8 +449,8 @@ def run(args) -> int:
                 conv[c["section"]]["slope_resolved"] = float(np.polyfit(np.log(x[ok]), np.log(e[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
                 print(f"{'':>8}  resolved (> 2 SE) at {x[ok].tolist()}: slope {conv[c['section']]['slope_resolved']:.3f}")
     written = _figures(out, rows)
-    write_summary(out, {"lyapunov": table, "synchronisation": sync_summary, "convergence": conv,
+    folder.write_summary({"lyapunov": table, "synchronisation": sync_summary, "convergence": conv,
                         "all_within_ci": all(t["within_ci"] for t in table), "quick": args.quick,
-                        "seconds_this_invocation": time.perf_counter() - t0})
+                         "seconds_this_invocation": time.perf_counter() - t0}, *written)
     print("\nwrote " + ", ".join(str(p) for p in [out / "rows.jsonl", *written, out / "summary.json"]))
     return 0

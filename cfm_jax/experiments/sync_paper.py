@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..stats import RateFit
+
 ACTIVATIONS = ("relu", "silu", "sigmoid", "tanh", "none")
 SCALES = (1.0, 0.0, -1.0)
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -311,7 +313,9 @@ def figure1_run(act: str, *, n: int = 64, d: int = 4, layers: int = 2000, horizo
     return np.asarray(ts), np.asarray(xs), float(order_parameter(xs[-1])), float(nematic_order(xs[-1]))
 
 
-def figure1(out: Path, *, quick: bool, seed: int) -> list[dict]:
+def figure1(out: Path, *, quick: bool, seed: int, before_write=None) -> list[dict]:
+    """The second paper's Figure 1 into ``out/figure1.png``; ``before_write()`` (when given) is
+    called once everything is computed, just before the file is written."""
     from .plotting import figure, save
 
     kw = dict(n=16, layers=200, width=64) if quick else {}
@@ -332,6 +336,8 @@ def figure1(out: Path, *, quick: bool, seed: int) -> list[dict]:
     r0 = res[0]
     fig.suptitle(f"Figure 1: N={r0['n']} tokens on S³, no attention, σ=0, L={r0['layers']}, T=20, m={r0['width']}",
                  fontsize=10)
+    if before_write is not None:
+        before_write()
     save(fig, out / "figure1.png")
     print("\nFigure 1 (no attention, σ = 0): order parameters at the last layer")
     print(f"{'act':>6} {'polar |mean x|':>15} {'nematic λ_max(mean xxᵀ)':>24}")
@@ -395,10 +401,10 @@ def print_chaos(rows):
     print("\nPropagation of chaos: E sup_t W₂²(μ^N_t, μ^{N_ref}_t) (exact W₂, same common noise), fitted slope in N")
     print("[95% bootstrap CI over runs]; the paper states N^{−1/2}, N^{−1/2} log N or N^{−2/d} depending on d")
     for r in rows:
-        c, f = r["config"], r["fit"]
+        c, f = r["config"], RateFit.from_dict(r["fit"])  # a missing CI is null in the row
         means = ", ".join(f"{m:.4f}" for m in r["mean"])
-        print(f"  d = {c['d']}: N = {c['Ns']} (N_ref = {c['N_ref']}): {means}; slope {f['slope']:.3f} "
-              f"[{f['ci_low']:.3f}, {f['ci_high']:.3f}]  (−2/d = {-2 / c['d']:.3f})")
+        print(f"  d = {c['d']}: N = {c['Ns']} (N_ref = {c['N_ref']}): {means}; slope {f.slope:.3f} "
+              f"[{f.ci_low:.3f}, {f.ci_high:.3f}]  (−2/d = {-2 / c['d']:.3f})")
 
 
 def chaos_figure(rows, path: Path):
@@ -408,8 +414,8 @@ def chaos_figure(rows, path: Path):
     for i, r in enumerate(rows):
         c = r["config"]
         Ns = np.asarray(c["Ns"], float)
-        ax.plot(Ns, r["mean"], "o-", color=COLORS[i],
-                label=f"d = {c['d']}: slope {r['fit']['slope']:.2f} [{r['fit']['ci_low']:.2f}, {r['fit']['ci_high']:.2f}]")
+        f = RateFit.from_dict(r["fit"])
+        ax.plot(Ns, r["mean"], "o-", color=COLORS[i], label=f"d = {c['d']}: slope {f.slope:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}]")
     Ns = np.asarray(rows[0]["config"]["Ns"], float)
     reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -0.5, label="reference slope −1/2")
     reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -1.0, label="reference slope −1", ls=":")
@@ -424,17 +430,24 @@ def chaos_figure(rows, path: Path):
     return save(fig, path)
 
 
-def run_chaos(args) -> int:
-    from .runner import Sweep, write_summary
+def _folder(args, name: str):
+    from .options import configuration, results_mode
+    from .runner import ResultsFolder
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    # which of --paper/--figure1/--chaos ran alongside does not change this section's results
+    config = {k: v for k, v in configuration(args).items() if k not in ("paper", "figure1", "chaos")}
+    return ResultsFolder(args.out, name, config, mode=results_mode(args))
+
+
+def run_chaos(args) -> int:
+    folder = _folder(args, "sync --chaos")
+    out = folder.path
     cfgs = chaos_configs(quick=args.quick, seed=args.seed)
-    rows = Sweep(out / "rows.jsonl", resume=args.resume, progress=not getattr(args, "no_progress", False)).run(
-        cfgs, run_chaos_w2, desc="sync --chaos")
+    rows = folder.sweep(progress=not getattr(args, "no_progress", False)).run(cfgs, run_chaos_w2, desc="sync --chaos")
     print_chaos(rows)
+    folder.record("chaos_w2.png")
     fig = chaos_figure(rows, out / "chaos_w2.png")
-    write_summary(out, {"chaos_w2": [{"d": r["config"]["d"], "Ns": r["config"]["Ns"], "mean": r["mean"], "fit": r["fit"]}
+    folder.write_summary({"chaos_w2": [{"d": r["config"]["d"], "Ns": r["config"]["Ns"], "mean": r["mean"], "fit": r["fit"]}
                                      for r in rows], "quick": args.quick})
     print(f"\nwrote {out / 'rows.jsonl'}, {fig}, {out / 'summary.json'}")
     return 0
@@ -442,15 +455,12 @@ def run_chaos(args) -> int:
 
 # ------------------------------------------------------------------------------ entry points
 def run_paper(args) -> int:
-    from .runner import Sweep, write_summary
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = _folder(args, "sync --paper")
+    out = folder.path
     t0 = time.perf_counter()
     cfgs = grid_configs(quick=args.quick, full=args.full_grid, width=args.width, realisations=args.realisations,
                         seed=args.seed)
-    rows = Sweep(out / "rows.jsonl", resume=args.resume, progress=not getattr(args, "no_progress", False)).run(
-        cfgs, run_cell, desc="sync --paper")
+    rows = folder.sweep(progress=not getattr(args, "no_progress", False)).run(cfgs, run_cell, desc="sync --paper")
     main = [r for r in rows if r["config"]["width"] == args.width]
     table = print_kernel_table(main)
     N = cfgs[0]["N"]
@@ -463,10 +473,11 @@ def run_paper(args) -> int:
                        key=lambda c: c["width"])
         print(f"{act:>8}: " + "  ".join(f"m={c['width']}: {c['rate']:.3f} [{c['rate_ci'][0]:.3f}, {c['rate_ci'][1]:.3f}]" for c in cells))
     written = [out / "rows.jsonl"]
+    folder.record(*(f"paper_{act}.png" for act in ACTIVATIONS), "width_check.png")
     for act in ACTIVATIONS:
         written.append(activation_figure(main, act, out / f"paper_{act}.png", args.width))
     written.append(width_figure(rows, out / "width_check.png"))
-    write_summary(out, {"kernel_table": table, "comparison": comp,
+    folder.write_summary({"kernel_table": table, "comparison": comp,
                         "epsilon": [{"scale": s, "d": d, "epsilon_lower_estimate": e} for (s, d), e in eps.items()],
                         "width": args.width, "quick": args.quick, "seconds_this_invocation": time.perf_counter() - t0})
     written.append(out / "summary.json")
@@ -475,12 +486,11 @@ def run_paper(args) -> int:
 
 
 def run_figure1(args) -> int:
-    from .runner import write_summary
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    res = figure1(out, quick=args.quick, seed=args.seed)
-    write_summary(out, {"figure1": res, "quick": args.quick})
+    folder = _folder(args, "sync --figure1")
+    out = folder.path
+    # an --overwrite removes the old figure and summary only now, when the new ones are computed
+    res = figure1(out, quick=args.quick, seed=args.seed, before_write=lambda: folder.record("figure1.png"))
+    folder.write_summary({"figure1": res, "quick": args.quick})
     print(f"\nwrote {out / 'figure1.png'}, {out / 'summary.json'}")
     return 0
 

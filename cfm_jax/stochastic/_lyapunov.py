@@ -112,6 +112,8 @@ def estimate_lyapunov(
         raise ValueError(f"`method` must be 'benettin' or 'twin', got {method!r}.")
     if int(realisations) < 2:
         raise ValueError(f"`realisations` must be >= 2, got {realisations!r}.")
+    if method == "twin" and not (np.isfinite(float(delta)) and float(delta) > 0):
+        raise ValueError(f"`delta` must be finite and > 0, got {delta!r}.")
     x0 = check_tokens(x0)
     keys = jax.random.split(key, int(realisations))
     if method == "benettin":

@@ -24,6 +24,7 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._validation import check_save_every
 from .._fields.attention import attention_means
 from ._kernels import NoiseKernel
 from ._noise import mlp_noise, sample_mlp
@@ -41,6 +42,8 @@ def normalise(x: Float[Array, "... d"]) -> Float[Array, "... d"]:
 
 def random_tokens(key: PRNGKeyArray, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
     """``n`` i.i.d. uniform points on S^{d−1}."""
+    if isinstance(n, bool) or int(n) != n or int(n) < 1 or isinstance(d, bool) or int(d) != d or int(d) < 1:
+        raise ValueError(f"`n` and `d` must be integers >= 1, got {n!r}, {d!r}.")
     return normalise(jax.random.normal(key, (n, d), dtype or jnp.result_type(float)))
 
 
@@ -180,9 +183,7 @@ def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: i
     if save_every is None:
         x1, _ = jax.lax.scan(body, x0, keys)
         return jnp.asarray(model.horizon, x0.dtype), x1
-    if n % int(save_every):
-        raise ValueError(f"`save_every` ({save_every}) must divide the number of steps ({n}).")
-    k = int(save_every)
+    k = check_save_every(save_every, n, "the number of steps")
 
     def outer(x, kk):
         x, _ = jax.lax.scan(body, x, kk)
@@ -200,6 +201,8 @@ def simulate_many(model, x0, keys, *, save_every: int | None = None):
     ``x0`` may be ``(N, d)`` (shared) or ``(R, N, d)`` (one start per realisation).
     """
     x0 = jnp.asarray(x0)
+    if jnp.ndim(keys) < 1 or len(keys) < 1:
+        raise ValueError(f"`keys` must be a non-empty batch of PRNG keys (R,), got shape {jnp.shape(keys)}.")
     in_x = 0 if x0.ndim == 3 else None
     check_tokens(x0 if in_x is None else x0.reshape(-1, x0.shape[-1]))
     ts, xs = jax.vmap(lambda x, k: simulate(model, x, k, save_every=save_every), in_axes=(in_x, 0))(x0, keys)

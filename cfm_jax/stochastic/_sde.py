@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._validation import check_save_every
 from ._kernels import NoiseKernel
 from ._model import SphereAttention, check_model_arguments, check_tokens, normalise
 from ._noise import field_factor, mlp_noise, sample_mlp
@@ -101,6 +102,10 @@ class SphereSDE(eqx.Module):
 
 def brownian_increments(key: PRNGKeyArray, steps: int, shape, horizon: float, dtype=None):
     """``(steps,) + shape`` i.i.d. N(0, horizon/steps) increments of a Brownian matrix."""
+    if isinstance(steps, bool) or int(steps) != steps or int(steps) < 1:
+        raise ValueError(f"`steps` must be an integer >= 1, got {steps!r}.")
+    if not (math.isfinite(float(horizon)) and float(horizon) > 0):
+        raise ValueError(f"`horizon` must be finite and > 0, got {horizon!r}.")
     dtype = dtype or jnp.result_type(float)
     return math.sqrt(horizon / steps) * jax.random.normal(key, (steps,) + tuple(shape), dtype)
 
@@ -120,9 +125,7 @@ def integrate_increments(sde: SphereSDE, x0, dB: Float[Array, "K N d"], *, save_
     body = lambda x, b: (sde.step_increment_systems(x[None], b[None])[0], None)  # noqa: E731
     if save_every is None:
         return jax.lax.scan(body, x0, dB)[0]
-    k = int(save_every)
-    if sde.steps % k:
-        raise ValueError(f"`save_every` ({k}) must divide `steps` ({sde.steps}).")
+    k = check_save_every(save_every, sde.steps, "`steps`")
 
     def outer(x, bb):
         x = jax.lax.scan(body, x, bb)[0]
@@ -185,8 +188,7 @@ def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
     if save_every is None:
         saveat = diffrax.SaveAt(t1=True)
     else:
-        if sde.steps % int(save_every):
-            raise ValueError(f"`save_every` ({save_every}) must divide `steps` ({sde.steps}).")
+        check_save_every(save_every, sde.steps, "`steps`")
         saveat = diffrax.SaveAt(ts=jnp.linspace(0.0, sde.horizon, sde.steps // int(save_every) + 1))
     sol = diffrax.diffeqsolve(
         term,

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._validation import check_positive
 from ._energies import energy_deficit
 from ._model import SphereAttention, normalise
 
@@ -65,7 +66,15 @@ def attention_epsilon(
     steps (retracted to the sphere) of the noiseless flow over ``horizon``; the ratio
     (dE_β/dt)/E_β is evaluated at every visited configuration with E_β > ``min_energy``.
     ``beta`` defaults to ``attention.beta`` (the paper takes the energy's β from the attention).
+    ``beta`` must be finite and > 0 (at β = 0 the energy is identically 0), ``horizon`` finite and
+    > 0 (a negative one would follow the flow backwards), ``min_energy`` finite and >= 0; a
+    ValueError when no visited configuration has E_β > ``min_energy`` (no ratio to take).
     """
+    if not isinstance(attention, SphereAttention):
+        raise ValueError(f"`attention` must be a SphereAttention, got {type(attention).__name__}.")
+    check_positive("beta", attention.beta if beta is None else beta)
+    check_positive("horizon", horizon)
+    check_positive("min_energy", min_energy, allow_zero=True)
     if int(n) < 2 or int(d) < 2:
         raise ValueError(f"`n` and `d` must be >= 2, got {n!r}, {d!r}.")
     if int(starts) < 1 or int(steps) < 1:
@@ -90,4 +99,8 @@ def attention_epsilon(
         return jax.lax.scan(body, x, None, length=int(steps))[1]
 
     ratios = np.asarray(jax.jit(jax.vmap(one))(x0), dtype=np.float64)
-    return EpsilonEstimate(float(ratios.max()), int(np.isfinite(ratios).sum()))
+    used = int(np.isfinite(ratios).sum())
+    if used == 0:
+        raise ValueError(f"no visited configuration has E_β > `min_energy` ({min_energy}): lower `min_energy` or "
+                         "raise `beta`.")
+    return EpsilonEstimate(float(ratios.max()), used)
