@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cfm_jax import EmpiricalMeasure
+from cfm_jax import EmpiricalMeasure, split_atom
 
 
 @pytest.mark.parametrize(
@@ -14,7 +14,6 @@ from cfm_jax import EmpiricalMeasure
         (np.zeros(3), None, "points"),
         (np.zeros((0, 2)), None, "points"),
         (np.array([[0.0, np.nan]]), None, "points"),
-        (np.zeros((3, 2)), np.array([0.5, 0.5, 0.0]), "weights"),
         (np.zeros((3, 2)), np.array([0.5, 0.7, -0.2]), "weights"),
         (np.zeros((3, 2)), np.array([0.5, 0.5, 0.5]), "weights"),
         (np.zeros((3, 2)), np.array([0.5, 0.5]), "weights"),
@@ -39,10 +38,44 @@ def test_pad_to_adds_zero_mass_atoms_and_unchecked_skips_validation():
     np.testing.assert_allclose(padded.mean(), mu.mean())
     with pytest.raises(ValueError, match="`size`"):
         mu.pad_to(2)
-    with pytest.raises(ValueError, match="weights"):
-        EmpiricalMeasure(padded.points, padded.weights)  # a user measure must have positive weights
+    # one rule for the weights: zero-weight atoms are allowed everywhere (padding), negative ones never
+    again = EmpiricalMeasure(padded.points, padded.weights)
+    np.testing.assert_array_equal(again.weights, padded.weights)
+    with pytest.raises(ValueError, match="non-negative"):
+        EmpiricalMeasure(padded.points, padded.weights.at[3].set(-0.1).at[0].add(0.1))
     raw = EmpiricalMeasure.unchecked(padded.points, padded.weights)
     np.testing.assert_array_equal(raw.weights, padded.weights)
+
+
+@pytest.mark.parametrize("index,fraction,match", [(4, 0.5, "index"), (-5, 0.5, "index"), (1.0, 0.5, "index"),
+                                                  (True, 0.5, "index"), (0, 0.0, "fraction"), (0, 1.0, "fraction")])
+def test_split_atom_rejects_an_index_outside_the_measure(index, fraction, match):
+    mu = EmpiricalMeasure(jnp.zeros((4, 2)))
+    with pytest.raises(ValueError, match=match):
+        split_atom(mu, index, fraction)
+
+
+def test_split_atom_negative_index_splits_from_the_end():
+    mu = EmpiricalMeasure(jnp.arange(8.0).reshape(4, 2))
+    nu = split_atom(mu, -1, 0.25)
+    np.testing.assert_array_equal(nu.points[-1], mu.points[-1])
+    np.testing.assert_allclose(nu.weights[3] + nu.weights[4], mu.weights[3])
+
+
+@pytest.mark.parametrize("weights,ok", [([0.5, 0.5, 0.0], True), ([0.5, 0.5, 0.5], False), ([0.5, 0.5 - 2e-5, 0.0], False),
+                                        ([0.7, 0.5, -0.2], False), ([0.5, np.nan, 0.5], False)])
+def test_checked_applies_the_same_rule_inside_jit(weights, ok):
+    """``checked`` (used by the public entry points) enforces the constructor's rule on traced values."""
+    import equinox as eqx
+
+    from cfm_jax._measures import checked
+
+    f = jax.jit(lambda w: checked(EmpiricalMeasure.unchecked(jnp.zeros((3, 2)), w)).weights)
+    if ok:
+        np.testing.assert_array_equal(f(jnp.array(weights)), jnp.array(weights))
+    else:
+        with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="`context` weights"):
+            jax.block_until_ready(f(jnp.array(weights)))
 
 
 def test_split_atom_keeps_the_measure():
