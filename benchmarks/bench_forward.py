@@ -6,7 +6,10 @@
    a square 2048² matmul and against the same-shape (n, d)·(d, n) product.
 2. Peak memory of one chunked forward step at n = 65536, d = 16 (resident-set high-water mark
    in a fresh process), next to smaller n to show it grows like n, and the dense path's n².
-3. ``forward`` through diffrax vs the same Euler loop as a bare ``lax.scan`` (``residual_forward``).
+3. ``forward`` (its one loop: a diffrax solve per layer), run by autodiff and by the default hand
+   adjoint, vs the same Euler steps written as a bare ``lax.scan``.
+4. The cost of ``forward``'s value checks (``eqx.error_if`` inside the compiled program): the same
+   call with the checks on and with ``EQX_ON_ERROR=off``, each in fresh processes, alternated.
 
 Run: ``python benchmarks/bench_forward.py [--quick]``; writes ``benchmarks/results/forward.{json,md}``.
 """
@@ -15,6 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -137,16 +143,58 @@ def step_memory(runs, d=16):
     return rows
 
 
+def _bare_scan(model, x, context):
+    """The L-layer residual network as a bare ``lax.scan`` (no diffrax, no checks): the floor."""
+    w, L = context.weights, model.num_layers
+
+    def layer(state, l):
+        x, z = state
+        v = model.velocity(jnp.concatenate([x, z]), cfm_jax.EmpiricalMeasure.unchecked(z, w), model.layer_params(l))
+        return (x + v[: x.shape[0]] / L, z + v[x.shape[0] :] / L), None
+
+    return jax.lax.scan(layer, (x, context.points), jnp.arange(L))[0][0]
+
+
+def _overhead_problem(n, d=16, layers=16, batch=8):
+    model = cfm_jax.Transformer.init(jax.random.key(1), d, heads=2, mlp_width=32, layers=layers, dtype=jnp.float32)
+    z = cfm_jax.EmpiricalMeasure(jax.random.normal(jax.random.key(2), (n, d), jnp.float32))
+    x0 = jax.random.normal(jax.random.key(3), (batch, d), jnp.float32)
+    return model, x0, z
+
+
+def _default_times(ns) -> dict:
+    """Best time of the default ``forward`` per n, in this process (for the check-cost comparison)."""
+    return {str(n): _best_time(lambda m, x, c: cfm_jax.forward(m, x, c).x1, *_overhead_problem(n), reps=10)
+            for n in ns}
+
+
+def check_cost(ns, rounds=2):
+    """forward with its value checks vs ``EQX_ON_ERROR=off`` (fresh processes, alternated, best of ``rounds``)."""
+    best = {"on": {}, "off": {}}
+    for _ in range(rounds):
+        for mode in ("on", "off"):
+            env = {k: v for k, v in os.environ.items() if k != "EQX_ON_ERROR"}
+            if mode == "off":
+                env["EQX_ON_ERROR"] = "off"
+            out = subprocess.run([sys.executable, __file__, "--child-times", ",".join(map(str, ns))], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+            for n, t in json.loads(out.strip().splitlines()[-1]).items():
+                best[mode][n] = min(t, best[mode].get(n, float("inf")))
+    rows = [{"n": n, "checked_s": best["on"][str(n)], "unchecked_s": best["off"][str(n)],
+             "ratio": best["on"][str(n)] / best["off"][str(n)]} for n in ns]
+    for r in rows:
+        print(r)
+    return rows
+
+
 def diffrax_overhead(ns, d=16, layers=16, batch=8):
     rows = []
     for n in ns:
-        model = cfm_jax.Transformer.init(jax.random.key(1), d, heads=2, mlp_width=32, layers=layers, dtype=jnp.float32)
-        z = cfm_jax.EmpiricalMeasure(jax.random.normal(jax.random.key(2), (n, d), jnp.float32))
-        x0 = jax.random.normal(jax.random.key(3), (batch, d), jnp.float32)
-        auto = diffrax.RecursiveCheckpointAdjoint()  # the diffrax solve (what autodiff differentiates)
+        model, x0, z = _overhead_problem(n, d, layers, batch)
+        auto = diffrax.RecursiveCheckpointAdjoint()  # autodiff through the loop
         f_diffrax = jax.jit(lambda m, x, c: cfm_jax.forward(m, x, c, adjoint=auto).x1)
-        f_default = jax.jit(lambda m, x, c: cfm_jax.forward(m, x, c).x1)  # DiscreteAdjoint's own Euler scan
-        f_scan = jax.jit(lambda m, x, c: cfm_jax.residual_forward(m, x, c)[0])
+        f_default = jax.jit(lambda m, x, c: cfm_jax.forward(m, x, c).x1)  # the same loop inside DiscreteAdjoint
+        f_scan = jax.jit(_bare_scan)
         t_d = _best_time(f_diffrax, model, x0, z)
         t_f = _best_time(f_default, model, x0, z)
         t_s = _best_time(f_scan, model, x0, z)
@@ -196,8 +244,9 @@ def to_markdown(result) -> str:
         "",
         "## `forward` vs a bare `lax.scan` of the same Euler loop (d=16, H=2, m=32, L=16, B=8)",
         "",
-        "diffrax: `forward(..., adjoint=diffrax.RecursiveCheckpointAdjoint())` (the diffrax solve); default: "
-        "`forward(...)` with its default `DiscreteAdjoint()`, whose primal is the adjoint's own Euler scan.",
+        "Both run the one forward loop (a diffrax solve per layer): diffrax: `forward(..., "
+        "adjoint=diffrax.RecursiveCheckpointAdjoint())`; default: `forward(...)`, the loop inside `DiscreteAdjoint()`'s "
+        "custom VJP. scan: the same Euler steps as a bare `lax.scan`, without diffrax or input checks.",
         "",
         "| n | diffrax s | default s | scan s | diffrax / scan | default / scan |",
         "|---|---|---|---|---|---|",
@@ -205,27 +254,46 @@ def to_markdown(result) -> str:
     for r in result["diffrax_overhead"]:
         lines.append(f"| {r['n']} | {r['diffrax_s']:.4f} | {r.get('default_s', float('nan')):.4f} | {r['scan_s']:.4f} | "
                      f"{r['ratio']:.3f} | {r.get('default_ratio', float('nan')):.3f} |")
+    if result.get("check_cost"):
+        lines += [
+            "",
+            "## Cost of the value checks (`eqx.error_if` inside `forward`, same problem as above)",
+            "",
+            "Best time of the default `forward` with its checks on and with `EQX_ON_ERROR=off` (fresh processes, "
+            "alternated). The checks read x0, the context and the parameters once per call.",
+            "",
+            "| n | checks on s | checks off s | on / off |",
+            "|---|---|---|---|",
+        ]
+        for r in result["check_cost"]:
+            lines.append(f"| {r['n']} | {r['checked_s']:.4f} | {r['unchecked_s']:.4f} | {r['ratio']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--child-times", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--only-overhead", action="store_true", help="sections 3 and 4 only (merged into the file)")
     parser.add_argument(
         "--note",
         default="Ratios are measured within one run; absolute numbers vary between runs on shared machines.",
     )
     args = parser.parse_args()
+    if args.child_times:
+        print(json.dumps(_default_times([int(n) for n in args.child_times.split(",")])))
+        return
     ns = [1024, 4096] if args.quick else [1024, 4096, 16384]
-    result = {
-        "machine": machine(),
-        "note": args.note,
-        "throughput": throughput(ns, [16, 64]),
-        "diffrax_overhead": diffrax_overhead([256, 1024, 4096]),
-    }
-    result["memory"] = step_memory(
-        [(4096, "dense"), (16384, "dense"), (16384, "chunked"), (32768, "chunked"), (65536, "chunked")]
-    )
+    if args.only_overhead:
+        result = json.loads((RESULTS / "forward.json").read_text())
+        result["machine"] = machine()
+    else:
+        result = {"machine": machine(), "note": args.note, "throughput": throughput(ns, [16, 64])}
+        result["memory"] = step_memory(
+            [(4096, "dense"), (16384, "dense"), (16384, "chunked"), (32768, "chunked"), (65536, "chunked")]
+        )
+    result["diffrax_overhead"] = diffrax_overhead([256, 1024, 4096])
+    result["check_cost"] = check_cost([256, 1024, 4096])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "forward.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "forward.md").write_text(to_markdown(result))
