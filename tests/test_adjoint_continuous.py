@@ -116,3 +116,22 @@ def test_saved_layer_cotangents_converge_at_the_solver_order():
     errs = [_rel(grad(ContinuousAdjoint(), diffrax.Heun(), int(s)), ref) for s in steps]
     slope = -np.polyfit(np.log(steps), np.log(errs), 1)[0]
     assert 1.7 <= slope <= 2.5, (errs, slope)
+
+
+def test_piecewise_linear_path_at_awkward_step_counts():
+    """On a piecewise-linear path (kinks at the L = 3 nodes) the continuous adjoint converges at Heun's
+    order over step counts that are odd multiples of L (no step straddles a node); a count that is not
+    a multiple of L, or fewer steps than layers, is refused naming `steps`."""
+    model, x0, ctx, y = _problem(11, layers=3)
+    params = {k: jnp.concatenate([v, 0.5 * v[:1]], 0) for k, v in model.stacked_params().items()}
+    path = cfm_jax.PiecewiseLinearCFM(model.field, params, model.dim)
+    fine = dict(solver=diffrax.Tsit5(), steps=3 * 64, adjoint=diffrax.RecursiveCheckpointAdjoint())
+    _, ref = cfm_jax.loss_and_grad(path, x0, ctx, y, **fine)
+    steps = np.array([9, 15, 27, 45])  # 1 step per layer (3) is pre-asymptotic
+    errs = [_rel(cfm_jax.loss_and_grad(path, x0, ctx, y, solver=diffrax.Heun(), steps=int(s),
+                                       adjoint=ContinuousAdjoint())[1], ref) for s in steps]
+    order = -np.polyfit(np.log(steps), np.log(errs), 1)[0]
+    assert 1.7 <= order <= 2.5, (errs, order)
+    for bad in (4, 2):
+        with pytest.raises(ValueError, match="`steps`"):
+            cfm_jax.forward(path, x0, ctx, solver=diffrax.Heun(), steps=bad, adjoint=ContinuousAdjoint())

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 
 import cfm_jax
-from cfm_jax import Backsolve, DiscreteAdjoint, Recompute, StoreAll, StoreEvery
+from cfm_jax import Backsolve, ContinuousAdjoint, DiscreteAdjoint, Recompute, StoreAll, StoreEvery
 from cfm_jax._adjoint.memory import segment_steps
 
 
@@ -46,3 +46,14 @@ def test_recompute_memory_is_independent_of_depth_and_store_all_grows():
     assert store[32] - store[8] >= 24 * state  # 24 more stored states
     assert abs(recompute[32] - recompute[8]) < state
     assert recompute[32] < every < store[32]
+
+
+def test_continuous_policies_memory_backsolve_is_flat_in_depth():
+    """ContinuousAdjoint(StoreEvery(1)) keeps one state per layer boundary (grows with L); Backsolve()
+    keeps nothing (flat in L) and so needs less at depth."""
+    state = (512 + 2) * 4 * 4
+    every = {L: _temp_bytes(ContinuousAdjoint(), L) for L in (8, 32)}
+    back = {L: _temp_bytes(ContinuousAdjoint(memory=Backsolve()), L) for L in (8, 32)}
+    assert every[32] - every[8] >= 24 * state
+    assert abs(back[32] - back[8]) < state
+    assert back[32] < every[32]
