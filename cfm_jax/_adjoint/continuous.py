@@ -43,8 +43,12 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         memory: ``StoreEvery(1)`` (default) or ``Backsolve()`` (:mod:`cfm_jax._adjoint.memory`).
 
     Not the exact gradient of the discretised forward: it converges to the gradient of the
-    continuous flow at the solver's order. The forward itself is the same loop as with any
-    other adjoint.
+    continuous flow at the solver's order, so its accuracy is that of the solves. With the
+    defaults (the forward's solver and steps, i.e. Euler with one step per layer) it is only first
+    order in 1/steps: 0.80 relative error from the continuous gradient in ``cfm-jax gradcheck``'s
+    default problem (L = 6), against 4.9e-4 with ``diffrax.Bosh3()`` and 8 steps per layer. Use
+    ``DiscreteAdjoint()`` for the exact gradient of the residual network. The forward itself is the
+    same loop as with any other adjoint.
     """
 
     solver: diffrax.AbstractSolver | None = None
