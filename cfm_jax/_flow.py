@@ -144,7 +144,7 @@ def velocity(model: AbstractCFM, state: tuple, w, params, start=None, step=None)
     v = model.velocity(jnp.concatenate(state, 0), EmpiricalMeasure.unchecked(state[1], w), params)
     parts = list(jnp.split(v, [sizes[0], sizes[0] + sizes[1]])[: len(state)])
     if start is not None:
-        parts[2] = jnp.where((start <= step)[:, None], parts[2], 0.0)
+        parts[2] = jnp.where((start <= step.astype(start.dtype))[:, None], parts[2], 0.0)
     return tuple(parts)
 
 
@@ -157,7 +157,7 @@ def _layer_fn(model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None,
     def term_fn(s, state, l):
         # the step index of a probe's start: Euler evaluates at each step's left end; other stages
         # stay inside [l/L, (l+1)/L], clipped so a probe started at the next boundary stays put
-        step = l * k + jnp.clip(jnp.round((s * L - l) * k).astype(jnp.int32), 0, k - 1)
+        step = l * k + jnp.clip(jnp.round((s * L - l.astype(s.dtype)) * k).astype(l.dtype), 0, k - 1)
         return velocity(model, state, w, model.segment_params(l, s), start, step)
 
     term = diffrax.ODETerm(term_fn)

@@ -338,7 +338,7 @@ class PiecewiseLinearCFM(AbstractCFM):
         return self.params
 
     def segment_params(self, layer, s):
-        frac = s * self.num_layers - layer
+        frac = s * self.num_layers - jnp.asarray(layer).astype(jnp.result_type(s))
         return jax.tree.map(lambda a: (1 - frac) * a[layer] + frac * a[layer + 1], self.params)
 
 

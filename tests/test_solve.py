@@ -319,3 +319,24 @@ def test_what_each_adjoint_supports(tiny, name, transform):
     else:
         with pytest.raises((TypeError, ValueError), match=expected):
             run(transform, adjoint)
+
+
+@pytest.mark.parametrize("name", ["discrete", "recompute", "continuous", "autodiff", "trajectories", "linear path"])
+def test_library_runs_under_strict_rank_and_dtype_promotion(name):
+    """No implicit rank or dtype promotion inside the library: forward, every strategy's gradient and
+    the adjoint trajectories run under JAX's strict settings (float64 tokens, int64 indices)."""
+    model, x0, ctx, y = problem(4, d=2, n=5, B=3, heads=2, mlp=3, layers=2)
+    probes = cfm_jax.ball_probes(jax.random.key(2), 3, 2, radius=1.0)
+    linear = cfm_jax.PiecewiseLinearCFM(
+        model.field, {k: jnp.concatenate([v, v[:1]], 0) for k, v in model.stacked_params().items()}, 2)
+    run = {
+        "discrete": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, steps=4, saveat=SaveAt(steps=True)),
+        "recompute": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=DiscreteAdjoint(memory=Recompute())),
+        "continuous": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, solver=diffrax.Heun(), adjoint=ContinuousAdjoint()),
+        "autodiff": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=AUTODIFF, saveat=SaveAt(layers=True)),
+        "trajectories": lambda: cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=probes).probe_grads,
+        "linear path": lambda: cfm_jax.loss_and_grad(linear, x0, ctx, y, steps=4),
+    }[name]
+    with jax.numpy_rank_promotion("raise"), jax.numpy_dtype_promotion("strict"):
+        out = jax.block_until_ready(run())
+    assert all(np.isfinite(np.asarray(a)).all() for a in jax.tree.leaves(out))

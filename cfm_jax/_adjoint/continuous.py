@@ -119,7 +119,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             (xs, zs, zeta), (p, b, bz, phi, dlogw, _) = Y
             params, l = (args[0] if pc else model.params_at(s)), args[1]
             res = system_vjp(field, params, xs, zs, w, zeta, p, b, bz)
-            live = (start <= l * k).astype(dtype)
+            live = (start <= (l * k).astype(start.dtype)).astype(dtype)
             vel = res.velocity
             dstate = (vel[:B], vel[B : B + n], live[:, None] * vel[B + n :])
             dp = -res.dx[:B]

@@ -134,7 +134,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
                 b_new = b_new + inj_z[i]
             if R:
                 assert res.dtargets is not None and res.phi is not None
-                live = start <= i
+                live = start <= i.astype(start.dtype)
                 bz = jnp.where(live[:, None], bz + h * (res.dx[B + n :] + res.dtargets), bz)
                 phi = jnp.where(live, phi + h * res.phi, phi)
             gtheta = jax.tree.map(lambda g: h * g, res.dparams)

@@ -54,7 +54,7 @@ def attention_matrix(Q: Float[Array, "H d d"], K: Float[Array, "H d d"]) -> Floa
 
 def _dense_means(u, keys, log_weights):
     """Attention means Σ_j α_j z_j for rows u: (r, d) → (r, d)."""
-    logits = u @ keys.T + log_weights
+    logits = u @ keys.T + log_weights[None, :]
     logits = logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
     p = jnp.exp(logits)
     return (p @ keys) / jnp.sum(p, axis=-1, keepdims=True)
@@ -77,7 +77,7 @@ def _streamed_means(u, keys, log_weights, key_chunk):
     def step(carry, blk):
         run_max, run_sum, run_acc = carry
         kb, lwb, vb = blk
-        logits = jnp.where(vb, u @ kb.T + lwb, -jnp.inf)
+        logits = jnp.where(vb[None, :], u @ kb.T + lwb[None, :], -jnp.inf)
         new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(logits, axis=-1)))
         scale = jnp.exp(run_max - new_max)
         p = jnp.exp(logits - new_max[:, None])
@@ -188,7 +188,7 @@ def _local_block(q, c, act, z, logw, A, Vh, targets):
     summed over the active rows).
     """
     u = jnp.einsum("rd,hdf->hrf", q, A)  # u_h(q) = A_hᵀ q
-    logits = jnp.einsum("hrf,nf->hrn", u, z) + logw
+    logits = jnp.einsum("hrf,nf->hrn", u, z) + logw[None, None, :]
     top = jnp.max(logits, axis=-1, keepdims=True)
     P = jnp.exp(logits - top)  # unnormalised α (log-sum-exp shift); 1/Z is folded into (r, d) arrays
     iZ = 1.0 / jnp.sum(P, axis=-1, keepdims=True)

@@ -25,15 +25,15 @@ class MLPField(AbstractField):
     activation: Callable = eqx.field(static=True, default=jax.nn.gelu)
 
     def __call__(self, x, measure, params):
-        hidden = self.activation(x @ params["W1"].T + params["b1"])
-        return hidden @ params["W2"].T + params["b2"]
+        hidden = self.activation(x @ params["W1"].T + params["b1"][None, :])
+        return hidden @ params["W2"].T + params["b2"][None, :]
 
     def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
         """Closed-form local products (module docstring); σ and σ' from one forward-mode pass."""
         W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
-        hidden = queries @ W1.T + b1
+        hidden = queries @ W1.T + b1[None, :]
         sig, dsig = jax.jvp(self.activation, (hidden,), (jnp.ones_like(hidden),))
-        velocity = sig @ W2.T + b2
+        velocity = sig @ W2.T + b2[None, :]
         k = dsig * (cot @ W2)
         dx = k @ W1
         act = 1.0 if active is None else jnp.asarray(active, queries.dtype)[:, None]
