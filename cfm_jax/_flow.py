@@ -143,7 +143,7 @@ def velocity(model: AbstractCFM, state: tuple, w, params, start=None, step=None)
     sizes = [a.shape[0] for a in state]
     v = model.velocity(jnp.concatenate(state, 0), EmpiricalMeasure.unchecked(state[1], w), params)
     parts = list(jnp.split(v, [sizes[0], sizes[0] + sizes[1]])[: len(state)])
-    if start is not None:
+    if start is not None and step is not None:
         parts[2] = jnp.where((start <= step.astype(start.dtype))[:, None], parts[2], 0.0)
     return tuple(parts)
 

@@ -33,6 +33,7 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 from ._measures import EmpiricalMeasure, as_measure
 from ._validation import is_concrete
@@ -122,8 +123,8 @@ def _ott_batching_shim():
 
     if not version("ott-jax").startswith("0.6.") or hasattr(batching, "is_vmappable"):
         return
-    if utils.batching is batching:
-        utils.batching = _BatchingView(batching)
+    if utils.batching is batching:  # pyright: ignore[reportPrivateImportUsage]
+        utils.batching = _BatchingView(batching)  # pyright: ignore[reportPrivateImportUsage]
 
 
 class _BatchingView:
@@ -147,7 +148,7 @@ def sinkhorn_w1(
     b,
     *,
     relative_epsilon: float = 0.01,
-    epsilon: float | None = None,
+    epsilon: float | Array | None = None,
     batch_size: int | None = None,
     max_iterations: int = 2000,
     threshold: float = 1e-3,
@@ -183,7 +184,7 @@ def sinkhorn_w1(
     return jnp.maximum(val, 0.0)
 
 
-def self_transport_cost(y, b, epsilon, *, batch_size=None, max_iterations: int = 2000, threshold: float = 1e-3):
+def self_transport_cost(y, b, epsilon, *, batch_size=None, max_iterations: int = 2000, threshold: float = 1e-3) -> Array:
     """OT_ε(ν, ν) with cost ‖x − y‖ (the ``offset_yy`` of :func:`sinkhorn_w1` for a fixed ν)."""
     from ott.geometry import costs, pointcloud
     from ott.solvers import linear
@@ -192,7 +193,7 @@ def self_transport_cost(y, b, epsilon, *, batch_size=None, max_iterations: int =
         _ott_batching_shim()
     geom = pointcloud.PointCloud(y, y, cost_fn=costs.Euclidean(), epsilon=epsilon, batch_size=batch_size)
     out = linear.solve(geom, a=b, b=b, max_iterations=max_iterations, threshold=threshold)
-    return out.reg_ot_cost
+    return jnp.asarray(out.reg_ot_cost)
 
 
 def wasserstein1(

@@ -32,11 +32,12 @@ def _scan(static, state, stream, optimizer, num_steps, grad_fn, functional, reco
         params = tuple(u[0] for u in new)
         opts = tuple(u[1] for u in new)
         losses = jnp.stack([u[2] for u in new])
-        ref = eqx.combine(params[-1], static)
+        *_, reference = params  # the last trajectory is the reference
+        ref = eqx.combine(reference, static)
         devs = jnp.stack([sup_distance(eqx.combine(p, static), ref) for p in params[:-1]]) if len(params) > 1 else (
             jnp.zeros((0,), losses.dtype)
         )
-        out = (losses, devs, sup_norm(ref), params[-1] if record_params else None)
+        out = (losses, devs, sup_norm(ref), reference if record_params else None)
         return (params, opts, k + 1), out
 
     (params, opts, step), (losses, devs, norms, traj) = jax.lax.scan(

@@ -95,7 +95,7 @@ def fit_exponential_rate(ts, y, *, t_min: float | None = None, floor: float = 1e
     """
     ts = np.asarray(ts, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    t_min = ts[len(ts) // 2] if t_min is None else t_min
+    t_min = float(ts[len(ts) // 2]) if t_min is None else t_min
     keep = (ts >= t_min) & (y > floor) & np.isfinite(y)
     if keep.sum() < 2:
         return float("nan")

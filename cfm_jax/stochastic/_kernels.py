@@ -215,7 +215,7 @@ class NoiseKernel(eqx.Module):
             k2 = 0.0 if self.activation == "linear" else float("inf")
             return (self.s_a**2 * self.variance * half + self.s_w**2, self.s_a**2 * self.s_b**2 * half, k2)
         z, w = _gauss_hermite(self.order)
-        z = jnp.asarray(z, jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+        z = jnp.asarray(z, jax.dtypes.canonicalize_dtype(jnp.float64))  # float64 where enabled
         u = math.sqrt(self.variance) * z
         sig = get_activation(self.activation)
         d1 = jax.vmap(jax.grad(sig))
@@ -354,7 +354,7 @@ def energy_rate(kernel: NoiseKernel, d: int, beta: float, *, grid: int = 4001) -
                 lambda t: float(energy_rate_function(kernel, jnp.asarray(1.0 - t), d, beta)),
                 bounds=(lo, hi), method="bounded", options={"xatol": 1e-12 * max(1.0, hi)},
             )
-            best = min(best, float(res.fun))
+            best = min(best, float(res.fun))  # pyright: ignore[reportAttributeAccessIssue]  (scipy's OptimizeResult)
     return -best
 
 

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._kernels import NoiseKernel, get_activation
+from ._kernels import Activation, NoiseKernel, get_activation
 
 
 def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
@@ -90,7 +90,7 @@ def sample_mlp(key: PRNGKeyArray, kernel: NoiseKernel, d: int, width: int, dtype
     return A, B, c, b
 
 
-def mlp_noise(weights, x: Float[Array, "... d"], activation: str) -> Float[Array, "... d"]:
+def mlp_noise(weights, x: Float[Array, "... d"], activation: Activation) -> Float[Array, "... d"]:
     """ξ(x) = m^{-1/2} A σ(B x + c) + b for a batch of points (shared weights)."""
     A, B, c, b = weights
     h = get_activation(activation)(x @ B.T + c)

@@ -181,10 +181,11 @@ def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
         F = field_factor(y, sde.kernel)
         return lx.FunctionLinearOperator(lambda b: F @ b, struct)
 
-    terms = [diffrax.ControlTerm(diffusion, path)]
+    noise = diffrax.ControlTerm(diffusion, path)
     if sde.attention.active:
-        terms.insert(0, diffrax.ODETerm(lambda t, y, args: sde.attention(y)))
-    term = diffrax.MultiTerm(*terms) if len(terms) > 1 else terms[0]
+        term = diffrax.MultiTerm(diffrax.ODETerm(lambda t, y, args: sde.attention(y)), noise)
+    else:
+        term = noise
     if save_every is None:
         saveat = diffrax.SaveAt(t1=True)
     else:
@@ -202,4 +203,6 @@ def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
         max_steps=sde.steps,
         adjoint=diffrax.DirectAdjoint(),
     )
-    return sol.ys[-1] if save_every is None else sol.ys
+    ys = sol.ys
+    assert ys is not None
+    return ys[-1] if save_every is None else ys
