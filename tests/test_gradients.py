@@ -1,4 +1,4 @@
-"""value_and_grad, adjoint_trajectories (p_s, a_i(s), probes, φ_s, ∂L/∂w) and functional_gradient."""
+"""loss_and_grad, adjoint_trajectories (p_s, a_i(s), probes, φ_s, ∂L/∂w) and functional_gradient."""
 
 import diffrax
 import equinox as eqx

@@ -157,7 +157,7 @@ def test_coupled_run_below_n_ref_is_hand_steps_on_the_first_n_points(setup):
     any other choice of 8 points (a shifted or a last-n prefix) moves the loss by ~1e-2."""
     _, student, stream = setup
     res = _short_run(student, stream)
-    grad = eqx.filter_jit(cfm_jax.value_and_grad)
+    grad = cfm_jax.loss_and_grad
     lam = CK_LAM
 
     def hand_step(model, sample, n):

@@ -98,7 +98,7 @@ def test_ott_shim_is_narrow_and_version_guarded(monkeypatch):
     from jax.interpreters import batching
     from ott import utils
 
-    from cfm_jax import wasserstein
+    from cfm_jax import _wasserstein as wasserstein
 
     had = hasattr(batching, "is_vmappable")
     monkeypatch.setattr(utils, "batching", batching)  # as ott imported it; restored after the test
