@@ -140,3 +140,11 @@ def test_functional_gradient_does_not_depend_on_how_depth_is_cut():
     assert _rel(halves, eqx.filter(fg, eqx.is_inexact_array)) <= 1e-12
     assert _rel(jax.tree.map(lambda a: a[0::2] + a[1::2], eqx.filter(g2, eqx.is_inexact_array)),
                 eqx.filter(g, eqx.is_inexact_array)) <= 1e-12
+
+
+def test_value_and_grad_is_a_deprecated_alias_of_loss_and_grad():
+    model, x0, ctx, y = _problem(5)
+    with pytest.warns(DeprecationWarning, match="loss_and_grad"):
+        old = cfm_jax.value_and_grad(model, x0, ctx, y)
+    new = cfm_jax.loss_and_grad(model, x0, ctx, y)
+    assert _rel(old, new) == 0.0
