@@ -121,10 +121,15 @@ def _pilot(problem):
 
     from .. import ogd
 
+    import equinox as eqx
+
     cfg = problem.cfg
     eta = cfg["eta"]
-    res = ogd.coupled_run(problem.student, problem.stream(0), cfg["ns"], ogd.ridge_sgd(eta, 0.0),
-                          cfg["steps"], record_params=True)
+    try:
+        res = ogd.coupled_run(problem.student, problem.stream(0), cfg["ns"], ogd.ridge_sgd(eta, 0.0),
+                              cfg["steps"], record_params=True)
+    except eqx.EquinoxRuntimeError as e:  # the forward's input checks: the parameters left the finite numbers
+        raise ValueError(f"--eta {eta}: the pilot run (λ = 0) diverged (non-finite parameters); lower --eta.") from e
     if not np.isfinite(np.asarray(res.losses)).all():
         raise ValueError(f"--eta {eta}: the pilot run (λ = 0) diverged (non-finite loss); lower --eta.")
     lip = _lipschitz(problem, res)
