@@ -5,7 +5,7 @@
 
 One *step* is one layer of the model (L = 1, H = 1, MLP width 32, B = 4 target tokens, float32
 arrays, context of n uniform-weight Gaussian points): the forward step is ``cfm_jax.forward``,
-the gradient step ``cfm_jax.value_and_grad`` (hand adjoint), both jitted with the library's
+the gradient step ``cfm_jax.loss_and_grad`` (hand adjoint), both jitted with the library's
 automatic attention blocks (``resolve_chunk_size``, backend-aware). Each runs under every matmul
 precision JAX offers for float32 arrays (``jax.default_matmul_precision``): ``float32`` (full
 precision, the reference), ``default`` (what JAX does with no setting), ``tensorfloat32`` and

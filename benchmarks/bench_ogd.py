@@ -26,8 +26,8 @@ import cfm_jax
 from _machine import machine
 from _timing import warm_times
 from cfm_jax import ogd
-from cfm_jax._populations import uniform_sphere
-from cfm_jax._streams import ArrayStream, TeacherStudentStream
+from cfm_jax import uniform_sphere
+from cfm_jax import ArrayStream, TeacherStudentStream
 
 RESULTS = Path(__file__).parent / "results"
 
