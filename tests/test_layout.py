@@ -3,7 +3,7 @@ library module has its own test file.
 
 Layers (low to high; a module may import its own layer and the ones below):
 
-    _validation, stats → measures → fields → paths → flow → adjoint → solve → gradients
+    _validation, stats, qmc → measures → fields → paths → flow (gaussian_limit) → adjoint → solve → gradients
     → (ogd, wasserstein, populations, streams, sharding, distributed, control, chaos)
     → experiments → cli
 
@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "cfm_jax"
 
 LAYERS = [
-    ("_validation", "stats"),
+    ("_validation", "stats", "qmc"),
     ("measures",),
     ("fields",),
     ("paths",),
-    ("flow",),
+    ("flow", "gaussian_limit"),
     ("adjoint",),
     ("solve",),
     ("gradients",),
