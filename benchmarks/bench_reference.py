@@ -28,14 +28,14 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax.numpy as jnp
+import numpy as np
+from _machine import machine
+from _timing import warm_median
 
-import cfm_jax  # noqa: E402
-from _machine import machine  # noqa: E402
-from _timing import warm_median  # noqa: E402
-from cfm_jax.gaussian_limit import GaussianMeasure, gaussian_flow  # noqa: E402
-from cfm_jax.stats import fit_loglog, mean_ci  # noqa: E402
+import cfm_jax
+from cfm_jax.gaussian_limit import GaussianMeasure, gaussian_flow
+from cfm_jax.stats import fit_loglog, mean_ci
 
 RESULTS = Path(__file__).resolve().parent / "results"
 D, H, B = 4, 2, 8

@@ -88,7 +88,7 @@ class GaussianMeasure(eqx.Module):
         self.cov = cov
 
     @classmethod
-    def unchecked(cls, mean, cov) -> "GaussianMeasure":
+    def unchecked(cls, mean, cov) -> GaussianMeasure:
         """A measure from arrays without validation (the flow's own moments)."""
         template = cls(jnp.zeros((mean.shape[-1],), mean.dtype), jnp.eye(mean.shape[-1], dtype=mean.dtype))
         return eqx.tree_at(lambda g: (g.mean, g.cov), template, (mean, cov))

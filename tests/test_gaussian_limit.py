@@ -10,7 +10,12 @@ import pytest
 
 import cfm_jax
 from cfm_jax.fields import AttentionField, MLPField, linear
-from cfm_jax.gaussian_limit import GaussianMeasure, GaussianSolution, gaussian_flow, gaussian_token_adjoint
+from cfm_jax.gaussian_limit import (
+    GaussianMeasure,
+    GaussianSolution,
+    gaussian_flow,
+    gaussian_token_adjoint,
+)
 from cfm_jax.stats import fit_loglog
 
 D = 3
