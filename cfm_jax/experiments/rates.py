@@ -248,7 +248,7 @@ def rates_figure(fits: list[dict]):
             ax.errorbar(ns, m, yerr=[np.minimum(np.nan_to_num(ci), 0.9 * m), np.nan_to_num(ci)], fmt="o-",
                         color=color, label=lab, lw=1.4, capsize=2.5, ms=4)
             ax.plot(ns, m[-1] * (ns / ns[-1]) ** f["expected"], "--", color=color, lw=1.0)
-            if f["floor"] is not None and np.isfinite(f["floor"]):
+            if f["floor"] is not None and np.isfinite(f["floor"]) and f["floor"] > 0:  # exact references: 0
                 ax.axhline(f["floor"], color=color, ls=":", lw=1.0)
                 floors = True
         log_values(ax, "y")
