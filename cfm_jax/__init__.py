@@ -48,7 +48,11 @@ _EXPORTS: dict[str, str] = {
     "FunctionStream": "_streams",
     "gather": "_sharding",
     "gaussian": "_populations",
+    "gaussian_flow": "_gaussian_limit",
     "gaussian_mixture": "_populations",
+    "gaussian_token_adjoint": "_gaussian_limit",
+    "GaussianMeasure": "_gaussian_limit",
+    "GaussianSolution": "_gaussian_limit",
     "generic_local_vjp": "_fields",
     "grid_probes": "_adjoint",
     "LipschitzEstimate": "ogd",
@@ -71,6 +75,8 @@ _EXPORTS: dict[str, str] = {
     "save_checkpoint": "ogd",
     "SaveAt": "_flow",
     "shard_inputs": "_sharding",
+    "sobol": "_qmc",
+    "sobol_normal": "_qmc",
     "SphereSDE": "stochastic",
     "split_atom": "_measures",
     "StochasticTransformer": "stochastic",
@@ -105,6 +111,22 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
+    from ._adjoint import AbstractHandAdjoint, AbstractMemory, Backsolve, ball_probes, ContinuousAdjoint, DiscreteAdjoint, grid_probes, Recompute, StoreAll, StoreEvery
+    from ._control import W1ControlField
+    from ._fields import AbstractField, AttentionField, generic_local_vjp, LocalVJP, MLPField, SumField
+    from ._flow import FlowSolution, SaveAt
+    from ._gaussian_limit import gaussian_flow, gaussian_token_adjoint, GaussianMeasure, GaussianSolution
+    from ._gradients import adjoint_trajectories, AdjointSolution, functional_gradient, loss_and_grad, mean_squared_loss, probe_gradients, value_and_grad
+    from ._measures import as_measure, EmpiricalMeasure, split_atom
+    from ._paths import AbstractCFM, AbstractPiecewiseConstantCFM, CFM, PiecewiseLinearCFM, Transformer
+    from ._populations import embedded_sphere, gaussian, gaussian_mixture, make_population, subspace_gaussian, uniform_sphere
+    from ._qmc import sobol, sobol_normal
+    from ._sharding import context_mesh, gather, replicate, shard_inputs
+    from ._solve import default_adjoint, forward
+    from ._streams import ArrayStream, FunctionStream, Sample, TeacherStudentStream
+    from ._wasserstein import wasserstein1
+    from .ogd import coupled_run, estimate_lipschitz, LipschitzEstimate, load_checkpoint, OGDResult, OGDState, ridge_sgd, run_ogd, save_checkpoint
+    from .stochastic import NoiseKernel, SphereSDE, StochasticTransformer
     from . import chaos, distributed, experiments, ogd, stats, stochastic
     from ._adjoint import (
         AbstractHandAdjoint,
@@ -188,7 +210,11 @@ __all__ = [
     "FunctionStream",
     "gather",
     "gaussian",
+    "gaussian_flow",
     "gaussian_mixture",
+    "gaussian_token_adjoint",
+    "GaussianMeasure",
+    "GaussianSolution",
     "generic_local_vjp",
     "grid_probes",
     "LipschitzEstimate",
@@ -212,6 +238,8 @@ __all__ = [
     "save_checkpoint",
     "SaveAt",
     "shard_inputs",
+    "sobol",
+    "sobol_normal",
     "SphereSDE",
     "split_atom",
     "stats",

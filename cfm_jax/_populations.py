@@ -4,6 +4,13 @@ Each constructor returns a small Equinox module that is callable as ``sampler(ke
 records ``dim`` (ambient d) and ``intrinsic_dim`` (d' of the support: the exponent in the
 empirical W1 rate n^{-1/d'}). All samplers are pure, jit- and vmap-able in ``key``.
 
+``sampler(key, n, qmc=True)`` draws randomised quasi-Monte Carlo points instead of i.i.d. ones:
+scrambled Sobol points (:func:`cfm_jax._qmc.sobol`) mapped through the law's inverse-CDF
+transform (Gaussian coordinates by the inverse normal CDF, a mixture component by the inverse
+CDF of its categorical law on one extra coordinate, spheres by normalising QMC Gaussians). Each
+point still has the law P, and smooth averages over the n points converge faster than n^{-1/2}
+(a low-floor reference for the infinite-context system).
+
 - :func:`gaussian` — N(mean, scale² I_d);
 - :func:`gaussian_mixture` — equal-variance Gaussian components with given means and weights;
 - :func:`uniform_sphere` — uniform on the sphere S^{d−1} of radius ``radius`` in R^d;
@@ -20,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
+
+from ._qmc import sobol, sobol_normal
 
 
 def _check_dim(name, v, low=1):
@@ -42,17 +51,23 @@ def _random_frame(seed: int, dim: int, k: int) -> np.ndarray:
 
 
 class Population(eqx.Module):
-    """A population law; ``sampler(key, n)`` draws ``(n, dim)`` i.i.d. points."""
+    """A population law; ``sampler(key, n)`` draws ``(n, dim)`` i.i.d. points, ``sampler(key, n,
+    qmc=True)`` scrambled-Sobol points with the same law (module docstring)."""
 
     dim: int = eqx.field(static=True)
     intrinsic_dim: int = eqx.field(static=True)
     name: str = eqx.field(static=True)
 
-    def __call__(self, key, n: int) -> Float[Array, "n d"]:
+    def __call__(self, key, n: int, *, qmc: bool = False) -> Float[Array, "n d"]:
         n = _check_n(n)
-        return self._sample(key, n)
+        if not isinstance(qmc, bool):
+            raise ValueError(f"`qmc` must be True or False, got {qmc!r}.")
+        return self._sample_qmc(key, n) if qmc else self._sample(key, n)
 
     def _sample(self, key, n):
+        raise NotImplementedError
+
+    def _sample_qmc(self, key, n):
         raise NotImplementedError
 
 
@@ -62,6 +77,9 @@ class _Gaussian(Population):
 
     def _sample(self, key, n):
         return self.mean + self.scale * jax.random.normal(key, (n, self.dim), self.mean.dtype)
+
+    def _sample_qmc(self, key, n):
+        return self.mean + self.scale * sobol_normal(key, n, self.dim, self.mean.dtype)
 
 
 class _Mixture(Population):
@@ -74,6 +92,13 @@ class _Mixture(Population):
         comp = jax.random.categorical(kc, self.log_weights, shape=(n,))
         return self.means[comp] + self.scale * jax.random.normal(kn, (n, self.dim), self.means.dtype)
 
+    def _sample_qmc(self, key, n):
+        # coordinate 0 picks the component by its inverse CDF, the others are the Gaussian's
+        u = sobol(key, n, self.dim + 1, self.means.dtype)
+        cdf = jnp.cumsum(jnp.exp(self.log_weights))
+        comp = jnp.minimum(jnp.searchsorted(cdf, u[:, 0], side="right"), self.means.shape[0] - 1)
+        return self.means[comp] + self.scale * jax.scipy.special.ndtri(u[:, 1:])
+
 
 class _Sphere(Population):
     frame: Array  # (d, k): the sphere S^{k-1} lives in span(frame)
@@ -85,6 +110,10 @@ class _Sphere(Population):
         u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
         return self.radius * u @ self.frame.T
 
+    def _sample_qmc(self, key, n):
+        g = sobol_normal(key, n, self.frame.shape[1], self.frame.dtype)
+        return self.radius * (g / jnp.linalg.norm(g, axis=-1, keepdims=True)) @ self.frame.T
+
 
 class _Subspace(Population):
     frame: Array  # (d, d')
@@ -93,6 +122,9 @@ class _Subspace(Population):
     def _sample(self, key, n):
         k = self.frame.shape[1]
         return self.scale * jax.random.normal(key, (n, k), self.frame.dtype) @ self.frame.T
+
+    def _sample_qmc(self, key, n):
+        return self.scale * sobol_normal(key, n, self.frame.shape[1], self.frame.dtype) @ self.frame.T
 
 
 def gaussian(dim: int, *, scale: float = 1.0, mean=None) -> Population:

@@ -43,6 +43,7 @@ from jaxtyping import Array, Float
 
 from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, solve
 from ._flow import FlowSolution, FlowSpec, SaveAt
+from ._gaussian_limit import GaussianMeasure, GaussianSolution, gaussian_flow
 from ._measures import EmpiricalMeasure, as_measure, checked
 from ._paths import AbstractCFM
 
@@ -158,7 +159,7 @@ def prepare(
 def forward(
     model: AbstractCFM,
     x0: Float[Array, "*B d"],
-    context: EmpiricalMeasure | Float[Array, "n d"],
+    context: EmpiricalMeasure | GaussianMeasure | Float[Array, "n d"],
     *,
     solver: diffrax.AbstractSolver | None = None,
     steps: int | None = None,
@@ -166,13 +167,16 @@ def forward(
     saveat: SaveAt = SaveAt(),
     adjoint: Adjoint | None = None,
     max_steps: int = 4096,
-) -> FlowSolution:
+) -> FlowSolution | GaussianSolution:
     """Integrate the contextual flow map over s ∈ [0, 1], differentiable by ``adjoint``; compiled.
 
     Args:
         model: a [`Transformer`][cfm_jax.Transformer] or any [`AbstractCFM`][cfm_jax.AbstractCFM].
         x0: target token(s), ``(d,)`` or ``(B, d)``; passive, they do not enter the context.
-        context: [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] (or an ``(n, d)`` array, uniform weights).
+        context: [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] (or an ``(n, d)`` array, uniform weights),
+            or a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: the exact infinite-context flow
+            ([`gaussian_flow`][cfm_jax.gaussian_flow]; attention fields and linear MLPs), returned as a
+            [`GaussianSolution`][cfm_jax.GaussianSolution] whose ``context`` is the final Gaussian.
         solver: any diffrax ODE solver; default ``diffrax.Euler()``.
         steps: total number of (initial) steps over [0, 1], a multiple of L (no step straddles a
             layer); default one per layer. Static.
@@ -186,6 +190,12 @@ def forward(
     Returns:
         [`FlowSolution`][cfm_jax.FlowSolution] (``x1`` shaped like ``x0``; ``xs`` ``(S,) + x0.shape``).
     """
+    if isinstance(context, GaussianMeasure):
+        if adjoint is not None:
+            raise ValueError("`adjoint` does not apply to a GaussianMeasure context: its exact infinite-context flow is "
+                             "an O(d²) moment recursion, differentiated by autodiff.")
+        return _gaussian_flow(model, x0, context, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
+                              saveat=saveat, max_steps=max_steps)
     try:
         return _forward(model, x0, context, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
                         saveat=saveat, adjoint=adjoint, max_steps=max_steps)
@@ -201,6 +211,9 @@ def forward(
             "forward(..., adjoint=diffrax.DirectAdjoint()) for forward mode (or diffrax.ForwardMode() for jax.jvp "
             "alone); docs/gradients.md lists what each adjoint supports."
         ) from None
+
+
+_gaussian_flow = eqx.filter_jit(gaussian_flow)
 
 
 @eqx.filter_jit

@@ -24,6 +24,17 @@ flow but act on nothing), so one compiled n-system serves every n through ``lax.
 deviations equal those of the unpadded n-point system to round-off. The seeds are vmapped and,
 with several local devices, split across them (:func:`run_seeds`).
 
+Exact references (``ChaosSpec.reference``): ``"sample"`` (default) is the i.i.d. reference above.
+``"gaussian"`` (attention fields with no MLP or a linear one, Gaussian population) compares with
+the exact infinite-context flow (:func:`cfm_jax._gaussian_limit.gaussian_flow`): tokens, the
+passive motion of the n context particles in the population field (``context``) and the token
+adjoint are exact (floor 0); W1 is taken against ``w1_size`` scrambled-Sobol points of the
+Gaussian pushed by the exact flow (whose floor, two such samples, is reported); ``grad_phi`` has
+no closed form and is not reported. ``"qmc"`` compares with a scrambled-Sobol reference of
+``n_ref`` points. In both, the n-point contexts are i.i.d. draws independent of the reference
+(prefixes of one sample of max(ns) points), coupled by moving them passively in the reference
+field, so max(ns) may exceed n_ref and no nested-sample correction is needed.
+
 Expected (paper's table): transformer token quantities ~ n^{-1/2} whatever d; W1 between
 measures ~ n^{-1/d'} (d' the intrinsic dimension of P; n^{-1/2} up to a log at d' ≤ 2); the
 general W1-Lipschitz control field (:class:`~cfm_jax._control.W1ControlField`) drives its
@@ -44,7 +55,9 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from ._validation import is_concrete
 from ._control import W1ControlField
+from ._fields import linear
 from ._flow import SaveAt
+from ._gaussian_limit import GaussianMeasure, gaussian_flow, gaussian_token_adjoint
 from ._solve import forward
 from ._gradients import adjoint_trajectories
 from ._measures import EmpiricalMeasure, as_measure
@@ -62,6 +75,7 @@ QUANTITIES = {
 }
 
 Field = Literal["attention", "control"]
+Reference = Literal["sample", "qmc", "gaussian"]
 
 
 def wasserstein_slope(intrinsic_dim: int) -> float:
@@ -104,6 +118,8 @@ class ChaosSpec:
     relative_epsilon: float = 0.01
     adjoint: bool = True
     control_strength: float = 1.0
+    reference: Reference = "sample"
+    mlp_activation: Literal["gelu", "linear"] = "gelu"
 
     def population_law(self):
         d = self.dim
@@ -131,11 +147,19 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
             raise ValueError(f"`{name}` must be >= 1, got {value!r}.")
     if not isinstance(spec.ns, tuple) or not spec.ns or any(int(n) < 1 for n in spec.ns):
         raise ValueError(f"`ns` must be a non-empty tuple of positive context sizes, got {spec.ns!r}.")
-    if max(spec.ns) > spec.n_ref:
+    if spec.reference == "sample" and max(spec.ns) > spec.n_ref:
         raise ValueError(f"`ns` ({spec.ns}) must be <= `n_ref` ({spec.n_ref}): each n-point context is a prefix of the reference.")
     if not (math.isfinite(float(spec.relative_epsilon)) and spec.relative_epsilon > 0):
         raise ValueError(f"`relative_epsilon` must be finite and > 0, got {spec.relative_epsilon!r}.")
     spec.population_law()  # raises a ValueError for unknown populations
+    if spec.reference not in ("sample", "qmc", "gaussian"):
+        raise ValueError(f"`reference` must be 'sample', 'qmc' or 'gaussian', got {spec.reference!r}.")
+    if spec.mlp_activation not in ("gelu", "linear"):
+        raise ValueError(f"`mlp_activation` must be 'gelu' or 'linear', got {spec.mlp_activation!r}.")
+    if spec.reference == "gaussian" and (spec.field != "attention" or spec.population != "gaussian"
+                                         or (spec.mlp_width and spec.mlp_activation != "linear")):
+        raise ValueError("`reference`='gaussian' needs field='attention', population='gaussian' and no MLP or "
+                         "mlp_activation='linear' (only then is the infinite-context flow Gaussian).")
     return spec
 
 
@@ -168,6 +192,7 @@ def build_model(spec: ChaosSpec, key, reference=None) -> AbstractCFM:
             layers=spec.layers,
             qk_scale=spec.qk_scale,
             v_scale=spec.v_scale,
+            activation=linear if spec.mlp_activation == "linear" else jax.nn.gelu,
             dtype=dtype,
         )
     field = W1ControlField.create(EmpiricalMeasure(reference), relative_epsilon=spec.relative_epsilon)
@@ -308,8 +333,11 @@ def seed_deviations(spec: ChaosSpec, key, *, padded: bool = True) -> dict:
     proxy's own error). Model, references, targets and probes depend on ``key`` only, so the
     n-sweep uses common random numbers.
 
-    Returns quantity -> ``(len(ns),)`` and ``floor_<quantity>`` -> scalar.
+    Returns quantity -> ``(len(ns),)`` and ``floor_<quantity>`` -> scalar. With an exact
+    reference (``spec.reference`` ``"gaussian"`` or ``"qmc"``) see :func:`exact_reference_deviations`.
     """
+    if spec.reference != "sample":
+        return exact_reference_deviations(spec, key)
     k_model, ref, ref2, x0, y, probes = seed_inputs(spec, key)
     model = build_model(spec, k_model, ref)
     use_adj = spec.adjoint and spec.field == "attention"
@@ -331,6 +359,88 @@ def seed_deviations(spec: ChaosSpec, key, *, padded: bool = True) -> dict:
         out = {k: jnp.stack([r[k] for r in per_n]) for k in per_n[0]}
     floor = _sups(_compare(sys_ref2, sys_ref, coupled=False, w1_size=w1_size, relative_epsilon=eps))
     out.update({f"floor_{k}": v for k, v in floor.items()})
+    return out
+
+
+def size_buckets(ns) -> list[list[int]]:
+    """The ns grouped for padding: a new group starts above 4× the group's smallest n, so a
+    padded system costs at most ~16× its smallest member's and ~all of its largest's."""
+    out: list[list[int]] = []
+    for n in sorted(int(v) for v in ns):
+        if out and n <= 4 * out[-1][0]:
+            out[-1].append(n)
+        else:
+            out.append([n])
+    return out
+
+
+def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
+    """:func:`seed_deviations` against the exact Gaussian limit or a QMC reference (module docstring).
+
+    The n-point contexts are prefixes of one i.i.d. sample of max(ns) points (padded per
+    :func:`size_buckets`); the reference moves those points passively for ``context``. Floors:
+    0 for the exact quantities, else two independent references (QMC) or QMC samples of μ̂_s (W1).
+    """
+    dtype = jnp.result_type(float)
+    k_model, k_ctx, k_ref, k_ref2, k_x, k_y, k_probe = jax.random.split(key, 7)
+    law = spec.population_law()
+    N = max(spec.ns)
+    z = law(k_ctx, N).astype(dtype)
+    x0 = law(k_x, spec.batch).astype(dtype)
+    y = law(k_y, spec.batch).astype(dtype)
+    probes = _ball(k_probe, spec.num_probes, spec.dim, spec.radius, dtype)
+    use_adj = spec.adjoint and spec.field == "attention"
+    w1_size = min(spec.w1_size, spec.n_ref) if spec.w1 else None
+    eps = spec.relative_epsilon
+    B = spec.batch
+    save = SaveAt(layers=True)
+    floor = {}
+    if spec.reference == "gaussian":
+        model = build_model(spec, k_model)
+        mu = GaussianMeasure(law.mean.astype(dtype), law.scale**2 * jnp.eye(spec.dim, dtype=dtype))
+        W = w1_size or 1
+        q1, q2 = mu.sample(k_ref, W, qmc=True), mu.sample(k_ref2, W, qmc=True)
+        xs = gaussian_flow(model, jnp.concatenate([x0, z, q1, q2]), mu, saveat=save).xs
+        ref = {"xs": xs[:, :B], "passive": xs[:, B:B + N], "zs": xs[:, B + N:B + N + W]}
+        if w1_size is not None:
+            wq = jnp.full((W,), 1.0 / W, dtype)
+            floor["w1"] = jnp.max(_w1_path(xs[:, B + N + W:], wq, ref["zs"], wq, eps))
+        if use_adj:
+            ref["ps"] = gaussian_token_adjoint(model, x0, mu, y)[1]
+        floor.update(token=jnp.zeros((), dtype), context=jnp.zeros((), dtype))
+        if use_adj:
+            floor["adjoint"] = jnp.zeros((), dtype)
+    else:
+        r1 = law(k_ref, spec.n_ref, qmc=True).astype(dtype)
+        r2 = law(k_ref2, spec.n_ref, qmc=True).astype(dtype)
+        model = build_model(spec, k_model, r1)
+        ref = _system(model, x0, EmpiricalMeasure(r1), y, probes, use_adj)
+        ref["passive"] = forward(model, z, EmpiricalMeasure(r1), saveat=save).xs
+        ref2 = _system(model, x0, EmpiricalMeasure(r2), y, probes, use_adj)
+        floor = _sups(_compare(ref2, ref, coupled=False, w1_size=w1_size, relative_epsilon=eps))
+
+    def one(context, size):
+        a = _system(model, x0, context, y, probes, use_adj)
+        out = {"token": jnp.linalg.norm(a["xs"] - ref["xs"], axis=-1),
+               "context": jnp.linalg.norm(a["zs"] - ref["passive"][:, :size], axis=-1) @ a["w"]}
+        if w1_size is not None:
+            wb = jnp.full((w1_size,), 1.0 / w1_size, dtype)
+            out["w1"] = _w1_path(a["zs"], a["w"], ref["zs"][:, :w1_size], wb, eps)
+        if "ps" in a and "ps" in ref:
+            out["adjoint"] = B * jnp.linalg.norm(a["ps"] - ref["ps"], axis=-1)
+            if a["pg"] is not None and "pg" in ref and ref["pg"] is not None:
+                out["grad_phi"] = jnp.max(jnp.linalg.norm(a["pg"] - ref["pg"], axis=-1), axis=-1)
+        return _sups(out)
+
+    per_n = {}
+    for bucket in size_buckets(spec.ns):
+        size = bucket[-1]
+        res = jax.lax.map(lambda n, size=size: one(EmpiricalMeasure(z[:size], prefix_weights(n, size, dtype)), size),
+                          jnp.asarray(bucket))
+        for i, n in enumerate(bucket):
+            per_n[n] = {k: v[i] for k, v in res.items()}
+    out = {k: jnp.stack([per_n[int(n)][k] for n in spec.ns]) for k in per_n[int(spec.ns[0])]}
+    out.update({f"floor_{k}": v for k, v in floor.items() if k in out})
     return out
 
 
@@ -415,6 +525,7 @@ __all__ = [
     "adjoint_states",
     "build_model",
     "coupled_deviations",
+    "exact_reference_deviations",
     "expected_slope",
     "prefix_weights",
     "run_seeds",
@@ -422,6 +533,7 @@ __all__ = [
     "seed_deviations",
     "seed_devices",
     "seed_inputs",
+    "size_buckets",
     "uniform_attention_deviation",
     "validate_spec",
     "wasserstein_slope",

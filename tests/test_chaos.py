@@ -207,3 +207,59 @@ def test_prefix_weights_and_spec_check_their_ranges():
         with pytest.raises(ValueError, match="`relative_epsilon`"):
             chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=eps))
     chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=1e-6))
+
+
+# --- exact references: the Gaussian limit and QMC ---------------------------------------------
+
+_EXACT_REF = dict(field="attention", dim=2, ns=(4, 16, 64), n_ref=256, layers=2, heads=1, mlp_width=3, batch=2,
+                  num_probes=4, w1_size=64, relative_epsilon=0.05, mlp_activation="linear")
+
+
+def test_size_buckets():
+    assert chaos.size_buckets((16, 64, 256, 1024, 2048)) == [[16, 64], [256, 1024], [2048]]
+    assert chaos.size_buckets((8,)) == [[8]]
+
+
+def test_gaussian_reference_token_deviation_is_the_direct_one():
+    """Against the Gaussian limit: the token deviation of each n equals ‖forward(first n i.i.d.
+    points) − gaussian_flow‖ computed directly (an unpadded forward per n), the exact floors are 0,
+    and max(ns) may exceed n_ref."""
+    import jax.numpy as jnp
+
+    from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
+
+    spec = chaos.ChaosSpec(**dict(_EXACT_REF, ns=(4, 16, 512)), reference="gaussian")
+    key = jax.random.key(5)
+    res = chaos.exact_reference_deviations(spec, key)
+    assert res["floor_token"] == 0 and res["floor_context"] == 0 and res["floor_adjoint"] == 0
+    assert "grad_phi" not in res and res["floor_w1"] > 0
+    k_model, k_ctx, _, _, k_x, _, _ = jax.random.split(key, 7)
+    law = spec.population_law()
+    z, x0 = law(k_ctx, 512), law(k_x, spec.batch)
+    model = chaos.build_model(spec, k_model)
+    mu = GaussianMeasure(jnp.zeros(2), law.scale**2 * jnp.eye(2))
+    exact = gaussian_flow(model, x0, mu, saveat=cfm_jax.SaveAt(layers=True)).xs
+    for i, n in enumerate(spec.ns):
+        xs = cfm_jax.forward(model, x0, z[:n], saveat=cfm_jax.SaveAt(layers=True)).xs
+        direct = jnp.mean(jnp.max(jnp.linalg.norm(xs - exact, axis=-1), axis=0))
+        np.testing.assert_allclose(res["token"][i], direct, rtol=1e-9)
+
+
+def test_gaussian_and_qmc_references_agree():
+    """A QMC reference of n_ref = 1024 points stands in for the exact limit: the n-point deviations
+    (same i.i.d. contexts) agree to a few per cent of their size, and the QMC floors are small."""
+    base = dict(_EXACT_REF, n_ref=1024, w1=False)
+    g = chaos.run_seeds(chaos.ChaosSpec(**base, reference="gaussian"), seeds=2)
+    q = chaos.run_seeds(chaos.ChaosSpec(**base, reference="qmc"), seeds=2)
+    for k in ("token", "context", "adjoint"):
+        np.testing.assert_allclose(q[k], g[k], rtol=0.1, err_msg=k)
+    assert np.all(q["floor_token"] < 0.2 * g["token"][:, -1])
+
+
+def test_exact_reference_validation():
+    with pytest.raises(ValueError, match="`reference`='gaussian' needs"):
+        chaos.run_seeds(chaos.ChaosSpec(**dict(_EXACT_REF, mlp_activation="gelu"), reference="gaussian"), seeds=1)
+    with pytest.raises(ValueError, match="`reference`='gaussian' needs"):
+        chaos.run_seeds(chaos.ChaosSpec(**dict(_EXACT_REF, field="control"), reference="gaussian"), seeds=1)
+    with pytest.raises(ValueError, match="`reference` must be"):
+        chaos.run_seeds(chaos.ChaosSpec(reference="mc"), seeds=1)

@@ -105,3 +105,25 @@ def test_grid_from_args_rejects_bad_sizes():
         rates.grid_from_args(parser.parse_args(["--seeds", "1"]))
     assert math.isclose(rates.grid_from_args(parser.parse_args(["--quick"]))["n_ref"], 1024)
     np.testing.assert_array_equal(rates.grid_from_args(parser.parse_args([]))["ns"], [16, 32, 64, 128])
+
+
+def test_exact_reference_grid_and_table(tmp_path):
+    """--reference exact: Gaussian attention rows against the Gaussian limit (MLP declared linear),
+    the others against QMC; sizes may exceed n_ref; the table and the fits name the reference."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    rates.add_arguments(parser)
+    grid = rates.grid_from_args(parser.parse_args(["--quick", "--reference", "exact", "--ns", "4", "64",
+                                                   "--n-ref", "32"]))
+    assert grid["reference"] == "exact"
+    grid = dict(TINY, reference="exact")
+    configs = rates.sweep_configs(grid, layers=2, adjoint=False)
+    refs = {(c["field"], c["population"]): (c["reference"], c.get("mlp_activation")) for c in configs}
+    assert refs == {("attention", "gaussian"): ("gaussian", "linear"), ("control", "gaussian"): ("qmc", None)}
+    fits = rates.fit_rates(rates.run_sweep(configs, tmp_path, progress=False))
+    assert {(f["field"], f["reference"]) for f in fits} == {("attention", "gaussian"), ("control", "qmc")}
+    token = next(f for f in fits if f["field"] == "attention" and f["quantity"] == "token")
+    assert token["floor"] == 0 and token["meaningful"] and len(token["ci_halfwidth"]) == 2
+    table = rates.format_table(fits)
+    assert "gaussian" in table and "qmc" in table and "nan" not in table.lower()

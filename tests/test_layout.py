@@ -3,7 +3,7 @@ library module has its own test file.
 
 Layers (low to high; a module may import its own layer and the ones below):
 
-    _validation, stats → _measures → _fields → _paths → _flow (_gaussian) → _adjoint → _solve
+    _validation, stats, _qmc → _measures → _fields → _paths → _flow (_gaussian_limit) → _adjoint → _solve
     → _gradients → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, chaos)
     → experiments → cli
 
@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "cfm_jax"
 
 LAYERS = [
-    ("_validation", "stats"),
+    ("_validation", "stats", "_qmc"),
     ("_measures",),
     ("_fields",),
     ("_paths",),
-    ("_flow", "_gaussian"),
+    ("_flow", "_gaussian_limit"),
     ("_adjoint",),
     ("_solve",),
     ("_gradients",),

@@ -340,3 +340,21 @@ def test_library_runs_under_strict_rank_and_dtype_promotion(name):
     with jax.numpy_rank_promotion("raise"), jax.numpy_dtype_promotion("strict"):
         out = jax.block_until_ready(run())
     assert all(np.isfinite(np.asarray(a)).all() for a in jax.tree.leaves(out))
+
+
+def test_forward_with_a_gaussian_context_is_the_exact_limit():
+    """forward(model, x0, GaussianMeasure) is gaussian_flow (the exact infinite-context flow), compiled;
+    an adjoint strategy does not apply to it and is refused naming `adjoint`."""
+    model = Transformer.init(jax.random.key(0), 2, heads=2, mlp_width=0, layers=3)
+    mu = cfm_jax.GaussianMeasure(jnp.array([0.2, -0.1]), jnp.array([[1.0, 0.3], [0.3, 0.5]]))
+    x0 = jnp.array([[0.5, 0.1], [-0.3, 0.4]])
+    sol = forward(model, x0, mu, saveat=SaveAt(layers=True))
+    ref = cfm_jax.gaussian_flow(model, x0, mu, saveat=SaveAt(layers=True))
+    assert isinstance(sol, cfm_jax.GaussianSolution) and isinstance(sol.context, cfm_jax.GaussianMeasure)
+    np.testing.assert_allclose(sol.x1, ref.x1, rtol=1e-13)
+    np.testing.assert_allclose(sol.context.cov, ref.context.cov, rtol=1e-13)
+    np.testing.assert_allclose(sol.xs, ref.xs, rtol=1e-13)
+    g = jax.grad(lambda m: jnp.sum(forward(m, x0, mu).x1 ** 2))(model)
+    assert np.isfinite(np.asarray(g.Q)).all() and float(jnp.abs(g.Q).max()) > 0
+    with pytest.raises(ValueError, match="`adjoint`"):
+        forward(model, x0, mu, adjoint=DiscreteAdjoint())

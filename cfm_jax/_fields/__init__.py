@@ -2,7 +2,7 @@
 
 from .attention import AttentionField, attention_matrix, attention_means
 from .base import AbstractField, LayerParams, LocalVJP, SumField, complete_params, generic_local_vjp
-from .mlp import MLPField
+from .mlp import MLPField, linear
 
 __all__ = [
     "AbstractField",
@@ -15,4 +15,5 @@ __all__ = [
     "attention_means",
     "complete_params",
     "generic_local_vjp",
+    "linear",
 ]

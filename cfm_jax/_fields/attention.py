@@ -275,3 +275,16 @@ class AttentionField(AbstractField):
         dK = jnp.einsum("hed,hdf->hef", Qm, dA)  # Q_h ∂/∂A_h
         dparams = complete_params({"Q": dQ, "K": dK, "V": dV}, params)
         return LocalVJP(velocity, dx, dz, dlogw, dparams, dtar, phi)
+
+    def gaussian_affine(self, params, mean, cov):
+        """Closed form at μ = N(m, Σ): c = Σ_h V_h m, M = Σ_h V_h Σ A_hᵀ (A_h = Q_hᵀ K_h).
+
+        The softmax mean under a Gaussian is the mean of the exponentially tilted Gaussian,
+        ∫ e^{u·z} z dμ / ∫ e^{u·z} dμ = m + Σ u, and the logit of query x is u_h·z with
+        u_h = A_hᵀ x, so the head's mean is m + Σ A_hᵀ x.
+        """
+        A = attention_matrix(params["Q"], params["K"])
+        Vh = params["V"]
+        c = jnp.einsum("hed,d->e", Vh, mean)
+        M = jnp.einsum("hed,df,hgf->eg", Vh, cov, A)
+        return c, M

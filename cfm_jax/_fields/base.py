@@ -145,6 +145,20 @@ class AbstractField(eqx.Module):
     def __add__(self, other: "AbstractField") -> "SumField":
         return SumField((self, other))
 
+    def gaussian_affine(
+        self, params: LayerParams, mean: Float[Array, " d"], cov: Float[Array, "d d"]
+    ) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
+        """The field at a Gaussian context as an affine map: V(x, N(mean, cov); θ) = c + M x.
+
+        Returns ``(c (d,), M (d, d))``. Only fields whose velocity at a Gaussian context is
+        affine in x have it (attention, an MLP with a linear activation, their sums); the default
+        raises a ``TypeError`` naming the field.
+        """
+        raise TypeError(
+            f"{type(self).__name__} has no Gaussian closed form: its velocity at a Gaussian context is not "
+            "affine in x, so the infinite-context flow does not stay Gaussian."
+        )
+
 
 def _add(a, b):
     return None if a is None else a + b
@@ -182,6 +196,14 @@ class SumField(AbstractField):
                 _add(out.phi, p.phi),
             )
         return out
+
+    def gaussian_affine(self, params, mean, cov):
+        """The summands' affine maps (c, M), added; refused if any summand has none."""
+        parts = [f.gaussian_affine(params, mean, cov) for f in self.fields]
+        c, M = parts[0]
+        for cp, Mp in parts[1:]:
+            c, M = c + cp, M + Mp
+        return c, M
 
 
 __all__ = ["AbstractField", "LayerParams", "LocalVJP", "SumField", "complete_params", "generic_local_vjp"]

@@ -15,11 +15,17 @@ import jax.numpy as jnp
 from .base import AbstractField, LocalVJP, complete_params
 
 
+def linear(x):
+    """The identity activation σ(x) = x: declares an MLP affine (it then has a Gaussian closed form)."""
+    return x
+
+
 class MLPField(AbstractField):
     """Reads ``W1: (m, d)``, ``b1: (m,)``, ``W2: (d, m)``, ``b2: (d,)`` from the layer parameters.
 
     Attributes:
-        activation: elementwise σ, default :func:`jax.nn.gelu`.
+        activation: elementwise σ, default :func:`jax.nn.gelu`; :func:`linear` declares the
+            MLP affine (needed for :meth:`gaussian_affine`).
     """
 
     activation: Callable = eqx.field(static=True, default=jax.nn.gelu)
@@ -43,3 +49,18 @@ class MLPField(AbstractField):
         dtar = None if targets is None else jnp.zeros_like(targets)
         phi = None if targets is None else jnp.zeros(targets.shape[:1], targets.dtype)
         return LocalVJP(velocity, dx, jnp.zeros_like(z), jnp.zeros(z.shape[:1], z.dtype), dparams, dtar, phi)
+
+    def gaussian_affine(self, params, mean, cov):
+        """With σ = :func:`linear`: V(x) = W2 W1 x + W2 b1 + b2 (no context dependence).
+
+        Any other activation is refused (``TypeError`` naming the field and the activation): a
+        nonlinear MLP maps a Gaussian context to a non-Gaussian one. Linearity is declared (the
+        activation *is* :func:`linear`), not guessed from the function's values.
+        """
+        if self.activation is not linear:
+            raise TypeError(
+                f"MLPField with activation {self.activation!r} has no Gaussian closed form (a nonlinear MLP does not keep "
+                "the context Gaussian); only activation=cfm_jax._fields.linear does."
+            )
+        W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
+        return W2 @ b1 + b2, W2 @ W1

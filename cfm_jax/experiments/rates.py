@@ -26,6 +26,8 @@ COLUMNS = {
     "expected": "the paper's exponent (−1/2 for attention, −1/dʹ for W1 and the control field)",
     "C": "fitted prefactor C",
     "floor/dev": "reference floor (two independent references) / mean deviation at the largest n",
+    "reference": "what n is compared with: sample (i.i.d. n_ref points), qmc (scrambled Sobol n_ref points), "
+                 "gaussian (the exact Gaussian limit, floor 0)",
 }
 
 
@@ -41,6 +43,7 @@ def default_grid(quick: bool = False) -> dict:
             control_n_ref=256,
             seeds=6,
             subspace=None,
+            reference="sample",
         )
     return dict(
         attention_dims=[1, 2, 4, 8, 16],
@@ -51,6 +54,7 @@ def default_grid(quick: bool = False) -> dict:
         control_n_ref=512,
         seeds=8,
         subspace=(8, 2),
+        reference="sample",
     )
 
 
@@ -61,12 +65,21 @@ def sweep_configs(grid: dict, *, base_seed: int = 0, layers: int = 4, adjoint: b
     reference cannot resolve n^{-1/d'} (the control field shows the curse of dimension instead).
     In d' = 1 (exact sorted formula, cheap) the whole reference is used; otherwise its first 512
     particles and Sinkhorn at ε = 2 % of the cost scale (bias ≲ 5 %, see ``cfm_jax._wasserstein``).
+
+    ``grid["reference"] == "exact"``: Gaussian attention rows compare with the exact Gaussian limit
+    (their MLP declared linear, so that the limit is Gaussian), every other row with a QMC reference
+    of n_ref points (see :mod:`cfm_jax.chaos`); ``"sample"`` (default): i.i.d. references.
     """
     configs = []
+    exact = grid.get("reference", "sample") == "exact"
 
     def group(field, population, d, k, ns, n_ref):
+        ref = ("gaussian" if field == "attention" and population == "gaussian" else "qmc") if exact else "sample"
+        extra = {"reference": ref} if exact else {}
+        if ref == "gaussian":
+            extra["mlp_activation"] = "linear"
         configs.append(
-            dict(field=field, population=population, dim=d, intrinsic_dim=k, ns=list(ns), n_ref=n_ref,
+            dict(field=field, population=population, dim=d, intrinsic_dim=k, ns=list(ns), n_ref=n_ref, **extra,
                  seeds=grid["seeds"], seed=base_seed, layers=layers, w1=(k or d) <= 3,
                  w1_size=min(1024 if (k or d) == 1 else 512, n_ref),
                  **({} if (k or d) == 1 else {"relative_epsilon": 0.02}),
@@ -137,7 +150,7 @@ def fit_rates(rows: list[dict], *, floor_ratio: float = 0.5, n_boot: int = 1000)
     slope reflects the proxy, not the rate.
     """
     from ..chaos import QUANTITIES, expected_slope
-    from ..stats import fit_loglog
+    from ..stats import fit_loglog, mean_ci
 
     fits = []
     for r in rows:
@@ -153,6 +166,7 @@ def fit_rates(rows: list[dict], *, floor_ratio: float = 0.5, n_boot: int = 1000)
             floors = r.get("floor", {}).get(q)
             fl = float(np.median(np.asarray(floors, dtype=np.float64))) if floors is not None else float("nan")
             top = float(y[-1].mean())
+            cis = [mean_ci(v)[1] for v in y]
             fits.append(
                 dict(
                     field=field,
@@ -170,6 +184,8 @@ def fit_rates(rows: list[dict], *, floor_ratio: float = 0.5, n_boot: int = 1000)
                     meaningful=bool(not np.isfinite(fl) or fl / math.sqrt(2) < floor_ratio * top),
                     ns=ns.tolist(),
                     mean=y.mean(axis=1).tolist(),
+                    ci_halfwidth=cis,
+                    reference=cfg.get("reference", "sample"),
                 )
             )
     return fits
@@ -187,7 +203,7 @@ def prefactors_vs_dim(fits: list[dict]) -> dict:
 def format_table(fits: list[dict]) -> str:
     """Plain-text table (one line per fit) followed by the meaning of every column."""
     head = (f"{'quantity':9} {'field':9} {'population':17} {'d':>3} {'dʹ':>3} {'slope':>7} {'95% CI':>17} "
-            f"{'expected':>8} {'C':>7} {'floor/dev':>9}  note")
+            f"{'expected':>8} {'C':>7} {'floor/dev':>9} {'reference':>9}  note")
     lines = [head, "-" * len(head)]
     for f in fits:
         floor = f["floor"] if f["floor"] is not None else float("nan")
@@ -196,7 +212,8 @@ def format_table(fits: list[dict]) -> str:
         lines.append(
             f"{f['quantity']:9} {f['field']:9} {f['population']:17} {f['dim']:>3} {f['intrinsic_dim']:>3} "
             f"{f['slope']:>7.3f} [{f['ci_low']:>7.3f},{f['ci_high']:>7.3f}] {f['expected']:>8.3f} "
-            f"{f['prefactor']:>7.3g} {(f'{ratio:9.2f}' if np.isfinite(ratio) else f'{chr(8212):>9}')}  {note}"
+            f"{f['prefactor']:>7.3g} {(f'{ratio:9.2f}' if np.isfinite(ratio) else f'{chr(8212):>9}')} "
+            f"{f.get('reference', 'sample'):>9}  {note}"
         )
     lines.append("")
     lines += [f"  {k:9} {v}" for k, v in COLUMNS.items()]
@@ -232,7 +249,7 @@ def rates_figure(fits: list[dict]):
     from .plotting import COLORS, figure, log_ticks, log_values
 
     panels = _panels(fits)
-    fig, axes = figure(len(panels), ncols=min(4, len(panels)), width=4.0, height=3.5)
+    fig, axes = figure(len(panels), ncols=min(4, len(panels)), width=4.0, height=4.8)
     for ax, (field, q) in zip(axes, panels):
         sel = [f for f in fits if f["field"] == field and f["quantity"] == q]
         all_ns = sorted({n for f in sel for n in f["ns"]})
@@ -242,9 +259,12 @@ def rates_figure(fits: list[dict]):
             ns, m = np.array(f["ns"]), np.array(f["mean"])
             lab = f"d={f['dim']}" + (f" (dʹ={f['intrinsic_dim']})" if f["intrinsic_dim"] != f["dim"] else "")
             lab += f": {f['slope']:+.2f}" + ("" if f["meaningful"] else " (floor-limited)")
-            ax.plot(ns, m, "o-", color=color, label=lab, lw=1.4)
+            ci = np.array(f.get("ci_halfwidth", np.full(len(ns), np.nan)), dtype=np.float64)
+            # Student-t 95 % interval over seeds, clipped at the axis floor on a log scale
+            ax.errorbar(ns, m, yerr=[np.minimum(np.nan_to_num(ci), 0.9 * m), np.nan_to_num(ci)], fmt="o-",
+                        color=color, label=lab, lw=1.4, capsize=2.5, ms=4)
             ax.plot(ns, m[-1] * (ns / ns[-1]) ** f["expected"], "--", color=color, lw=1.0)
-            if f["floor"] is not None and np.isfinite(f["floor"]):
+            if f["floor"] is not None and np.isfinite(f["floor"]) and f["floor"] > 0:  # exact references: 0
                 ax.axhline(f["floor"], color=color, ls=":", lw=1.0)
                 floors = True
         log_values(ax, "y")
@@ -258,7 +278,11 @@ def rates_figure(fits: list[dict]):
         if floors:  # the coupled context has no floor
             handles.append(Line2D([], [], color="0.3", ls=":"))
             labels.append("reference floor (same colour)")
-        ax.legend(handles, labels, fontsize=7, title="fitted slope", title_fontsize=7)
+        handles.append(Line2D([], [], color="0.3", marker="|", ls="none"))
+        labels.append("95 % CI over seeds")
+        # outside the axes (below), so no data point is ever covered
+        ax.legend(handles, labels, fontsize=7, title="fitted slope", title_fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.suptitle("finite vs infinite context: deviation (sup over depth, mean over seeds) vs n", fontsize=11)
     fig.tight_layout()
     return fig
@@ -289,6 +313,9 @@ def add_arguments(parser):
     parser.add_argument("--no-subspace", action="store_true",
                         help="skip the population on a dʹ = 2 subspace of R^8 (run by default, not with --quick)")
     parser.add_argument("--no-adjoint", action="store_true", help="skip the adjoint quantities (p, ∇φ)")
+    parser.add_argument("--reference", choices=("sample", "exact"), default=None,
+                        help="sample: i.i.d. reference of n_ref points (default); exact: the exact Gaussian limit "
+                             "for Gaussian attention rows (MLP linear), a QMC reference for the others")
 
 
 def grid_from_args(args) -> dict:
@@ -306,11 +333,13 @@ def grid_from_args(args) -> dict:
     check_option("layers", args.layers)
     if args.no_subspace:
         grid["subspace"] = None
+    if args.reference is not None:
+        grid["reference"] = args.reference
     for key, flag in (("ns", "--ns"), ("control_ns", "--control-ns")):
         if len(grid[key]) < 2:
             raise ValueError(f"{flag}: need at least two positive context sizes to fit a rate, got {grid[key]}.")
     for key, ref, flag in (("ns", "n_ref", "--n-ref"), ("control_ns", "control_n_ref", "--control-n-ref")):
-        if max(grid[key]) > grid[ref]:
+        if grid.get("reference", "sample") == "sample" and max(grid[key]) > grid[ref]:
             raise ValueError(f"{flag} ({grid[ref]}) must be >= the largest context size ({max(grid[key])}).")
     return grid
 

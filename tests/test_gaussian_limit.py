@@ -1,0 +1,286 @@
+"""The exact Gaussian infinite-context flow against sampled contexts, its own ODE, autodiff and
+finite differences; the closed forms of the fields; validation and the refusal."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cfm_jax
+from cfm_jax._fields import AttentionField, MLPField, linear
+from cfm_jax._gaussian_limit import (
+    GaussianMeasure,
+    GaussianSolution,
+    gaussian_flow,
+    gaussian_token_adjoint,
+)
+from cfm_jax.stats import fit_loglog
+
+D = 3
+
+
+def _mu():
+    A = jnp.array([[0.5, 0.1, 0.0], [0.0, 0.4, 0.2], [0.1, 0.0, 0.45]])
+    return GaussianMeasure(jnp.array([0.2, -0.1, 0.1]), A @ A.T + 0.05 * jnp.eye(D))
+
+
+def _x0():
+    return 0.6 * jax.random.normal(jax.random.key(3), (4, D), jnp.float64)
+
+
+@pytest.fixture(scope="module")
+def linear_mlp_model():
+    """Attention (2 heads) + an MLP declared linear, L = 4."""
+    return cfm_jax.Transformer.init(jax.random.key(5), D, heads=2, mlp_width=3, layers=4, activation=linear,
+                                    mlp_scale=0.5, dtype=jnp.float64)
+
+
+def test_attention_closed_form_vs_large_n():
+    """One attention layer at N(m, Σ): the sampled velocity approaches c + Mx as n^{-1/2}."""
+    model = cfm_jax.Transformer.init(jax.random.key(1), D, heads=2, layers=1, dtype=jnp.float64)
+    params, mu, x = model.layer_params(0), _mu(), _x0()
+    c, M = model.field.gaussian_affine(params, mu.mean, mu.cov)
+    exact = c + x @ M.T
+    ns = [1000, 4000, 16000, 64000]
+    keys = jax.random.split(jax.random.key(11), 8)
+    errs = []
+    for n in ns:
+        w = jnp.full((n,), 1.0 / n)
+
+        def err(k, n=n, w=w):
+            v = model.field(x, cfm_jax.EmpiricalMeasure.unchecked(mu.sample(k, n), w), params)
+            return jnp.sqrt(jnp.mean(jnp.sum((v - exact) ** 2, -1)))
+
+        errs.append(np.asarray(jax.jit(jax.vmap(err))(keys)))
+    fit = fit_loglog(ns, np.stack(errs))
+    assert fit.contains(-0.5), fit
+    assert fit.ci_high - fit.ci_low < 0.4, fit
+
+
+def test_recursion_vs_sampled_forward(linear_mlp_model):
+    """L = 4 layers (attention + linear MLP): cfm_jax.forward on n Gaussian samples approaches
+    the moment recursion's token as n^{-1/2} over almost two decades, with no floor. One compiled
+    n-system: the first n of N samples carry weight 1/n, the rest exactly 0."""
+    model, mu, x = linear_mlp_model, _mu(), _x0()
+    exact = gaussian_flow(model, x, mu).x1
+    ns = [16, 64, 256, 1024]
+    N = ns[-1]
+    keys = jax.random.split(jax.random.key(12), 8)
+
+    def errs(k):
+        z = mu.sample(k, N)
+
+        def at(n):
+            w = jnp.where(jnp.arange(N) < n, 1.0 / n, 0.0)
+            x1 = cfm_jax.forward(model, x, cfm_jax.EmpiricalMeasure.unchecked(z, w)).x1
+            return jnp.mean(jnp.linalg.norm(x1 - exact, axis=-1))
+
+        return jax.lax.map(at, jnp.asarray(ns, jnp.float64))
+
+    fit = fit_loglog(ns, np.asarray(jax.jit(jax.vmap(errs))(keys)).T)
+    assert fit.contains(-0.5), fit
+    assert fit.ci_high - fit.ci_low < 0.5, fit
+
+
+def _ode_reference(model, x, mu):
+    return gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), steps=64 * model.num_layers)
+
+
+def _ode_error(sol, ref):
+    return float(jnp.max(jnp.abs(sol.x1 - ref.x1)) + jnp.max(jnp.abs(sol.context.cov - ref.context.cov)))
+
+
+def test_euler_recursion_converges_to_moment_ode_first_order(linear_mlp_model):
+    """As steps grow, the exact Euler recursion converges to the moment ODE (Tsit5, 64 steps per
+    layer) at order 1."""
+    model, mu, x = linear_mlp_model, _mu(), _x0()
+    ref = _ode_reference(model, x, mu)
+    ks = [2, 4, 8, 16, 32]
+    errs = [_ode_error(gaussian_flow(model, x, mu, steps=k * model.num_layers), ref) for k in ks]
+    assert abs(fit_loglog(ks, errs).slope + 1.0) < 0.1, errs
+
+
+@pytest.mark.slow
+def test_moment_ode_heun_second_order(linear_mlp_model):
+    model, mu, x = linear_mlp_model, _mu(), _x0()
+    ref = _ode_reference(model, x, mu)
+    ks = [2, 4, 8, 16]
+    errs = [_ode_error(gaussian_flow(model, x, mu, solver=diffrax.Heun(), steps=k * model.num_layers), ref) for k in ks]
+    assert abs(fit_loglog(ks, errs).slope + 2.0) < 0.2, errs
+
+
+def test_affine_field_moments_exact_for_any_empirical_context():
+    """A linear-MLP-only field ignores the measure and is affine: for any empirical context the
+    sampled tokens equal the recursion's and the empirical mean and covariance of the pushed
+    points follow the moment recursion exactly (an independent code path: cfm_jax.forward)."""
+    k1, k2, k3 = jax.random.split(jax.random.key(4), 3)
+    L, m = 3, 5
+    params = {
+        "W1": 0.5 * jax.random.normal(k1, (L, m, D)),
+        "b1": 0.3 * jax.random.normal(k2, (L, m)),
+        "W2": 0.5 * jax.random.normal(k3, (L, D, m)),
+        "b2": 0.1 * jnp.ones((L, D)),
+    }
+    model = cfm_jax.CFM(MLPField(activation=linear), params, D)
+    z = jax.random.normal(jax.random.key(6), (50, D)) @ jnp.diag(jnp.array([1.0, 0.5, 2.0]))
+    mu = GaussianMeasure(z.mean(0), jnp.cov(z.T, bias=True))
+    x = _x0()
+    for steps in (L, 2 * L):
+        sol = gaussian_flow(model, x, mu, steps=steps)
+        fs = cfm_jax.forward(model, x, z, steps=steps)
+        np.testing.assert_allclose(sol.x1, fs.x1, atol=1e-12)
+        np.testing.assert_allclose(sol.context.mean, fs.z1.mean(0), atol=1e-12)
+        np.testing.assert_allclose(sol.context.cov, jnp.cov(fs.z1.T, bias=True), atol=1e-11)
+
+
+def test_sum_field_adds_closed_forms(linear_mlp_model):
+    params, mu = linear_mlp_model.layer_params(1), _mu()
+    c, M = linear_mlp_model.field.gaussian_affine(params, mu.mean, mu.cov)
+    ca, Ma = AttentionField().gaussian_affine(params, mu.mean, mu.cov)
+    cm, Mm = MLPField(activation=linear).gaussian_affine(params, mu.mean, mu.cov)
+    np.testing.assert_allclose(c, ca + cm, atol=1e-14)
+    np.testing.assert_allclose(M, Ma + Mm, atol=1e-14)
+
+
+@pytest.mark.parametrize("activation, name", [(jnp.tanh, "tanh"), (jax.nn.gelu, "gelu")])
+def test_refusal_names_the_field(activation, name):
+    model = cfm_jax.Transformer.init(jax.random.key(0), D, heads=1, mlp_width=2, layers=2, activation=activation)
+    with pytest.raises(TypeError, match=rf"MLPField with activation .*{name}.* no Gaussian closed form"):
+        gaussian_flow(model, _x0(), _mu())
+
+
+def test_refusal_default_names_user_field():
+    class Odd(cfm_jax.AbstractField):
+        def __call__(self, x, measure, params):
+            return jnp.sin(x) * params["a"]
+
+    model = cfm_jax.CFM(Odd(), {"a": jnp.ones((2,))}, D)
+    with pytest.raises(TypeError, match="Odd has no Gaussian closed form"):
+        gaussian_flow(model, _x0(), _mu())
+
+
+def _loss(model, x, mean, cov, **kw):
+    sol = gaussian_flow(model, x, GaussianMeasure.unchecked(mean, cov), **kw)
+    return jnp.sum(jnp.sin(sol.x1)) + jnp.sum(sol.context.cov**2) + jnp.sum(sol.context.mean**3)
+
+
+@pytest.mark.parametrize(
+    "solver", [None, pytest.param(diffrax.Heun(), marks=pytest.mark.slow)], ids=["recursion", "heun"]
+)
+def test_grad_matches_central_differences(linear_mlp_model, solver):
+    """jax.grad through the Gaussian forward (model, x0, mean, cov) vs central differences, f64."""
+    model, mu, x = linear_mlp_model, _mu(), _x0()
+    kw = dict(solver=solver, steps=2 * model.num_layers)
+    args = (model, x, mu.mean, mu.cov)
+    grads = jax.grad(lambda *a: _loss(*a, **kw), argnums=(0, 1, 2, 3))(*args)
+    leaves, treedef = jax.tree.flatten(args)
+    dirs = [jax.random.normal(k, jnp.shape(a)) for k, a in zip(jax.random.split(jax.random.key(9), len(leaves)), leaves)]
+    dirs[-1] = dirs[-1] + dirs[-1].T  # a symmetric perturbation of the covariance
+    analytic = sum(jnp.vdot(g, v) for g, v in zip(jax.tree.leaves(grads), dirs))
+    eps = 1e-6
+
+    def at(t):
+        return _loss(*jax.tree.unflatten(treedef, [a + t * v for a, v in zip(leaves, dirs)]), **kw)
+
+    numeric = (at(eps) - at(-eps)) / (2 * eps)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6)
+
+
+def test_token_adjoint_matches_autodiff(linear_mlp_model):
+    """p_0 of the hand reverse scan = ∂ℓ/∂x_0 by autodiff through the recursion; p_1 = ∇ℓ(x_1)."""
+    model, mu, x = linear_mlp_model, _mu(), _x0()
+    y = jnp.ones_like(x)
+
+    def loss(x0):
+        return 0.5 * jnp.mean(jnp.sum((gaussian_flow(model, x0, mu, steps=8).x1 - y) ** 2, -1))
+
+    ss, ps = gaussian_token_adjoint(model, x, mu, y, steps=8)
+    assert ps.shape == (5, 4, D) and ss.shape == (5,)
+    np.testing.assert_allclose(ps[0], jax.grad(loss)(x), atol=1e-13)
+    np.testing.assert_allclose(ps[-1], (gaussian_flow(model, x, mu, steps=8).x1 - y) / 4, atol=1e-14)
+    _, ps_steps = gaussian_token_adjoint(model, x, mu, y, steps=8, saveat=cfm_jax.SaveAt(steps=True))
+    np.testing.assert_allclose(ps_steps[::2], ps, atol=1e-15)
+
+
+def test_saveat_and_shapes(linear_mlp_model):
+    model, mu, x = linear_mlp_model, _mu(), _x0()
+    L = model.num_layers
+    layers = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
+    steps = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(steps=True))
+    assert isinstance(layers, GaussianSolution) and isinstance(layers.context, GaussianMeasure)
+    assert layers.xs.shape == (L + 1, 4, D) and layers.covs.shape == (L + 1, D, D)
+    assert steps.means.shape == (2 * L + 1, D)
+    np.testing.assert_allclose(layers.ss, jnp.arange(L + 1) / L)
+    np.testing.assert_allclose(steps.xs[::2], layers.xs, atol=1e-15)
+    np.testing.assert_allclose(layers.xs[-1], layers.x1, atol=1e-15)
+    single = gaussian_flow(model, x[0], mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
+    assert single.x1.shape == (D,) and single.xs.shape == (L + 1, D)
+    np.testing.assert_allclose(single.x1, layers.x1[0], atol=1e-15)
+
+
+def test_sample_moments_iid_and_qmc():
+    mu = _mu()
+    for qmc in (False, True):
+        z = mu.sample(jax.random.key(2), 1 << 14, qmc=qmc)
+        assert z.shape == (1 << 14, D)
+        np.testing.assert_allclose(z.mean(0), mu.mean, atol=0.02)
+        np.testing.assert_allclose(jnp.cov(z.T), mu.cov, atol=0.02)
+    a = mu.sample(jax.random.key(2), 64, qmc=True)
+    np.testing.assert_array_equal(a, mu.sample(jax.random.key(2), 64, qmc=True))
+    assert not np.allclose(a, mu.sample(jax.random.key(3), 64, qmc=True))
+
+
+@pytest.mark.parametrize(
+    "mean, cov, match",
+    [
+        (jnp.zeros((2, 2)), jnp.eye(2), "`mean` must have shape"),
+        (jnp.zeros(2), jnp.eye(3), "`cov` must have shape"),
+        (jnp.array([0.0, jnp.nan]), jnp.eye(2), "`mean` contains non-finite"),
+        (jnp.zeros(2), jnp.array([[1.0, 0.5], [0.0, 1.0]]), "`cov` must be symmetric"),
+        (jnp.zeros(2), jnp.array([[1.0, 2.0], [2.0, 1.0]]), "`cov` must be positive definite"),
+        (jnp.zeros(2), jnp.array([[1.0, jnp.inf], [jnp.inf, 1.0]]), "`cov` contains non-finite"),
+    ],
+)
+def test_gaussian_measure_validation(mean, cov, match):
+    with pytest.raises(ValueError, match=match):
+        GaussianMeasure(mean, cov)
+
+
+@pytest.mark.parametrize(
+    "cov, match",
+    [(jnp.array([[1.0, 2.0], [2.0, 1.0]]), "positive definite"), (jnp.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric")],
+)
+def test_gaussian_measure_validation_under_jit(cov, match):
+    f = jax.jit(lambda c: GaussianMeasure(jnp.zeros(2), c).cov.sum())
+    assert np.isfinite(f(jnp.eye(2)))
+    with pytest.raises(Exception, match=match):
+        jax.block_until_ready(f(cov))
+
+
+def test_bad_inputs(linear_mlp_model):
+    mu = _mu()
+    with pytest.raises(ValueError, match="`mu` must be a GaussianMeasure"):
+        gaussian_flow(linear_mlp_model, _x0(), jnp.zeros((5, D)))
+    with pytest.raises(ValueError, match="`mu` has dimension 2"):
+        gaussian_flow(linear_mlp_model, _x0(), GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
+    with pytest.raises(ValueError, match="`steps`=6 must be a multiple"):
+        gaussian_flow(linear_mlp_model, _x0(), mu, steps=6)
+    with pytest.raises(ValueError, match="`x0` must have shape"):
+        gaussian_flow(linear_mlp_model, jnp.zeros((2, 5)), mu)
+    with pytest.raises(ValueError, match="`y` must have the shape"):
+        gaussian_token_adjoint(linear_mlp_model, _x0(), mu, jnp.zeros((3, D)))
+    with pytest.raises(ValueError, match="`n` must be a positive int"):
+        mu.sample(jax.random.key(0), 0)
+
+
+def test_jit_and_vmap_over_contexts(linear_mlp_model):
+    """Pure in arrays: vmapped over a batch of means equals the loop, under jit."""
+    model, mu, x = linear_mlp_model, _mu(), _x0()
+    means = jnp.stack([mu.mean, -mu.mean, 2 * mu.mean])
+    f = jax.jit(jax.vmap(lambda m: gaussian_flow(model, x, GaussianMeasure(m, mu.cov)).x1))
+    out = f(means)
+    for i in range(3):
+        np.testing.assert_allclose(out[i], gaussian_flow(model, x, GaussianMeasure(means[i], mu.cov)).x1, atol=1e-13)
+    assert eqx.is_array(out)
