@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "GaussianSolution": "_gaussian_limit",
     "generic_local_vjp": "_fields",
     "grid_probes": "_adjoint",
+    "linear": "_fields",
     "LipschitzEstimate": "ogd",
     "load_checkpoint": "ogd",
     "LocalVJP": "_fields",
@@ -113,7 +114,7 @@ def __dir__():
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     from ._adjoint import AbstractHandAdjoint, AbstractMemory, Backsolve, ball_probes, ContinuousAdjoint, DiscreteAdjoint, grid_probes, Recompute, StoreAll, StoreEvery
     from ._control import W1ControlField
-    from ._fields import AbstractField, AttentionField, generic_local_vjp, LocalVJP, MLPField, SumField
+    from ._fields import AbstractField, AttentionField, generic_local_vjp, linear, LocalVJP, MLPField, SumField
     from ._flow import FlowSolution, SaveAt
     from ._gaussian_limit import gaussian_flow, gaussian_token_adjoint, GaussianMeasure, GaussianSolution
     from ._gradients import adjoint_trajectories, AdjointSolution, functional_gradient, loss_and_grad, mean_squared_loss, probe_gradients, value_and_grad
@@ -141,7 +142,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         grid_probes,
     )
     from ._control import W1ControlField
-    from ._fields import AbstractField, AttentionField, LocalVJP, MLPField, SumField, generic_local_vjp
+    from ._fields import AbstractField, AttentionField, generic_local_vjp, linear, LocalVJP, MLPField, SumField
     from ._flow import FlowSolution, SaveAt
     from ._gradients import (
         AdjointSolution,
@@ -217,6 +218,7 @@ __all__ = [
     "GaussianSolution",
     "generic_local_vjp",
     "grid_probes",
+    "linear",
     "LipschitzEstimate",
     "load_checkpoint",
     "LocalVJP",

@@ -255,7 +255,7 @@ def gaussian_flow(
 
     Args:
         model: any :class:`~cfm_jax.AbstractCFM` whose field has a Gaussian closed form
-            (attention, an MLP with ``activation=cfm_jax._fields.linear``, their sums); others
+            (attention, an MLP with ``activation=cfm_jax.linear``, their sums); others
             raise a ``TypeError`` naming the field.
         x0: ``(d,)`` or ``(B, d)`` target tokens.
         mu: the initial context, a :class:`GaussianMeasure`.

@@ -40,7 +40,7 @@ class RateFit:
 
     @classmethod
     def from_dict(cls, d: dict) -> RateFit:
-        """The fit stored by :meth:`as_dict` in a JSON row, where a missing number (NaN: no CI
+        """The fit stored by ``as_dict`` in a JSON row, where a missing number (NaN: no CI
         from one mean per size) is ``null``."""
         return cls(*(float("nan") if d[k] is None else float(d[k]) for k in ("slope", "intercept", "ci_low", "ci_high")))
 

@@ -24,7 +24,7 @@ class MLPField(AbstractField):
     """Reads ``W1: (m, d)``, ``b1: (m,)``, ``W2: (d, m)``, ``b2: (d,)`` from the layer parameters.
 
     Attributes:
-        activation: elementwise σ, default :func:`jax.nn.gelu`; :func:`linear` declares the
+        activation: elementwise σ, default :func:`jax.nn.gelu`; [`linear`][cfm_jax.linear] declares the
             MLP affine (needed for :meth:`gaussian_affine`).
     """
 
@@ -51,16 +51,16 @@ class MLPField(AbstractField):
         return LocalVJP(velocity, dx, jnp.zeros_like(z), jnp.zeros(z.shape[:1], z.dtype), dparams, dtar, phi)
 
     def gaussian_affine(self, params, mean, cov):
-        """With σ = :func:`linear`: V(x) = W2 W1 x + W2 b1 + b2 (no context dependence).
+        """With σ = [`linear`][cfm_jax.linear]: V(x) = W2 W1 x + W2 b1 + b2 (no context dependence).
 
         Any other activation is refused (``TypeError`` naming the field and the activation): a
         nonlinear MLP maps a Gaussian context to a non-Gaussian one. Linearity is declared (the
-        activation *is* :func:`linear`), not guessed from the function's values.
+        activation *is* [`linear`][cfm_jax.linear]), not guessed from the function's values.
         """
         if self.activation is not linear:
             raise TypeError(
                 f"MLPField with activation {self.activation!r} has no Gaussian closed form (a nonlinear MLP does not keep "
-                "the context Gaussian); only activation=cfm_jax._fields.linear does."
+                "the context Gaussian); only activation=cfm_jax.linear does."
             )
         W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
         return W2 @ b1 + b2, W2 @ W1
