@@ -168,7 +168,7 @@ def _default_times(ns) -> dict:
             for n in ns}
 
 
-def check_cost(ns, rounds=2):
+def check_cost(ns, rounds=5):
     """forward with its value checks vs ``EQX_ON_ERROR=off`` (fresh processes, alternated, best of ``rounds``)."""
     best = {"on": {}, "off": {}}
     for _ in range(rounds):
