@@ -17,15 +17,6 @@ def check_finite(name: str, x) -> None:
         raise ValueError(f"`{name}` contains non-finite values (nan/inf).")
 
 
-def check_shape(name: str, x, expected: tuple, what: str = "") -> None:
-    """`expected` may contain None for free axes."""
-    shape = tuple(np.shape(x))
-    ok = len(shape) == len(expected) and all(e is None or e == s for e, s in zip(expected, shape))
-    if not ok:
-        spec = "(" + ", ".join("*" if e is None else str(e) for e in expected) + ")"
-        raise ValueError(f"`{name}` must have shape {spec}{' ' + what if what else ''}, got {shape}.")
-
-
 def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
     v = float(value)
     if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):

@@ -54,6 +54,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 from ._validation import is_concrete
+from ._adjoint import ball_probes
 from ._control import W1ControlField
 from ._fields import linear
 from ._flow import SaveAt
@@ -161,14 +162,6 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
         raise ValueError("`reference`='gaussian' needs field='attention', population='gaussian' and no MLP or "
                          "mlp_activation='linear' (only then is the infinite-context flow Gaussian).")
     return spec
-
-
-def _ball(key, num, dim, radius, dtype):
-    """``num`` points uniform in the ball of radius ``radius`` (probe points)."""
-    kd, kr = jax.random.split(key)
-    g = jax.random.normal(kd, (num, dim), dtype)
-    u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
-    return radius * u * jax.random.uniform(kr, (num, 1), dtype) ** (1.0 / dim)
 
 
 def prefix_weights(n, size: int, dtype=None) -> jax.Array:
@@ -319,7 +312,7 @@ def seed_inputs(spec: ChaosSpec, key):
     ref2 = law(k_ref2, spec.n_ref).astype(dtype)
     x0 = law(k_x, spec.batch).astype(dtype)
     y = law(k_y, spec.batch).astype(dtype)
-    probes = _ball(k_probe, spec.num_probes, spec.dim, spec.radius, dtype)
+    probes = ball_probes(k_probe, spec.num_probes, spec.dim, spec.radius, dtype)
     return k_model, ref, ref2, x0, y, probes
 
 
@@ -388,7 +381,7 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
     z = law(k_ctx, N).astype(dtype)
     x0 = law(k_x, spec.batch).astype(dtype)
     y = law(k_y, spec.batch).astype(dtype)
-    probes = _ball(k_probe, spec.num_probes, spec.dim, spec.radius, dtype)
+    probes = ball_probes(k_probe, spec.num_probes, spec.dim, spec.radius, dtype)
     use_adj = spec.adjoint and spec.field == "attention"
     w1_size = min(spec.w1_size, spec.n_ref) if spec.w1 else None
     eps = spec.relative_epsilon

@@ -15,7 +15,6 @@ import sys
 
 from .experiments.options import (
     HelpFormatter,
-    add_experiment_arguments,
     add_global_arguments,
     apply_global_options,
     validate_options,
@@ -40,8 +39,7 @@ DESCRIPTION = (
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."
 
-# Kept for experiment modules that still import it from here; it lives in experiments.options.
-__all__ = ["COMMANDS", "add_experiment_arguments", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,6 +4,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from _problems import problem as _problem, rel as _rel, residual_network
 
@@ -148,3 +149,19 @@ def test_value_and_grad_is_a_deprecated_alias_of_loss_and_grad():
         old = cfm_jax.value_and_grad(model, x0, ctx, y)
     new = cfm_jax.loss_and_grad(model, x0, ctx, y)
     assert _rel(old, new) == 0.0
+
+
+def test_adjoint_trajectories_honour_the_memory_policy():
+    """Trajectories through DiscreteAdjoint(Recompute()) or StoreEvery(2) (states recomputed in the
+    backward sweep) equal those through StoreAll(); ContinuousAdjoint(Backsolve()) keeps no layer
+    states and is refused with an error naming the policy to use."""
+    model, x0, ctx, y = _problem(6)
+    probes = cfm_jax.ball_probes(jax.random.key(3), 4, 3, radius=1.0)
+    ref = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=probes, steps=8)
+    for memory in (cfm_jax.Recompute(), cfm_jax.StoreEvery(2)):
+        got = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=probes, steps=8,
+                                           adjoint=cfm_jax.DiscreteAdjoint(memory=memory))
+        for name in ("xs", "zs", "ps", "a", "probe_grads", "probe_values", "weight_grads"):
+            np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12, atol=1e-14, err_msg=name)
+    with pytest.raises(ValueError, match="StoreEvery"):
+        cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(memory=cfm_jax.Backsolve()))

@@ -25,9 +25,8 @@ def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
     dtype = dtype or jnp.result_type(float)
     kd, kr = jax.random.split(key)
     g = jax.random.normal(kd, (num, dim), dtype)
-    g = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
-    r = radius * jax.random.uniform(kr, (num, 1), dtype) ** (1.0 / dim)
-    return g * r
+    u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
+    return radius * u * jax.random.uniform(kr, (num, 1), dtype) ** (1.0 / dim)
 
 
 def grid_probes(dim: int, radius: float = 1.0, per_axis: int = 5, dtype=None):
