@@ -31,6 +31,7 @@ def _best(fn, repeats):
 
 
 def main(argv=None):
+    assert __doc__ is not None  # the module docstring is the description
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)

@@ -220,6 +220,7 @@ def to_markdown(result) -> str:
 
 
 def main(argv=None):
+    assert __doc__ is not None  # the module docstring is the description
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="tiny sizes (automatic without a GPU)")
     parser.add_argument("--budget", type=float, default=None, help="seconds for the cells (default 400; dry run 120)")

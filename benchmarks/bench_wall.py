@@ -46,6 +46,7 @@ def _run(cmd, cache, log_compiles=True):
 
 
 def main(argv=None):
+    assert __doc__ is not None  # the module docstring is the description
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="time `cfm-jax rates --quick` instead of the defaults")
     p.add_argument("--tests", action="store_true", help="also time the default test suite (cold)")

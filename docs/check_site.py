@@ -80,7 +80,7 @@ def raw_tex(text: str) -> list[str]:
 
 def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
     class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
@@ -231,6 +231,7 @@ def check(site: Path, shots: Path, chromium: str) -> list[str]:
 
 
 def main(argv=None) -> int:
+    assert __doc__ is not None  # the module docstring is the description
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=ROOT / "site", help="the built site (default: site/)")
     parser.add_argument("--screenshots", type=Path, default=ROOT / "docs" / "screenshots", help="where the PNGs go (default: docs/screenshots/)")

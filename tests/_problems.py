@@ -22,6 +22,7 @@ def problem(seed, d=3, n=7, B=2, heads=2, mlp=5, layers=4):
     """A random float64 transformer (H heads, MLP on, non-zero biases), tokens, a non-uniform context and targets."""
     km, kx, kz, kw, ky = jax.random.split(jax.random.key(seed), 5)
     model = cfm_jax.Transformer.init(km, d, heads=heads, mlp_width=mlp, layers=layers, qk_scale=1.5, v_scale=1.5)
+    assert model.b1 is not None and model.b2 is not None  # the MLP is on
     model = eqx.tree_at(lambda m: (m.b1, m.b2), model, (0.3 * jnp.ones_like(model.b1), -0.2 * jnp.ones_like(model.b2)))
     x0 = jax.random.normal(kx, (B, d))
     w = jax.random.uniform(kw, (n,), minval=0.2, maxval=2.0)

@@ -21,6 +21,7 @@ def test_probe_rows_are_passive_in_the_system_products():
     B, n = x0.shape[0], z.shape[0]
     assert rel(some.dx[: B + n], none.dx) <= 1e-13 and rel(some.dz, none.dz) <= 1e-13
     assert rel(some.dlogw, none.dlogw) <= 1e-13 and rel(some.dparams, none.dparams) <= 1e-13
+    assert some.dtargets is not None and some.phi is not None
     assert some.dtargets.shape == (4, 3) and some.phi.shape == (4,)
     # the measure term at a probe placed on a particle is the particle's test-field term dz_j / w_j
     on = system_vjp(model.field, th, x0, z, w, z[:2], p, b, jnp.zeros((2, 3)))

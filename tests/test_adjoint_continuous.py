@@ -1,5 +1,7 @@
 """ContinuousAdjoint: the adjoint ODE converges to the exact continuous gradient at its solver's order."""
 
+from typing import Any
+
 import diffrax
 import equinox as eqx
 import jax
@@ -107,6 +109,7 @@ def test_saved_layer_cotangents_converge_at_the_solver_order():
             m, x, z, w = inputs
             sol = cfm_jax.forward(m, x, cfm_jax.EmpiricalMeasure.unchecked(z, w), solver=solver, steps=steps,
                                   saveat=cfm_jax.SaveAt(layers=True), adjoint=adjoint)
+            assert sol.xs is not None and sol.zs is not None  # saved at the layers
             return jnp.sum(jnp.tanh(sol.xs) ** 2) + 0.1 * jnp.sum(sol.zs[1:] ** 3)
 
         return eqx.filter_jit(eqx.filter_grad(f))((model, x0, ctx.points, ctx.weights))
@@ -125,7 +128,7 @@ def test_piecewise_linear_path_at_awkward_step_counts():
     model, x0, ctx, y = _problem(11, layers=3)
     params = {k: jnp.concatenate([v, 0.5 * v[:1]], 0) for k, v in model.stacked_params().items()}
     path = cfm_jax.PiecewiseLinearCFM(model.field, params, model.dim)
-    fine = dict(solver=diffrax.Tsit5(), steps=3 * 64, adjoint=diffrax.RecursiveCheckpointAdjoint())
+    fine: dict[str, Any] = dict(solver=diffrax.Tsit5(), steps=3 * 64, adjoint=diffrax.RecursiveCheckpointAdjoint())
     _, ref = cfm_jax.loss_and_grad(path, x0, ctx, y, **fine)
     steps = np.array([9, 15, 27, 45])  # 1 step per layer (3) is pre-asymptotic
     errs = [_rel(cfm_jax.loss_and_grad(path, x0, ctx, y, solver=diffrax.Heun(), steps=int(s),

@@ -31,5 +31,5 @@ def test_translated_context_moves_by_the_translation():
     """In d = 1, W1(ν + t, ν) = |t| exactly: the field is c·|t|·e for a translated copy of ν."""
     nu = EmpiricalMeasure(jax.random.normal(jax.random.key(6), (30, 1), jnp.float64))
     field = W1ControlField.create(nu)
-    v = field(jnp.zeros((2, 1)), EmpiricalMeasure(nu.points + 0.3, nu.weights), {"c": 2.0})
+    v = field(jnp.zeros((2, 1)), EmpiricalMeasure(nu.points + 0.3, nu.weights), {"c": jnp.asarray(2.0)})
     np.testing.assert_allclose(v, 0.6, rtol=1e-10)

@@ -76,6 +76,7 @@ def test_backend_aware_block_sizes(monkeypatch):
                 if heads * q * n <= limit:
                     assert chunk is None
                     continue
+                assert chunk is not None
                 most = 8 * (min(hi, max(lo, entries // (heads * n))) // 8)
                 blocks = -(-q // chunk)
                 assert chunk % 8 == 0 and blocks * chunk - q < 8 * blocks, (heads, n, q, chunk)

@@ -48,11 +48,13 @@ def test_single_token_and_saveat(small_problem):
     single = forward(model, x0[1], ctx)
     assert single.x1.shape == (3,)
     np.testing.assert_allclose(single.x1, batch.x1[1], atol=1e-13)
+    assert batch.ss is not None and batch.xs is not None and batch.zs is not None
     assert batch.ss.shape == (model.num_layers + 1,)
     np.testing.assert_allclose(batch.ss, np.arange(model.num_layers + 1) / model.num_layers, atol=1e-14)
     np.testing.assert_allclose(batch.xs[-1], batch.x1, atol=0)
     np.testing.assert_allclose(batch.zs[0], ctx.points, atol=0)
     steps = forward(model, x0, ctx, steps=3 * model.num_layers, saveat=SaveAt(steps=True))
+    assert steps.ss is not None and steps.xs is not None
     assert steps.xs.shape == (3 * model.num_layers + 1, 2, 3)
     np.testing.assert_allclose(steps.ss[::3], batch.ss, atol=1e-14)
 
@@ -127,7 +129,7 @@ def test_adaptive_solver(small_problem, exact_x1):
         saveat=SaveAt(layers=True),
     )
     np.testing.assert_allclose(sol.x1, exact, atol=1e-7)
-    assert int(sol.num_steps) >= model.num_layers
+    assert sol.num_steps is not None and int(sol.num_steps) >= model.num_layers
 
 
 def test_piecewise_linear_path_and_user_field():

@@ -20,8 +20,10 @@ def test_probe_gradients_at_particles_equal_particle_adjoints(adjoint):
     if isinstance(adjoint, cfm_jax.ContinuousAdjoint):
         kw.update(solver=diffrax.Bosh3(), steps=8)
     sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=ctx.points, **kw)  # same shapes: one compile
+    assert sol.zs is not None
     for k in (0, 2, sol.ss.shape[0] - 1):
         probed = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=sol.zs[k], **kw)
+        assert probed.probe_grads is not None
         assert probed.probe_grads.shape == (sol.ss.shape[0], 7, 3)
         assert float(jnp.max(jnp.abs(probed.probe_grads[k] - sol.a[k]))) <= 1e-10
 
@@ -31,6 +33,7 @@ def test_probe_values_are_first_variation_and_integrate_to_gradients():
     model, x0, ctx, y = _problem(14)
     ys = jax.random.normal(jax.random.key(3), (3, 3))
     sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=jnp.concatenate([ys, ctx.points]))
+    assert sol.probe_values is not None and sol.probe_grads is not None
     phi0 = sol.probe_values[0]
 
     def loss_eps(eps, yy):
@@ -47,7 +50,12 @@ def test_probe_values_are_first_variation_and_integrate_to_gradients():
     k, h = 2, 1e-6
     e = jnp.eye(3)
     pts = jnp.concatenate([ys, ctx.points])
-    vals = lambda pts: cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=pts).probe_values[k]  # noqa: E731
+
+    def vals(pts):
+        probe_values = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=pts).probe_values
+        assert probe_values is not None
+        return probe_values[k]
+
     fd = jnp.stack([(vals(pts + h * e[i]) - vals(pts - h * e[i])) / (2 * h) for i in range(3)], -1)
     assert _rel(sol.probe_grads[k], fd) <= 1e-7
 
@@ -72,6 +80,7 @@ def test_jit_vmap_user_loss_and_functional_gradient():
     ga = jax.jit(jax.grad(lambda p: user(residual_network(eqx.combine(p, static), x0, ctx)[0], y)))(params)
     assert _rel(gu, ga) < 1e-10
     fg = cfm_jax.functional_gradient(model, g0)
+    assert isinstance(fg, cfm_jax.Transformer)
     assert _rel(fg.Q, model.num_layers * g0.Q) == 0.0 and fg.W1 is not None
 
 
@@ -80,7 +89,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="`adjoint`"):
         cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint="magic")
     with pytest.raises(ValueError, match="hand adjoint"):
-        cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=AUTODIFF)
+        cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=AUTODIFF)  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="`y`"):
         cfm_jax.loss_and_grad(model, x0, ctx, y[:1])
     with pytest.raises(ValueError, match="`steps`"):
@@ -92,7 +101,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="`x0`"):
         cfm_jax.loss_and_grad(model, jnp.zeros((2, 4)), ctx, y)
     with pytest.raises(ValueError, match="`loss`"):
-        cfm_jax.loss_and_grad(model, x0, ctx, y, loss="l2")
+        cfm_jax.loss_and_grad(model, x0, ctx, y, loss="l2")  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 
@@ -101,6 +110,7 @@ def test_weight_gradient_is_the_centred_first_variation():
     invariant to scaling all weights), and jax.grad in w through forward agrees with both."""
     model, x0, ctx, y = _problem(16)
     sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=ctx.points)
+    assert sol.probe_values is not None
     assert float(jnp.max(jnp.abs(sol.weight_grads - sol.probe_values[0]))) <= 1e-12
     assert abs(float(ctx.weights @ sol.weight_grads)) <= 1e-13
     loss = lambda w: cfm_jax.mean_squared_loss(  # noqa: E731

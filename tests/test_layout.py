@@ -142,7 +142,7 @@ def test_implementation_modules_are_private():
         rel = path.relative_to(PKG).with_suffix("").parts
         if rel[0] == "experiments" or any(part.startswith("_") for part in rel[:-1]):
             continue  # one module per CLI command; modules inside a private package
-        name = rel[-1] if len(rel) > 1 else rel[0]
+        name = rel[-1]
         if not name.startswith("_") and not (len(rel) == 1 and name in public_ok):
             bad.append(str(path.relative_to(PKG)))
     assert not bad, f"make these implementation modules private (_name.py): {bad}"

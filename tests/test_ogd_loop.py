@@ -135,7 +135,7 @@ def test_bad_shapes_and_arguments(setup):
     with pytest.raises(ValueError, match="first n points"):
         ogd.coupled_run(student, stream, (N_REF + 1,), opt, 1)
     with pytest.raises(ValueError, match="optimizer"):
-        ogd.run_ogd(student, stream, "sgd", 1)
+        ogd.run_ogd(student, stream, "sgd", 1)  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="num_steps"):
         ogd.run_ogd(student, stream, opt, 0)
     with pytest.raises(ValueError, match="context_sizes"):

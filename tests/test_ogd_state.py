@@ -25,7 +25,7 @@ def test_state_checks_name_the_argument():
     model = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=3, layers=2)
     opt = ogd.ridge_sgd(0.1)
     with pytest.raises(ValueError, match="optimizer"):
-        ogd.init_state(model, "sgd")
+        ogd.init_state(model, "sgd")  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="context_sizes"):
         ogd.init_state(model, opt, context_sizes=())
     with pytest.raises(ValueError, match="context_sizes"):

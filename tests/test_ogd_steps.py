@@ -1,5 +1,7 @@
 """Step sizes and the ridge optimiser θ ← (1 − ηλ)θ − η g."""
 
+from typing import cast
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +17,7 @@ def test_ridge_sgd_is_the_hand_written_update():
     g = {"a": jnp.asarray([0.5, 0.25, -1.0, 2.0]), "b": jnp.asarray([[-4.0, 0.0625]])}
     opt = ogd.ridge_sgd(eta, lam)
     upd, _ = opt.update(g, opt.init(theta), theta)
-    new = optax.apply_updates(theta, upd)
+    new = cast(dict[str, jax.Array], optax.apply_updates(theta, upd))  # optax types it as any pytree
     for k in theta:
         np.testing.assert_array_equal(new[k], (1 - eta * lam) * theta[k] - eta * g[k])
     # generic float64 values: equal to round-off (a few ulp)
@@ -23,7 +25,8 @@ def test_ridge_sgd_is_the_hand_written_update():
     gg = jax.random.normal(jax.random.key(1), (50,), jnp.float64)
     opt = ogd.ridge_sgd(0.037, 1.9)
     upd, _ = opt.update(gg, opt.init(t), t)
-    np.testing.assert_allclose(optax.apply_updates(t, upd), (1 - 0.037 * 1.9) * t - 0.037 * gg, rtol=0, atol=1e-15)
+    new_t = cast(jax.Array, optax.apply_updates(t, upd))
+    np.testing.assert_allclose(new_t, (1 - 0.037 * 1.9) * t - 0.037 * gg, rtol=0, atol=1e-15)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """Parameter paths: the Transformer and its validation (every error names the argument)."""
 
+from typing import Any
+
 import jax
 import numpy as np
 import pytest
@@ -30,7 +32,7 @@ def test_transformer_validation(kwargs, match):
 
 @pytest.mark.parametrize("arg,value", [("dim", 0), ("heads", 0), ("layers", 0), ("mlp_width", -1)])
 def test_init_validation(arg, value):
-    kwargs = dict(dim=2, heads=1, mlp_width=0, layers=1)
+    kwargs: dict[str, Any] = dict(dim=2, heads=1, mlp_width=0, layers=1)
     kwargs[arg] = value
     with pytest.raises(ValueError, match=arg):
         Transformer.init(jax.random.key(0), **kwargs)

@@ -156,7 +156,7 @@ def test_continuous_adjoint_through_jax_grad_matches_its_trajectory_api():
 def test_bad_adjoint_arguments_raise_clear_errors():
     model, x0, ctx, _ = problem(0)
     with pytest.raises(ValueError, match="`adjoint`"):
-        cfm_jax.forward(model, x0, ctx, adjoint="discrete_adjoint")
+        cfm_jax.forward(model, x0, ctx, adjoint="discrete_adjoint")  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="BacksolveAdjoint.*Backsolve"):
         cfm_jax.forward(model, x0, ctx, adjoint=diffrax.BacksolveAdjoint())
     with pytest.raises(ValueError, match="`solver`.*Euler"):
@@ -170,7 +170,7 @@ def test_bad_adjoint_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="`memory`=Recompute"):
         cfm_jax.forward(model, x0, ctx, adjoint=ContinuousAdjoint(memory=Recompute()))
     with pytest.raises(ValueError, match="`memory`"):
-        cfm_jax.forward(model, x0, ctx, adjoint=DiscreteAdjoint("recompute"))
+        cfm_jax.forward(model, x0, ctx, adjoint=DiscreteAdjoint("recompute"))  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 @pytest.fixture
@@ -253,7 +253,7 @@ def test_forward_is_compiled_once_and_steps_is_static(tiny, monkeypatch):
 
 def test_forward_rejects_non_models():
     with pytest.raises(ValueError, match="model"):
-        forward({"Q": 1}, np.zeros(2), np.zeros((3, 2)))
+        forward({"Q": 1}, np.zeros(2), np.zeros((3, 2)))  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 def test_hand_adjoints_refuse_gradients_in_arrays_outside_theta():

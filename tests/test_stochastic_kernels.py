@@ -33,7 +33,7 @@ def test_closed_form_vs_quadrature(act, s_c):
     kt = NoiseKernel(act, 1.3, 0.9, s_c, method="table", grid=9)
     assert not kt.closed_form
     np.testing.assert_allclose([kt.kappa1, kt.dkappa1], [k.kappa1, k.dkappa1], rtol=1e-6)
-    assert float(k(1.0)) == pytest.approx(k.kappa1, rel=1e-12)
+    assert float(k(jnp.asarray(1.0))) == pytest.approx(k.kappa1, rel=1e-12)
 
 
 @pytest.mark.parametrize("act", ["relu", "tanh", "linear"])
@@ -72,11 +72,11 @@ def test_lyapunov_closed_form_special_cases():
 
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="activation"):
-        NoiseKernel("swish!")
+        NoiseKernel("swish!")  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="s_a"):
         NoiseKernel("relu", -1.0)
     with pytest.raises(ValueError, match="attention"):
-        SphereAttention("softmax")
+        SphereAttention("softmax")  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="layers"):
         StochasticTransformer(layers=0)
     with pytest.raises(ValueError, match="noise"):
@@ -88,7 +88,7 @@ def test_bad_inputs_raise():
     for bad in (0, -5, 2.5, True):  # zero would divide by zero
         with pytest.raises(ValueError, match="`save_every` must be a positive integer"):
             simulate(StochasticTransformer(layers=4), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0),
-                     save_every=bad)
+                     save_every=bad)  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 def test_kernel_deficit_is_accurate_near_the_diagonal():
@@ -109,7 +109,7 @@ def test_deficit_taylor_branch_where_its_second_order_term_matters(activation):
     k = NoiseKernel(activation, 1.0, 1.0, 0.2)
     q = NoiseKernel(activation, 1.0, 1.0, 0.2, method="quadrature", order=128)
     r = jnp.array([4e-4, 7e-4, 9.9e-4])
-    direct = q(1.0) - q(1.0 - r)
+    direct = q(jnp.asarray(1.0)) - q(1.0 - r)
     assert float(jnp.min(0.5 * k.kappa2 * r[1:] ** 2 / direct[1:])) > 1e-4  # the term is resolved
     np.testing.assert_allclose(k.deficit(r), direct, rtol=1e-5)
     below, at = k.deficit(jnp.array(1e-3 - 1e-12)), k.deficit(jnp.array(1e-3))

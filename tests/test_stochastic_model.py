@@ -131,7 +131,7 @@ def test_random_tokens_and_simulate_many_check_sizes():
     assert random_tokens(jax.random.key(0), 1, 1).shape == (1, 1)
     for n, d in ((0, 3), (2, 0), (2.5, 3), (True, 3)):
         with pytest.raises(ValueError, match="`n` and `d`"):
-            random_tokens(jax.random.key(0), n, d)
+            random_tokens(jax.random.key(0), n, d)  # pyright: ignore[reportArgumentType]  # bad on purpose
     model = StochasticTransformer(layers=2)
     x0 = random_tokens(jax.random.key(0), 2, 3)
     assert simulate_many(model, x0, jax.random.split(jax.random.key(0), 1))[1].shape == (1, 2, 3)

@@ -53,6 +53,6 @@ def test_exact_increment_covariance_including_nearly_equal_tokens(eps):
     # the tiny difference of the two nearly equal tokens has the right variance (χ² test)
     diff = dW[:, 0] - dW[:, 3]
     r = 0.5 * float(jnp.sum((x[0] - x[3]) ** 2))
-    expected = 2 * dt * float(k.deficit(r))
+    expected = 2 * dt * float(k.deficit(jnp.asarray(r)))
     ratio = float(jnp.mean(diff**2)) / expected
     assert abs(ratio - 1) < 5 * math.sqrt(2 / (R * d)), ratio

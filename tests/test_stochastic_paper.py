@@ -56,10 +56,10 @@ def test_paper_kernel_matches_an_independent_mlp_monte_carlo(act):
     k = NoiseKernel.paper(act, d, sigma_u=SIGMA, sigma_w=SIGMA)
     samples, rho = _paper_mlp_moments(jax.random.key(PAPER_ACTIVATIONS.index(act)), act, d, SIGMA, SIGMA)
     mean, se = samples.mean(0), samples.std(0) / math.sqrt(samples.shape[0])
-    expected = np.array([k.kappa1, float(k(rho)), k.dkappa1])
+    expected = np.array([k.kappa1, float(k(jnp.asarray(rho))), k.dkappa1])
     z = (mean - expected) / se
     assert np.all(np.abs(z) < 4.5), (act, mean, expected, z)
-    assert float(k(1.0)) == pytest.approx(k.kappa1, rel=1e-9)
+    assert float(k(jnp.asarray(1.0))) == pytest.approx(k.kappa1, rel=1e-9)
 
 
 @pytest.mark.parametrize("d", [4, 5, 64])
@@ -111,7 +111,7 @@ def test_F_tends_to_minus_dissipation_at_one(act, d, s, beta):
     order = np.sqrt(r) if act == "relu" else r
     assert np.all(err <= 1e-9 * abs(lam_bar) + 10 * order * (abs(lam_bar) + k.kappa1 * d * (1 + beta))), err
     assert err[-1] <= 1e-5 * abs(lam_bar)
-    assert float(k.energy_rate_function(1.0, d, beta)) == pytest.approx(-lam_bar, rel=1e-12)
+    assert float(k.energy_rate_function(jnp.asarray(1.0), d, beta)) == pytest.approx(-lam_bar, rel=1e-12)
     uu = np.array([1 - 1e-3, 0.5, -0.9])
     np.testing.assert_allclose(np.asarray(k.energy_rate_function(jnp.asarray(uu), d, beta)), _naive_F(k, uu, d, beta), rtol=1e-8)
 
@@ -133,6 +133,6 @@ def test_paper_kernel_bad_inputs():
     with pytest.raises(ValueError, match="sigma_u"):
         NoiseKernel.paper("relu", 5, sigma_u=-0.1)
     with pytest.raises(ValueError, match="activation"):
-        NoiseKernel.paper("gelu!", 5)
+        NoiseKernel.paper("gelu!", 5)  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="beta"):
         NoiseKernel.paper("relu", 5).energy_rate(5, -1.0)

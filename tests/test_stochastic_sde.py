@@ -1,6 +1,7 @@
 """The sphere SDE: the Itô correction of the normalised step, diffrax vs scan on one Brownian path, strong convergence."""
 
 import math
+from typing import cast
 
 import diffrax
 import jax
@@ -40,11 +41,11 @@ def test_diffrax_and_scan_agree_on_a_shared_brownian_path():
     # the UnsafeBrownianPath variant is timed in benchmarks/bench_stochastic.py
     assert isinstance(brownian_path(jax.random.key(1), sde, (N, d)), diffrax.UnsafeBrownianPath)
     with pytest.raises(ValueError, match="path_type"):
-        brownian_path(jax.random.key(1), sde, (N, d), path_type=diffrax.ControlTerm)
+        brownian_path(jax.random.key(1), sde, (N, d), path_type=diffrax.ControlTerm)  # pyright: ignore[reportArgumentType]  # bad on purpose
     for path_type in (diffrax.VirtualBrownianTree,):
         path = brownian_path(jax.random.key(1), sde, (N, d), path_type=path_type)
         ts = jnp.linspace(0.0, sde.horizon, sde.steps + 1)
-        dB = jax.vmap(path.evaluate)(ts[:-1], ts[1:])
+        dB = cast(jax.Array, jax.vmap(path.evaluate)(ts[:-1], ts[1:]))  # diffrax types it as any pytree
         x_scan = integrate_increments(sde, x0, dB, save_every=4)
         x_dfx = solve_diffrax(sde, x0, path, save_every=4)
         np.testing.assert_allclose(x_dfx, x_scan, atol=1e-12)
@@ -89,4 +90,4 @@ def test_brownian_increments_check_steps_and_horizon():
     for steps, horizon, name in ((0, 1.0, "steps"), (1.5, 1.0, "steps"), (2, 0.0, "horizon"), (2, -1.0, "horizon"),
                                  (2, float("nan"), "horizon")):
         with pytest.raises(ValueError, match=f"`{name}`"):
-            brownian_increments(jax.random.key(0), steps, (2, 3), horizon)
+            brownian_increments(jax.random.key(0), steps, (2, 3), horizon)  # pyright: ignore[reportArgumentType]  # bad on purpose

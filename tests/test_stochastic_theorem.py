@@ -46,7 +46,7 @@ def test_attention_epsilon_checks_its_arguments():
         with pytest.raises(ValueError, match=f"`{name}`"):
             run(**kw)
     with pytest.raises(ValueError, match="`attention`"):
-        attention_epsilon(jax.random.key(0), "SA", 3, 2)
+        attention_epsilon(jax.random.key(0), "SA", 3, 2)  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="`beta`"):
         attention_epsilon(jax.random.key(0), SphereAttention("SA", 0.0), 3, 2)  # β taken from the attention
     with pytest.raises(ValueError, match="no visited configuration"):

@@ -3,6 +3,8 @@
 One jitted Sinkhorn (ε passed as an array) and shared shapes keep compilation to a minimum.
 """
 
+from typing import Any, cast
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,7 +88,7 @@ def test_metric_axioms_exact_and_sinkhorn():
 def test_sinkhorn_batch_size_matches_dense():
     """The memory-bounded path (cost recomputed in row blocks) gives the same value."""
     mu, nu = _cloud(20), _cloud(21, shift=0.5)
-    kw = dict(relative_epsilon=0.05)
+    kw: dict[str, Any] = dict(relative_epsilon=0.05)
     full = float(wasserstein1(mu, nu, **kw))
     assert abs(float(wasserstein1(mu, nu, batch_size=8, **kw)) - full) < 1e-6
 
@@ -96,8 +98,9 @@ def test_ott_shim_is_narrow_and_version_guarded(monkeypatch):
     import importlib.metadata
 
     from jax.interpreters import batching
-    from ott import utils
+    from ott import utils as ott_utils
 
+    utils = cast(Any, ott_utils)  # its `batching` is JAX's module, re-imported but not exported
     from cfm_jax import _wasserstein as wasserstein
 
     had = hasattr(batching, "is_vmappable")
@@ -123,7 +126,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="same dimension"):
         wasserstein1(mu2, mu3)
     with pytest.raises(ValueError, match="method"):
-        wasserstein1(mu2, mu2, method="emd")
+        wasserstein1(mu2, mu2, method="emd")  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="d = 1"):
         wasserstein1(mu2, mu2, method="sorted")
     with pytest.raises(ValueError, match="relative_epsilon"):
@@ -174,5 +177,5 @@ def test_sinkhorn_stopping_rule_is_checked():
                      ({"threshold": 0.0}, "threshold"), ({"threshold": -1.0}, "threshold"),
                      ({"threshold": float("nan")}, "threshold")):
         with pytest.raises(ValueError, match=f"`{name}`"):
-            wasserstein1(mu, nu, method="sinkhorn", **kw)
+            wasserstein1(mu, nu, method="sinkhorn", **kw)  # pyright: ignore[reportArgumentType]  # bad on purpose
     assert float(wasserstein1(mu, nu, method="sinkhorn", max_iterations=1, threshold=1e-12)) >= 0

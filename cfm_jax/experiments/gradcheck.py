@@ -65,6 +65,7 @@ def make_problem(seed: int, dim: int, context: int, batch: int, layers: int, hea
     km, kx, kz, kw, ky = jax.random.split(jax.random.key(seed), 5)
     model = Transformer.init(km, dim, heads=heads, mlp_width=mlp_width, layers=layers, qk_scale=1.5, v_scale=1.5)
     if mlp_width:
+        assert model.b1 is not None  # an MLP has biases
         model = eqx.tree_at(lambda m: m.b1, model, 0.3 * jnp.ones_like(model.b1))
     w = jax.random.uniform(kw, (context,), minval=0.2, maxval=2.0)
     ctx = EmpiricalMeasure(jax.random.normal(kz, (context, dim)), w / w.sum())
@@ -212,6 +213,7 @@ def run(args) -> int:
           "the hand-written backsolve.")
     exact = [r for r in rows if r["reference"] == "euler"]
     disc = next((r for r in rows if r["config"]["method"] == "DiscreteAdjoint()"), None)
+    assert disc is not None  # the method list always holds DiscreteAdjoint()
     worst_exact = max(r["rel_err_vs_autodiff_euler"] for r in exact)
     worst_fd = max(r["rel_err_vs_finite_differences"] for r in exact)
     summary = {

@@ -18,6 +18,7 @@ Rows go through the resumable :class:`~cfm_jax.experiments.Sweep` (``pilot.jsonl
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def add_arguments(parser):
 def make_config(quick: bool = False, seed: int = 0, **overrides) -> dict:
     """The ablation's configuration: :data:`DEFAULTS` (or :data:`QUICK`) with ``overrides``
     (``None`` values ignored); a ValueError names the first bad entry."""
-    cfg = dict(QUICK if quick else DEFAULTS)
+    cfg: dict[str, Any] = dict(QUICK if quick else DEFAULTS)
     unknown = set(overrides) - set(cfg)
     if unknown:
         raise ValueError(f"unknown configuration keys {sorted(unknown)}; known: {sorted(cfg)}.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any, Literal
 
 #: environment variable overriding the compilation-cache folder.
 CACHE_ENV = "CFM_JAX_CACHE_DIR"
@@ -56,13 +57,14 @@ def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
     ``suppress``: on a subcommand, leave the values parsed before the subcommand untouched when
     the option is not repeated after it.
     """
-    kw = {"default": argparse.SUPPRESS} if suppress else {}
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    flag_kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {"default": False}
     parser.add_argument("--float64", action="store_true", help="compute in float64 (jax_enable_x64)",
-                        **({"default": argparse.SUPPRESS} if suppress else {"default": False}))
+                        **flag_kw)
     parser.add_argument("--cache-dir", type=Path, help=f"persistent compilation cache (default: ${CACHE_ENV}, "
                         "else $XDG_CACHE_HOME/cfm_jax, else ~/.cache/cfm_jax)", **kw)
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the compilation cache",
-                        **({"default": argparse.SUPPRESS} if suppress else {"default": False}))
+                        **flag_kw)
     parser.add_argument("--cpu-devices", type=int, metavar="N", help="JAX devices on the CPU backend "
                         "(default: one per core, unless XLA_FLAGS forces a count)", **kw)
 
@@ -120,12 +122,12 @@ def check_option(dest: str, value) -> None:
     flag = "--" + dest.replace("_", "-")
     for v in value if isinstance(value, (list, tuple)) else (value,):
         if kind == "int":
-            ok = isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low
+            ok = isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= low
             need = f"an integer >= {low:g}"
             if dest == "seed":
                 ok, need = ok and v < _MAX_SEED, "an integer in [0, 2**62)"
         else:
-            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > low
+            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and float(v) > low
             need = f"a finite number > {low:g}"
         if not ok:
             raise ValueError(f"{flag} must be {need}{f' ({why})' if why else ''}, got {v!r}.")
@@ -158,7 +160,7 @@ NOT_CONFIGURATION = frozenset({"out", "resume", "overwrite", "no_progress", "com
                                "cpu_devices", "float64"})
 
 
-def results_mode(args: argparse.Namespace) -> str:
+def results_mode(args: argparse.Namespace) -> Literal["new", "resume", "overwrite"]:
     """``"resume"``, ``"overwrite"`` or ``"new"`` from ``--resume``/``--overwrite`` (see
     :class:`cfm_jax.experiments.ResultsFolder`)."""
     if getattr(args, "resume", False) and getattr(args, "overwrite", False):

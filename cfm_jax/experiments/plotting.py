@@ -8,10 +8,10 @@ Matplotlib is imported lazily, so importing the experiments stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 #: rcParams applied by :func:`figure`.
 STYLE = {
@@ -39,7 +39,7 @@ def pyplot():
     """
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update(STYLE)
+    plt.rcParams.update(STYLE)  # pyright: ignore[reportCallIssue, reportArgumentType]  # stubs want Literal rc keys
     return plt
 
 
@@ -59,7 +59,7 @@ def figure(panels: int, *, ncols: int = 3, width: float = 4.3, height: float = 3
     return fig, flat[:panels]
 
 
-def log_ticks(ax, values: Sequence[float], axis: str = "x") -> None:
+def log_ticks(ax, values: ArrayLike, axis: str = "x") -> None:
     """Log scale on ``axis`` with major ticks at ``values`` (plain integers or %g) and no minor labels."""
     from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
@@ -67,7 +67,7 @@ def log_ticks(ax, values: Sequence[float], axis: str = "x") -> None:
     labels = [f"{v:.0f}" if float(v).is_integer() else f"{v:g}" for v in vals]
     target = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
-    target.set_major_locator(FixedLocator(vals))
+    target.set_major_locator(FixedLocator(vals.tolist()))
     target.set_ticklabels(labels)
     target.set_minor_locator(NullLocator())
     target.set_minor_formatter(NullFormatter())

@@ -48,7 +48,7 @@ def config_key(config: Mapping[str, Any]) -> str:
     return json.dumps(_jsonable(dict(config)), sort_keys=True)
 
 
-def _jsonable(x):
+def _jsonable(x: Any) -> Any:
     if isinstance(x, Mapping):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -145,7 +145,7 @@ class ResultsFolder:
         self.path = Path(out)
         self.mode = mode
         self.identity = {"experiment": str(experiment), "config": _jsonable(dict(config)), "version": _version(),
-                         "float64": bool(jax.config.jax_enable_x64)}
+                         "float64": bool(jax.config.values["jax_enable_x64"])}
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -326,6 +326,7 @@ class Sweep:
                              "choose a new --out, or pass --overwrite to start over.")
         failed = [r for r in on_disk if valid is not None and not valid(r)]
         if failed:
+            assert valid is not None  # rows fail only a given check
             keep = [r for r in on_disk if valid(r)]
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text("".join(json.dumps(r, allow_nan=False) + "\n" for r in keep))

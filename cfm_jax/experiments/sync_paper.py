@@ -27,11 +27,16 @@ antipodal pairs antipodal: the paper's two-point random attractor; ReLU gives on
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ..stats import RateFit
+
+if TYPE_CHECKING:
+    from ..stochastic._kernels import Activation
 
 ACTIVATIONS = ("relu", "silu", "sigmoid", "tanh", "none")
 SCALES = (1.0, 0.0, -1.0)
@@ -59,7 +64,7 @@ def grid_configs(*, quick: bool, full: bool, width: int, realisations: int | Non
                 for s in SCALES:
                     cfgs.append(dict(section="cell", act=act, d=d, sigma=sigma, scale=s, N=N, L=L, T=5.0, beta=1.0,
                                      width=width, R=R, seed=seed))
-    check_d = dims[0] if quick else dims[1]
+    check_d = dims[0 if quick else 1]
     for act in ("relu", "sigmoid", "tanh"):
         for m in ((16, 64) if quick else (64, 1024)):
             cfgs.append(dict(section="cell", act=act, d=check_d, sigma=0.1, scale=1.0, N=N, L=L, T=5.0, beta=1.0,
@@ -77,21 +82,21 @@ def _attention(scale: float, d: int, beta: float):
     return SphereAttention("SA", beta, V=scale * jnp.eye(d))
 
 
-def kernel_of(act: str, d: int, sigma: float):
+def kernel_of(act: Activation | Literal["none"], d: int, sigma: float):
     """The paper's kernel for a cell (None for "no MLP")."""
     from ..stochastic import NoiseKernel
 
     return None if act == "none" else NoiseKernel.paper(act, d, sigma, sigma)
 
 
-def assumption_one(act: str, d: int, sigma: float) -> bool:
+def assumption_one(act: Activation | Literal["none"], d: int, sigma: float) -> bool:
     """λ̄ < 0 and G not odd a.s. (tanh without biases is odd)."""
     k = kernel_of(act, d, sigma)
     return k is not None and k.dissipation(d) < 0 and not (act == "tanh" and sigma == 0.0)
 
 
 # ------------------------------------------------------------------------------ physics
-def run_cell(c: dict) -> dict:
+def run_cell(c: Mapping[str, Any]) -> dict:
     """Simulate one cell: cosine quantiles and E_β statistics every ``SAVE_EVERY`` layers."""
     import jax
     import jax.numpy as jnp
@@ -300,8 +305,8 @@ def width_figure(rows, path: Path):
 
 
 # ------------------------------------------------------------------------------ figure 1
-def figure1_run(act: str, *, n: int = 64, d: int = 4, layers: int = 2000, horizon: float = 20.0, width: int = 2048,
-                seed: int = 0, save_every: int = 10):
+def figure1_run(act: Activation, *, n: int = 64, d: int = 4, layers: int = 2000, horizon: float = 20.0,
+                width: int = 2048, seed: int = 0, save_every: int = 10):
     """One Figure 1 run (no attention, σ = 0): ``(ts, xs (S, n, d), polar, nematic)`` at the end."""
     import jax
 
@@ -372,7 +377,7 @@ def chaos_configs(*, quick: bool, seed: int) -> list[dict]:
                  R=4 if quick else 8, save_every=5 if quick else 10, seed=seed) for d in dims]
 
 
-def run_chaos_w2(c: dict) -> dict:
+def run_chaos_w2(c: Mapping[str, Any]) -> dict:
     """E sup_t W₂²(μ^N_t, μ^{N_ref}_t) for each N: the N-token system is the first N tokens of the
     reference start, driven by the same layer keys (the same MLPs: the common noise)."""
     import jax

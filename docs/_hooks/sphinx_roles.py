@@ -26,7 +26,9 @@ def _resolve(obj: griffe.Object, target: str) -> str | None:
         package = module if module.is_init_module else module.parent
         dots = len(target) - len(target.lstrip("."))
         for _ in range(dots - 1):
+            assert package is not None, target  # more leading dots than enclosing packages
             package = package.parent
+        assert package is not None, target
         return f"{package.path}.{target.lstrip('.')}"
     head = target.split(".")[0]
     if head == "cfm_jax":
@@ -76,7 +78,7 @@ def _walk(obj: griffe.Object, seen: set[str]) -> None:
     seen.add(obj.path)
     _rewrite(obj)
     for member in obj.members.values():
-        if not member.is_alias:
+        if not isinstance(member, griffe.Alias):
             _walk(member, seen)
 
 
