@@ -14,8 +14,8 @@ import json
 import time
 from pathlib import Path
 
-
 from _machine import machine
+
 from cfm_jax import chaos
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -39,12 +39,18 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     cases = [
-        ("tiny: attention d=2, ns=(4,8), n_ref=16, L=2, forward only",
-         chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, layers=2, batch=2, w1=False, adjoint=False)),
-        ("attention d=2, ns=(16,32), n_ref=128, tokens+W1-free, adjoint on",
-         chaos.ChaosSpec(field="attention", dim=2, ns=(16, 32), n_ref=128, w1=False)),
-        ("attention d=8, ns=(16,32), n_ref=256, forward only",
-         chaos.ChaosSpec(field="attention", dim=8, ns=(16, 32), n_ref=256, w1=False, adjoint=False)),
+        (
+            "tiny: attention d=2, ns=(4,8), n_ref=16, L=2, forward only",
+            chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, layers=2, batch=2, w1=False, adjoint=False),
+        ),
+        (
+            "attention d=2, ns=(16,32), n_ref=128, tokens+W1-free, adjoint on",
+            chaos.ChaosSpec(field="attention", dim=2, ns=(16, 32), n_ref=128, w1=False),
+        ),
+        (
+            "attention d=8, ns=(16,32), n_ref=256, forward only",
+            chaos.ChaosSpec(field="attention", dim=8, ns=(16, 32), n_ref=256, w1=False, adjoint=False),
+        ),
     ]
     rows = []
     for name, spec in cases:
@@ -52,9 +58,17 @@ def main(argv=None):
         chaos.run_seeds_loop(spec, 2)  # compile the single-seed function
         t_vmap = _best(lambda: chaos.run_seeds(spec, args.seeds), args.repeats)
         t_loop = _best(lambda: chaos.run_seeds_loop(spec, args.seeds), args.repeats)
-        rows.append(dict(case=name, seeds=args.seeds, vmap_s=t_vmap, loop_s=t_loop,
-                         vmap_seeds_per_s=args.seeds / t_vmap, loop_seeds_per_s=args.seeds / t_loop,
-                         speedup=t_loop / t_vmap))
+        rows.append(
+            dict(
+                case=name,
+                seeds=args.seeds,
+                vmap_s=t_vmap,
+                loop_s=t_loop,
+                vmap_seeds_per_s=args.seeds / t_vmap,
+                loop_seeds_per_s=args.seeds / t_loop,
+                speedup=t_loop / t_vmap,
+            )
+        )
         print(rows[-1], flush=True)
 
     rates = RESULTS / "rates" / "summary.json"
@@ -76,14 +90,22 @@ def main(argv=None):
         "|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['case']} | {r['seeds']} | {r['vmap_seeds_per_s']:.1f} | {r['loop_seeds_per_s']:.1f} | {r['speedup']:.1f}x |")
+        lines.append(
+            f"| {r['case']} | {r['seeds']} | {r['vmap_seeds_per_s']:.1f} | {r['loop_seeds_per_s']:.1f} | {r['speedup']:.1f}x |"
+        )
     best = max(r["speedup"] for r in rows)
-    lines += ["", f"Target >= 5x at small n: {'met' if best >= 5 else 'not met'} (best {best:.1f}x). On this 2-core "
-              "CPU vmap only wins where per-seed work is dispatch-dominated; at realistic sizes the batched "
-              "matmuls run no faster than the per-seed ones (no idle cores to fill)."]
+    lines += [
+        "",
+        f"Target >= 5x at small n: {'met' if best >= 5 else 'not met'} (best {best:.1f}x). On this 2-core "
+        "CPU vmap only wins where per-seed work is dispatch-dominated; at realistic sizes the batched "
+        "matmuls run no faster than the per-seed ones (no idle cores to fill).",
+    ]
     if rates_wall is not None:
-        lines += ["", f"Default `cfm-jax rates` (committed in `results/rates/`): {rates_wall:.0f} s of sweep time "
-                  "(sum over configurations, compile included)."]
+        lines += [
+            "",
+            f"Default `cfm-jax rates` (committed in `results/rates/`): {rates_wall:.0f} s of sweep time "
+            "(sum over configurations, compile included).",
+        ]
     (RESULTS / "chaos.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -27,9 +27,9 @@ from pathlib import Path
 import diffrax
 import jax
 import jax.numpy as jnp
+from _machine import machine
 
 import cfm_jax
-from _machine import machine
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -125,7 +125,9 @@ def step_memory(runs, d=16):
     for n, path in runs:
         out = subprocess.run(
             [sys.executable, "-c", _MEM_SCRIPT, str(n), str(d), "auto" if path == "chunked" else "dense"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         peak, secs = out.stdout.split()
         rows.append(
@@ -164,8 +166,7 @@ def _overhead_problem(n, d=16, layers=16, batch=8):
 
 def _default_times(ns) -> dict:
     """Best time of the default ``forward`` per n, in this process (for the check-cost comparison)."""
-    return {str(n): _best_time(lambda m, x, c: cfm_jax.forward(m, x, c).x1, *_overhead_problem(n), reps=10)
-            for n in ns}
+    return {str(n): _best_time(lambda m, x, c: cfm_jax.forward(m, x, c).x1, *_overhead_problem(n), reps=10) for n in ns}
 
 
 def check_cost(ns, rounds=5):
@@ -176,12 +177,24 @@ def check_cost(ns, rounds=5):
             env = {k: v for k, v in os.environ.items() if k != "EQX_ON_ERROR"}
             if mode == "off":
                 env["EQX_ON_ERROR"] = "off"
-            out = subprocess.run([sys.executable, __file__, "--child-times", ",".join(map(str, ns))], env=env,
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--child-times", ",".join(map(str, ns))],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             for n, t in json.loads(out.strip().splitlines()[-1]).items():
                 best[mode][n] = min(t, best[mode].get(n, float("inf")))
-    rows = [{"n": n, "checked_s": best["on"][str(n)], "unchecked_s": best["off"][str(n)],
-             "ratio": best["on"][str(n)] / best["off"][str(n)]} for n in ns]
+    rows = [
+        {
+            "n": n,
+            "checked_s": best["on"][str(n)],
+            "unchecked_s": best["off"][str(n)],
+            "ratio": best["on"][str(n)] / best["off"][str(n)],
+        }
+        for n in ns
+    ]
     for r in rows:
         print(r)
     return rows
@@ -198,8 +211,18 @@ def diffrax_overhead(ns, d=16, layers=16, batch=8):
         t_d = _best_time(f_diffrax, model, x0, z)
         t_f = _best_time(f_default, model, x0, z)
         t_s = _best_time(f_scan, model, x0, z)
-        rows.append({"n": n, "d": d, "layers": layers, "diffrax_s": t_d, "default_s": t_f, "scan_s": t_s,
-                     "ratio": t_d / t_s, "default_ratio": t_f / t_s})
+        rows.append(
+            {
+                "n": n,
+                "d": d,
+                "layers": layers,
+                "diffrax_s": t_d,
+                "default_s": t_f,
+                "scan_s": t_s,
+                "ratio": t_d / t_s,
+                "default_ratio": t_f / t_s,
+            }
+        )
         print(rows[-1])
     return rows
 
@@ -209,8 +232,7 @@ def to_markdown(result) -> str:
     lines = [
         "# Forward benchmarks",
         "",
-        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']} ({m['backend']}). "
-        f"{result['note']}",
+        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']} ({m['backend']}). {result['note']}",
         "",
         "## Attention throughput (float32, one velocity evaluation of the whole context, H=1)",
         "",
@@ -252,8 +274,10 @@ def to_markdown(result) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in result["diffrax_overhead"]:
-        lines.append(f"| {r['n']} | {r['diffrax_s']:.4f} | {r.get('default_s', float('nan')):.4f} | {r['scan_s']:.4f} | "
-                     f"{r['ratio']:.3f} | {r.get('default_ratio', float('nan')):.3f} |")
+        lines.append(
+            f"| {r['n']} | {r['diffrax_s']:.4f} | {r.get('default_s', float('nan')):.4f} | {r['scan_s']:.4f} | "
+            f"{r['ratio']:.3f} | {r.get('default_ratio', float('nan')):.3f} |"
+        )
     if result.get("check_cost"):
         lines += [
             "",

@@ -42,9 +42,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import cfm_jax  # noqa: E402
 from _machine import machine  # noqa: E402
 from _timing import warm_times  # noqa: E402
+
+import cfm_jax  # noqa: E402
 from cfm_jax._fields.attention import resolve_chunk_size  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -214,8 +215,11 @@ def to_markdown(result) -> str:
         )
     if result["skipped"]:
         lines += ["", "Skipped cells:", ""]
-        lines += [f"- n = 2^{int(np.log2(s['n']))}, d = {s['d']}, {s['kind']}, {s['precision']}: {s['reason']} "
-                  f"(predicted {s['predicted_s']:.0f} s, {s['left_s']:.0f} s left)" for s in result["skipped"]]
+        lines += [
+            f"- n = 2^{int(np.log2(s['n']))}, d = {s['d']}, {s['kind']}, {s['precision']}: {s['reason']} "
+            f"(predicted {s['predicted_s']:.0f} s, {s['left_s']:.0f} s left)"
+            for s in result["skipped"]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -227,8 +231,13 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--resume", action="store_true", help="keep the cells of an earlier run on this backend")
     parser.add_argument("--out", type=Path, default=RESULTS / "gpu", help="output stem (default results/gpu)")
-    parser.add_argument("--log2-n", type=int, nargs="+", default=None,
-                        help="context sizes as powers of two (default 14 16 18 20; dry run 8 9 10 11)")
+    parser.add_argument(
+        "--log2-n",
+        type=int,
+        nargs="+",
+        default=None,
+        help="context sizes as powers of two (default 14 16 18 20; dry run 8 9 10 11)",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     dry = args.dry_run or jax.default_backend() == "cpu"
@@ -301,8 +310,17 @@ def main(argv=None):
                     if reason is None and precision != "float32" and reference is None:
                         reason = "no float32 reference in this run"
                     if reason:
-                        result["skipped"].append({"n": n, "d": d, "precision": precision, "kind": kind,
-                                                  "reason": reason, "predicted_s": predicted, "left_s": left})
+                        result["skipped"].append(
+                            {
+                                "n": n,
+                                "d": d,
+                                "precision": precision,
+                                "kind": kind,
+                                "reason": reason,
+                                "predicted_s": predicted,
+                                "left_s": left,
+                            }
+                        )
                         continue
                     row, out = run_cell(n, d, precision, kind, reference, repeats)
                     if precision == "float32":

@@ -23,12 +23,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import cfm_jax  # noqa: E402
 from _machine import machine  # noqa: E402
 from _timing import warm_median  # noqa: E402
+
+import cfm_jax  # noqa: E402
 from cfm_jax.experiments.gradcheck import flat, make_problem, references  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
 
 def _strategies():
     import diffrax
@@ -114,7 +116,8 @@ def bench_times(sizes, d, L, repeats):
         for name, adjoint in timed.items():
             fns[name] = lambda g=gradient_fn(adjoint): g(model, x0, ctx, y)
         fns["discrete_adjoint[loss on z1]"] = lambda g=gradient_fn(timed["discrete_adjoint"], context_loss): g(
-            model, x0, ctx, y)
+            model, x0, ctx, y
+        )
         for f in fns.values():
             jax.block_until_ready(f())  # compile + warm-up
         reps = repeats if n <= 4096 else 1
@@ -125,7 +128,14 @@ def bench_times(sizes, d, L, repeats):
                 jax.block_until_ready(f())
                 times[k].append(time.perf_counter() - t0)
         t_fwd = min(times["forward"])
-        row = {"n": n, "d": d, "L": L, "repeats": reps, "forward_s": t_fwd, "forward_median_s": float(np.median(times["forward"]))}
+        row = {
+            "n": n,
+            "d": d,
+            "L": L,
+            "repeats": reps,
+            "forward_s": t_fwd,
+            "forward_median_s": float(np.median(times["forward"])),
+        }
         for name in list(timed) + ["discrete_adjoint[loss on z1]"]:
             t = min(times[name])
             row[name + "_s"] = t
@@ -169,8 +179,11 @@ def bench_memory_vs_L(n, d, Ls):
         row = {"L": L}
         from cfm_jax import DiscreteAdjoint, Recompute, StoreEvery
 
-        for name, adjoint in (("store", DiscreteAdjoint()), ("layers", DiscreteAdjoint(StoreEvery(1))),
-                              ("recompute", DiscreteAdjoint(Recompute()))):
+        for name, adjoint in (
+            ("store", DiscreteAdjoint()),
+            ("layers", DiscreteAdjoint(StoreEvery(1))),
+            ("recompute", DiscreteAdjoint(Recompute())),
+        ):
             mem = gradient_fn(adjoint).lower(model, x0, ctx, y).compile().memory_analysis()
             assert mem is not None  # the CPU and GPU backends both report it
             row[name + "_temp_bytes"] = int(mem.temp_size_in_bytes)
@@ -203,7 +216,9 @@ def bench_op_costs(n=4096, d=16, rows=256, repeats=20):
     M = (t["logits u·zᵀ"] + t["means P·z"] + t["measure term uᵀ·P"]) / 3
     E = t["exp pass"]
     out = {
-        "n": n, "d": d, "rows": rows,
+        "n": n,
+        "d": d,
+        "rows": rows,
         "times_s": t,
         "product_s": M,
         "exp_pass_s": E,
@@ -267,8 +282,15 @@ def bench_stored_softmax(n=1024, d=16, L=16, repeats=7):
     t_r = warm_median(grad_recompute, z0, repeats=repeats)
     t_s = warm_median(grad_stored, z0, repeats=repeats)
     diff = float(jnp.abs(grad_stored(z0) - grad_recompute(z0)).max() / jnp.abs(grad_recompute(z0)).max())
-    out = {"n": n, "d": d, "L": L, "recompute_over_forward": t_r / t_f, "stored_over_forward": t_s / t_f,
-           "stored_softmax_bytes": L * n * n * 4, "relative_difference": diff}
+    out = {
+        "n": n,
+        "d": d,
+        "L": L,
+        "recompute_over_forward": t_r / t_f,
+        "stored_over_forward": t_s / t_f,
+        "stored_softmax_bytes": L * n * n * 4,
+        "relative_difference": diff,
+    }
     print("stored softmax", out, flush=True)
     return out
 
@@ -290,16 +312,19 @@ def bench_accuracy():
         _, g_vjp = cfm_jax.loss_and_grad(generic, x0, ctx, y)
         g_vjp = cfm_jax.CFM(model.field, g_vjp.params, model.dim)
         g_hand_cfm = cfm_jax.CFM(model.field, g_hand.stacked_params(), model.dim)
-        _, g_c = cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(), solver=diffrax.Bosh3(),
-                                        steps=16 * 6)
-        rows.append({
-            "seed": seed,
-            "hand_vs_autodiff": rel(g_hand, g_euler),
-            "hand_vs_fd": fd_error(g_hand),
-            "autodiff_vs_fd": fd_error(g_euler),
-            "vjp_fallback_vs_hand": rel(g_vjp, g_hand_cfm),
-            "continuous_bosh3_16_vs_exact": rel(g_c, g_cont),
-        })
+        _, g_c = cfm_jax.loss_and_grad(
+            model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(), solver=diffrax.Bosh3(), steps=16 * 6
+        )
+        rows.append(
+            {
+                "seed": seed,
+                "hand_vs_autodiff": rel(g_hand, g_euler),
+                "hand_vs_fd": fd_error(g_hand),
+                "autodiff_vs_fd": fd_error(g_euler),
+                "vjp_fallback_vs_hand": rel(g_vjp, g_hand_cfm),
+                "continuous_bosh3_16_vs_exact": rel(g_c, g_cont),
+            }
+        )
         print("accuracy", rows[-1], flush=True)
     return rows
 
@@ -346,20 +371,35 @@ def write_markdown(res, path):
                 if "error" in v:
                     lines.append(f"| {k} | {v['error'][:80]} | |")
                 else:
-                    lines.append(f"| {k} | {v['temp_bytes'] / 2**20:.1f} | {v['temp_bytes'] / mem['trajectory_bytes']:.2f} |")
+                    lines.append(
+                        f"| {k} | {v['temp_bytes'] / 2**20:.1f} | {v['temp_bytes'] / mem['trajectory_bytes']:.2f} |"
+                    )
     if res.get("memory_vs_L"):
-        lines += ["", "### Temp memory vs L (discrete adjoint, n=%d)" % res["memory_vs_L_n"], "",
-                  "| L | StoreAll() (MiB) | StoreEvery(1) (MiB) | Recompute() (MiB) |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "### Temp memory vs L (discrete adjoint, n=%d)" % res["memory_vs_L_n"],
+            "",
+            "| L | StoreAll() (MiB) | StoreEvery(1) (MiB) | Recompute() (MiB) |",
+            "|---|---|---|---|",
+        ]
         for r in res["memory_vs_L"]:
-            lines.append(f"| {r['L']} | {r['store_temp_bytes'] / 2**20:.1f} | {r['layers_temp_bytes'] / 2**20:.1f} | "
-                         f"{r['recompute_temp_bytes'] / 2**20:.1f} |")
+            lines.append(
+                f"| {r['L']} | {r['store_temp_bytes'] / 2**20:.1f} | {r['layers_temp_bytes'] / 2**20:.1f} | "
+                f"{r['recompute_temp_bytes'] / 2**20:.1f} |"
+            )
     if res.get("accuracy"):
-        lines += ["", "## float64 accuracy (d=4, n=24, B=3, L=6, H=2, MLP 8, non-uniform weights)", "",
-                  "| seed | hand vs autodiff | hand vs central FD | autodiff vs central FD | vjp fallback vs hand | continuous Bosh3 (16/layer) vs exact |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## float64 accuracy (d=4, n=24, B=3, L=6, H=2, MLP 8, non-uniform weights)",
+            "",
+            "| seed | hand vs autodiff | hand vs central FD | autodiff vs central FD | vjp fallback vs hand | continuous Bosh3 (16/layer) vs exact |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in res["accuracy"]:
-            lines.append(f"| {r['seed']} | {r['hand_vs_autodiff']:.1e} | {r['hand_vs_fd']:.1e} | {r['autodiff_vs_fd']:.1e} | "
-                         f"{r['vjp_fallback_vs_hand']:.1e} | {r['continuous_bosh3_16_vs_exact']:.1e} |")
+            lines.append(
+                f"| {r['seed']} | {r['hand_vs_autodiff']:.1e} | {r['hand_vs_fd']:.1e} | {r['autodiff_vs_fd']:.1e} | "
+                f"{r['vjp_fallback_vs_hand']:.1e} | {r['continuous_bosh3_16_vs_exact']:.1e} |"
+            )
     oc = res.get("op_costs")
     if oc:
         lines += [
@@ -406,8 +446,11 @@ def main(argv=None):
     p.add_argument("--skip-memory", action="store_true")
     p.add_argument("--notes", default="")
     p.add_argument("--out", default=str(RESULTS))
-    p.add_argument("--merge", action="store_true",
-                   help="keep rows of sizes not re-run (and memory/accuracy when skipped) from OUT/gradients.json")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep rows of sizes not re-run (and memory/accuracy when skipped) from OUT/gradients.json",
+    )
     p.add_argument("--skip-accuracy", action="store_true")
     args = p.parse_args(argv)
     sizes = args.sizes or ([256, 1024] if args.quick else [1024, 4096, 16384])

@@ -21,13 +21,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-import cfm_jax
 from _machine import machine
 from _timing import warm_times
-from cfm_jax import ogd
-from cfm_jax import uniform_sphere
-from cfm_jax import ArrayStream, TeacherStudentStream
+
+import cfm_jax
+from cfm_jax import ArrayStream, TeacherStudentStream, ogd, uniform_sphere
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -64,10 +62,18 @@ def bench(n, *, d=16, layers=8, heads=2, mlp=32, batch=4, steps=10, reps=3):
         t_grad.append(np.median(warm_times(lambda: [grad(student) for _ in range(steps)], repeats=1)) / steps)
         t_scan.append(np.median(warm_times(lambda: scanned_grads(student), repeats=1)) / steps)
         t_loop.append(np.median(warm_times(lambda: ogd.run_ogd(student, arrays, opt, steps).state, repeats=1)) / steps)
-        t_teacher.append(np.median(warm_times(lambda: ogd.run_ogd(student, tstream, opt, steps).state, repeats=1)) / steps)
+        t_teacher.append(
+            np.median(warm_times(lambda: ogd.run_ogd(student, tstream, opt, steps).state, repeats=1)) / steps
+        )
     t_grad, t_loop, t_teacher, t_scan = (float(np.min(t)) for t in (t_grad, t_loop, t_teacher, t_scan))
     return {
-        "n": n, "d": d, "L": layers, "H": heads, "m": mlp, "B": batch, "steps_per_call": steps,
+        "n": n,
+        "d": d,
+        "L": layers,
+        "H": heads,
+        "m": mlp,
+        "B": batch,
+        "steps_per_call": steps,
         "gradient_s": t_grad,
         "step_s": t_loop,
         "steps_per_s": 1 / t_loop,
@@ -84,11 +90,16 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
-    rows = [bench(256, steps=20 if not args.quick else 5, reps=3 if not args.quick else 1),
-            bench(4096, steps=5 if not args.quick else 2, reps=3 if not args.quick else 1)]
-    res = {"machine": machine(), "rows": rows,
-           "note": "Ratios are measured in the same run (absolute times vary on shared machines); "
-                   "interleaved, minimum over repetitions."}
+    rows = [
+        bench(256, steps=20 if not args.quick else 5, reps=3 if not args.quick else 1),
+        bench(4096, steps=5 if not args.quick else 2, reps=3 if not args.quick else 1),
+    ]
+    res = {
+        "machine": machine(),
+        "rows": rows,
+        "note": "Ratios are measured in the same run (absolute times vary on shared machines); "
+        "interleaved, minimum over repetitions.",
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ogd.json").write_text(json.dumps(res, indent=2) + "\n")
     m = res["machine"]
@@ -98,21 +109,25 @@ def main():
         f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']}, backend {m['backend']}. "
         "Ratios are measured within one run (absolute times vary on shared machines).",
         "",
-        "d = 16, L = 8, H = 2, m = 32, B = 4, float32, ridge SGD, gradient: "
-        f"`{rows[0]['gradient_method']}`.",
+        f"d = 16, L = 8, H = 2, m = 32, B = 4, float32, ridge SGD, gradient: `{rows[0]['gradient_method']}`.",
         "",
         "| n | gradient (s) | loop step (s) | steps/s | step / gradient | step / gradient in a bare scan | "
         "steps/s with teacher labels |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['n']} | {r['gradient_s']:.4g} | {r['step_s']:.4g} | {r['steps_per_s']:.3g} | "
-                     f"{r['ratio_step_over_gradient']:.3f} | {r['ratio_step_over_scanned_gradient']:.3f} | "
-                     f"{r['teacher_stream_steps_per_s']:.3g} |")
-    lines += ["", "step / gradient: one step of the scanned, jit-compiled loop over one jit-compiled gradient "
-              "evaluation on the same sample (target <= 1.1); 'in a bare scan': over the same gradients summed inside a "
-              "plain `lax.scan` with no update (isolates the OGD machinery from XLA's in-loop cost). The teacher column also runs the teacher's forward "
-              "pass to make each label (not loop overhead)."]
+        lines.append(
+            f"| {r['n']} | {r['gradient_s']:.4g} | {r['step_s']:.4g} | {r['steps_per_s']:.3g} | "
+            f"{r['ratio_step_over_gradient']:.3f} | {r['ratio_step_over_scanned_gradient']:.3f} | "
+            f"{r['teacher_stream_steps_per_s']:.3g} |"
+        )
+    lines += [
+        "",
+        "step / gradient: one step of the scanned, jit-compiled loop over one jit-compiled gradient "
+        "evaluation on the same sample (target <= 1.1); 'in a bare scan': over the same gradients summed inside a "
+        "plain `lax.scan` with no update (isolates the OGD machinery from XLA's in-loop cost). The teacher column also runs the teacher's forward "
+        "pass to make each label (not loop overhead).",
+    ]
     (RESULTS / "ogd.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

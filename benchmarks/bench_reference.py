@@ -55,7 +55,9 @@ def _one_layer_tokens(model, x0, z):
 
 
 def _deep_tokens(model, x0, z):
-    return cfm_jax.residual_forward(model, x0, cfm_jax.EmpiricalMeasure.unchecked(z, jnp.full((z.shape[0],), 1.0 / z.shape[0])))[0]
+    return cfm_jax.residual_forward(
+        model, x0, cfm_jax.EmpiricalMeasure.unchecked(z, jnp.full((z.shape[0],), 1.0 / z.shape[0]))
+    )[0]
 
 
 def panel(layers, ns, n_ref, seeds):
@@ -85,11 +87,21 @@ def panel(layers, ns, n_ref, seeds):
         for name, r in (("exact", exact[None]), ("MC", refs["MC"]), ("QMC", refs["QMC"])):
             errors[name].append(np.asarray(jnp.mean(jnp.linalg.norm(x1 - r, axis=-1), axis=-1)).tolist())
     # each reference's own error (against the exact limit): its floor
-    floors = {q: np.asarray(jnp.mean(jnp.linalg.norm(refs[q] - exact[None], axis=-1), axis=-1)).tolist()
-              for q in ("MC", "QMC")}
+    floors = {
+        q: np.asarray(jnp.mean(jnp.linalg.norm(refs[q] - exact[None], axis=-1), axis=-1)).tolist()
+        for q in ("MC", "QMC")
+    }
     fits = {name: fit_loglog(ns, np.asarray(e)).as_dict() for name, e in errors.items()}
-    return dict(layers=layers, ns=list(ns), n_ref=n_ref, seeds=seeds, errors=errors, floors=floors, fits=fits,
-                seconds={"reference_" + k: v for k, v in times.items()} | {"n_system": t_n})
+    return dict(
+        layers=layers,
+        ns=list(ns),
+        n_ref=n_ref,
+        seeds=seeds,
+        errors=errors,
+        floors=floors,
+        fits=fits,
+        seconds={"reference_" + k: v for k, v in times.items()} | {"n_system": t_n},
+    )
 
 
 def figure(panels, path):
@@ -108,21 +120,28 @@ def figure(panels, path):
             color, marker, ls = styles[name]
             t = p["seconds"]["reference_" + name]
             fit = p["fits"][name]
-            label = (f"vs exact Gaussian limit ({t * 1e3:.2g} ms)" if name == "exact" else
-                     f"vs {name} reference, n_ref={p['n_ref']} ({t * 1e3:.3g} ms)")
-            ax.errorbar(ns, m, yerr=h, color=color, marker=marker, ls=ls, capsize=3,
-                        label=f"{label}; slope {fit['slope']:.2f}")
+            label = (
+                f"vs exact Gaussian limit ({t * 1e3:.2g} ms)"
+                if name == "exact"
+                else f"vs {name} reference, n_ref={p['n_ref']} ({t * 1e3:.3g} ms)"
+            )
+            ax.errorbar(
+                ns, m, yerr=h, color=color, marker=marker, ls=ls, capsize=3, label=f"{label}; slope {fit['slope']:.2f}"
+            )
         for q, ls in (("MC", ":"), ("QMC", (0, (1, 3)))):
-            ax.axhline(np.mean(p["floors"][q]), color=styles[q][0], ls=ls, lw=1,
-                       label=f"{q} reference's own error (floor)")
+            ax.axhline(
+                np.mean(p["floors"][q]), color=styles[q][0], ls=ls, lw=1, label=f"{q} reference's own error (floor)"
+            )
         c = np.mean(p["errors"]["exact"][0]) * np.sqrt(ns[0])
         ax.plot(ns, c / np.sqrt(ns), color="0.5", lw=0.8, ls="--", label=r"$\propto n^{-1/2}$")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("context size n (i.i.d. Gaussian tokens)")
         ax.set_ylabel("token error  mean ‖x₁ − x̂₁‖")
-        ax.set_title(f"{'one attention layer' if p['layers'] == 1 else str(p['layers']) + ' layers'}, d={D}, H={H}"
-                     f" ({p['seeds']} seeds, 95 % CI)")
+        ax.set_title(
+            f"{'one attention layer' if p['layers'] == 1 else str(p['layers']) + ' layers'}, d={D}, H={H}"
+            f" ({p['seeds']} seeds, 95 % CI)"
+        )
         ax.grid(True, which="major", alpha=0.3)
         lo = min(min(np.min(e) for e in p["errors"]["exact"]), np.mean(p["floors"]["QMC"]))
         ax.set_ylim(lo / 3, None)
@@ -152,24 +171,44 @@ def main(argv=None):
     out = dict(panels=panels, wall_seconds=time.perf_counter() - t0, machine=machine(notes=args.notes))
     (RESULTS / "reference.json").write_text(json.dumps(out, indent=1))
     figure(panels, RESULTS / "reference.png")
-    lines = ["# Exact Gaussian limit vs Monte-Carlo references (benchmarks/bench_reference.py)", "",
-             f"d = {D}, H = {H}, B = {B} target tokens, μ = N(0, I/d), float64, {args.seeds} seeds. "
-             "Error: mean over tokens of ‖x₁ − x̂₁‖ for an i.i.d. n-token context; mean over seeds.", ""]
+    lines = [
+        "# Exact Gaussian limit vs Monte-Carlo references (benchmarks/bench_reference.py)",
+        "",
+        f"d = {D}, H = {H}, B = {B} target tokens, μ = N(0, I/d), float64, {args.seeds} seeds. "
+        "Error: mean over tokens of ‖x₁ − x̂₁‖ for an i.i.d. n-token context; mean over seeds.",
+        "",
+    ]
     for pn in panels:
-        lines += [f"## {pn['layers']} layer(s), reference size n_ref = {pn['n_ref']}", "",
-                  "| n | vs exact | vs MC | vs QMC |", "|---|---|---|---|"]
+        lines += [
+            f"## {pn['layers']} layer(s), reference size n_ref = {pn['n_ref']}",
+            "",
+            "| n | vs exact | vs MC | vs QMC |",
+            "|---|---|---|---|",
+        ]
         for i, n in enumerate(pn["ns"]):
-            lines.append(f"| {n} | " + " | ".join(f"{np.mean(pn['errors'][k][i]):.3g}" for k in ("exact", "MC", "QMC")) + " |")
+            lines.append(
+                f"| {n} | " + " | ".join(f"{np.mean(pn['errors'][k][i]):.3g}" for k in ("exact", "MC", "QMC")) + " |"
+            )
         f = pn["fits"]
-        lines += ["", "fitted slope (95 % CI): " + "; ".join(
-            f"{k} {f[k]['slope']:.3f} [{f[k]['ci_low']:.3f}, {f[k]['ci_high']:.3f}]" for k in f),
+        lines += [
+            "",
+            "fitted slope (95 % CI): "
+            + "; ".join(f"{k} {f[k]['slope']:.3f} [{f[k]['ci_low']:.3f}, {f[k]['ci_high']:.3f}]" for k in f),
             f"reference's own error (its floor): MC {np.mean(pn['floors']['MC']):.3g}, "
             f"QMC {np.mean(pn['floors']['QMC']):.3g}; exact 0",
-            "warm time of one reference (one seed): " + ", ".join(
-                f"{k[len('reference_'):]} {v * 1e3:.3g} ms" for k, v in pn["seconds"].items() if k.startswith("reference_")),
-            ""]
-    lines += [f"Total wall time {out['wall_seconds']:.0f} s (compilation included) on {out['machine']['processor']}, "
-              f"{out['machine']['cpu_count']} CPUs, {out['machine']['backend']}. {args.notes}", ""]
+            "warm time of one reference (one seed): "
+            + ", ".join(
+                f"{k[len('reference_') :]} {v * 1e3:.3g} ms"
+                for k, v in pn["seconds"].items()
+                if k.startswith("reference_")
+            ),
+            "",
+        ]
+    lines += [
+        f"Total wall time {out['wall_seconds']:.0f} s (compilation included) on {out['machine']['processor']}, "
+        f"{out['machine']['cpu_count']} CPUs, {out['machine']['backend']}. {args.notes}",
+        "",
+    ]
     (RESULTS / "reference.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

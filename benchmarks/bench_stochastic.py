@@ -21,9 +21,9 @@ from pathlib import Path
 import diffrax
 import jax
 import jax.numpy as jnp
-
 from _machine import machine
 from _timing import warm_median
+
 from cfm_jax.stochastic import (
     NoiseKernel,
     SphereAttention,
@@ -69,46 +69,85 @@ def main(argv=None):
     t_scan = warm_median(jax.jit(lambda kk: simulate(sde, x0, kk)[1]), key)
     dfx = {}
     for kind, path_type in (("unsafe", diffrax.UnsafeBrownianPath), ("tree", diffrax.VirtualBrownianTree)):
-        f = jax.jit(lambda kk: solve_diffrax(sde, x0, brownian_path(kk, sde, (N, d), path_type=path_type, dtype=jnp.float32)))
+        f = jax.jit(
+            lambda kk: solve_diffrax(sde, x0, brownian_path(kk, sde, (N, d), path_type=path_type, dtype=jnp.float32))
+        )
         dfx[kind] = warm_median(f, key)
-    integrators = {"scan_steps_per_s": S / t_scan, "diffrax_unsafe_steps_per_s": S / dfx["unsafe"],
-                   "diffrax_tree_steps_per_s": S / dfx["tree"], "unsafe_over_scan_time": dfx["unsafe"] / t_scan,
-                   "tree_over_scan_time": dfx["tree"] / t_scan}
+    integrators = {
+        "scan_steps_per_s": S / t_scan,
+        "diffrax_unsafe_steps_per_s": S / dfx["unsafe"],
+        "diffrax_tree_steps_per_s": S / dfx["tree"],
+        "unsafe_over_scan_time": dfx["unsafe"] / t_scan,
+        "tree_over_scan_time": dfx["tree"] / t_scan,
+    }
     # exact sampler vs random features per increment, over N
     Ns = (16, 64, 256, 1024) if args.quick else (16, 32, 64, 128, 256, 512, 1024, 2048)
     sampler = []
     for N in Ns:
         x = random_tokens(jax.random.key(2), N, d, jnp.float32)
         te = warm_median(jax.jit(lambda kk: exact_increment(kk, x, k, 0.01)), key)
-        tf = {mm: warm_median(jax.jit(lambda kk, mm=mm: feature_increment(kk, x, k, 0.01, mm)), key) for mm in (256, 4096)}
-        sampler.append({"N": N, "exact_ms": 1e3 * te, "features_m256_ms": 1e3 * tf[256], "features_m4096_ms": 1e3 * tf[4096]})
+        tf = {
+            mm: warm_median(jax.jit(lambda kk, mm=mm: feature_increment(kk, x, k, 0.01, mm)), key) for mm in (256, 4096)
+        }
+        sampler.append(
+            {"N": N, "exact_ms": 1e3 * te, "features_m256_ms": 1e3 * tf[256], "features_m4096_ms": 1e3 * tf[4096]}
+        )
     cross = next((s["N"] for s in sampler if s["exact_ms"] > s["features_m4096_ms"]), None)
-    res = {"machine": machine(dtype="float32", note="shared, noisy machine (other engineers running jobs concurrently)"), "d": d, "m": m, "throughput": rows, "integrators_N64": integrators,
-           "sampler_cost": sampler, "crossover_N_exact_slower_than_features_m4096": cross}
+    res = {
+        "machine": machine(dtype="float32", note="shared, noisy machine (other engineers running jobs concurrently)"),
+        "d": d,
+        "m": m,
+        "throughput": rows,
+        "integrators_N64": integrators,
+        "sampler_cost": sampler,
+        "crossover_N_exact_slower_than_features_m4096": cross,
+    }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "stochastic.json").write_text(json.dumps(res, indent=2) + "\n")
-    md = ["# Stochastic transformer benchmark", "",
-          f"Machine: {res['machine']['processor']}, {res['machine']['cpu_count']} CPUs, jax {res['machine']['jax']} "
-          f"({res['machine']['backend']}), "
-          "float32. **Shared and noisy machine** (other jobs running): compare ratios, not absolutes.", "",
-          f"## Throughput (d = {d}, m = {m}, SA attention on)", "", "| model | N | rate |", "|---|---:|---:|"]
+    md = [
+        "# Stochastic transformer benchmark",
+        "",
+        f"Machine: {res['machine']['processor']}, {res['machine']['cpu_count']} CPUs, jax {res['machine']['jax']} "
+        f"({res['machine']['backend']}), "
+        "float32. **Shared and noisy machine** (other jobs running): compare ratios, not absolutes.",
+        "",
+        f"## Throughput (d = {d}, m = {m}, SA attention on)",
+        "",
+        "| model | N | rate |",
+        "|---|---:|---:|",
+    ]
     md += [f"| {r['what']} | {r['N']} | {r['per_second']:.1f} {r['unit']} |" for r in rows]
-    md += ["", "## Integrators, same scheme (exact noise, N = 64)", "",
-           "| integrator | steps/s | time vs scan |", "|---|---:|---:|",
-           f"| lax.scan | {integrators['scan_steps_per_s']:.1f} | 1.00 |",
-           f"| diffrax, UnsafeBrownianPath | {integrators['diffrax_unsafe_steps_per_s']:.1f} | {integrators['unsafe_over_scan_time']:.2f} |",
-           f"| diffrax, VirtualBrownianTree | {integrators['diffrax_tree_steps_per_s']:.1f} | {integrators['tree_over_scan_time']:.2f} |",
-           "", "## One increment: exact sampler (eigh, O(N³)) vs random features (O(N m d))", "",
-           "| N | exact (ms) | features m=256 (ms) | features m=4096 (ms) |", "|---:|---:|---:|---:|"]
-    md += [f"| {s['N']} | {s['exact_ms']:.3f} | {s['features_m256_ms']:.3f} | {s['features_m4096_ms']:.3f} |" for s in sampler]
-    md += ["", f"Exact sampling becomes slower than random features of width 4096 from N = {cross}.", "",
-           "Notes: the exact sampler is an (N−1)×(N−1) eigendecomposition per step (O(N³), and XLA's CPU",
-           "eigh gets markedly slower past N ≈ 100); random features cost O(N m d) and are shared by systems",
-           "of any size, so they take over from N ≈ 100 (or whenever N·d·m < N³). The scan is used by",
-           "default: on the same scheme diffrax costs ~2× (UnsafeBrownianPath: per-step key handling and",
-           "MultiTerm/lineax overhead) and ~5× (VirtualBrownianTree: a tree query per step). Timings on this",
-           "loaded machine fluctuate by ~2× between identical configurations (compare the scan row with the",
-           "'SDE, exact sampler, N = 64' row), so only large ratios are meaningful."]
+    md += [
+        "",
+        "## Integrators, same scheme (exact noise, N = 64)",
+        "",
+        "| integrator | steps/s | time vs scan |",
+        "|---|---:|---:|",
+        f"| lax.scan | {integrators['scan_steps_per_s']:.1f} | 1.00 |",
+        f"| diffrax, UnsafeBrownianPath | {integrators['diffrax_unsafe_steps_per_s']:.1f} | {integrators['unsafe_over_scan_time']:.2f} |",
+        f"| diffrax, VirtualBrownianTree | {integrators['diffrax_tree_steps_per_s']:.1f} | {integrators['tree_over_scan_time']:.2f} |",
+        "",
+        "## One increment: exact sampler (eigh, O(N³)) vs random features (O(N m d))",
+        "",
+        "| N | exact (ms) | features m=256 (ms) | features m=4096 (ms) |",
+        "|---:|---:|---:|---:|",
+    ]
+    md += [
+        f"| {s['N']} | {s['exact_ms']:.3f} | {s['features_m256_ms']:.3f} | {s['features_m4096_ms']:.3f} |"
+        for s in sampler
+    ]
+    md += [
+        "",
+        f"Exact sampling becomes slower than random features of width 4096 from N = {cross}.",
+        "",
+        "Notes: the exact sampler is an (N−1)×(N−1) eigendecomposition per step (O(N³), and XLA's CPU",
+        "eigh gets markedly slower past N ≈ 100); random features cost O(N m d) and are shared by systems",
+        "of any size, so they take over from N ≈ 100 (or whenever N·d·m < N³). The scan is used by",
+        "default: on the same scheme diffrax costs ~2× (UnsafeBrownianPath: per-step key handling and",
+        "MultiTerm/lineax overhead) and ~5× (VirtualBrownianTree: a tree query per step). Timings on this",
+        "loaded machine fluctuate by ~2× between identical configurations (compare the scan row with the",
+        "'SDE, exact sampler, N = 64' row), so only large ratios are meaningful.",
+    ]
     (OUT / "stochastic.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

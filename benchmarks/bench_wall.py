@@ -40,9 +40,14 @@ def _run(cmd, cache, log_compiles=True):
     # ru_maxrss of the children is the largest so far: exact for the first run (cold), an upper
     # bound for later ones.
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"command": " ".join(cmd), "wall_s": wall, "returncode": proc.returncode, "peak_rss_kb_so_far": peak_kb,
-            "compilations": log.count("Finished XLA compilation"),
-            "tail": log.strip().splitlines()[-1] if log.strip() else ""}
+    return {
+        "command": " ".join(cmd),
+        "wall_s": wall,
+        "returncode": proc.returncode,
+        "peak_rss_kb_so_far": peak_kb,
+        "compilations": log.count("Finished XLA compilation"),
+        "tail": log.strip().splitlines()[-1] if log.strip() else "",
+    }
 
 
 def main(argv=None):
@@ -66,28 +71,43 @@ def main(argv=None):
         committed = RESULTS / ("rates_quick" if args.quick else "rates") / "table.txt"
         res["same_as_committed_table"] = committed.exists() and cold_table == committed.read_text()
         if args.tests:
-            res["tests_cold"] = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], Path(tmp) / "tcache",
-                                     log_compiles=False)
+            res["tests_cold"] = _run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                Path(tmp) / "tcache",
+                log_compiles=False,
+            )
     for k in ("rates_cold", "rates_warm", "tests_cold"):
         if k in res:
             print(k, {a: res[k][a] for a in ("wall_s", "compilations", "returncode")}, flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "wall_times.json").write_text(json.dumps(res, indent=2) + "\n")
     m = res["machine"]
-    lines = ["# Wall time of the main job", "",
-             f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']} ({m['backend']}), otherwise idle. "
-             "Cold = empty persistent compilation cache; warm = the cache the cold run filled.", "",
-             "| run | wall (s) | XLA programs (compiled, or loaded from the cache when warm) | peak RSS so far (GB) | exit |",
-             "|---|---|---|---|---|"]
-    for k, label in (("rates_cold", "`cfm-jax rates` cold"), ("rates_warm", "`cfm-jax rates` warm"),
-                     ("tests_cold", "`python -m pytest` cold")):
+    lines = [
+        "# Wall time of the main job",
+        "",
+        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']} ({m['backend']}), otherwise idle. "
+        "Cold = empty persistent compilation cache; warm = the cache the cold run filled.",
+        "",
+        "| run | wall (s) | XLA programs (compiled, or loaded from the cache when warm) | peak RSS so far (GB) | exit |",
+        "|---|---|---|---|---|",
+    ]
+    for k, label in (
+        ("rates_cold", "`cfm-jax rates` cold"),
+        ("rates_warm", "`cfm-jax rates` warm"),
+        ("tests_cold", "`python -m pytest` cold"),
+    ):
         if k in res:
             r = res[k]
             comp = r["compilations"] if k != "tests_cold" else "—"
-            lines.append(f"| {label}{' (--quick)' if args.quick and k != 'tests_cold' else ''} | {r['wall_s']:.0f} | {comp} | "
-                         f"{r['peak_rss_kb_so_far'] / 1e6:.1f} | {r['returncode']} |")
-    lines += ["", f"Same table cold and warm: {res['same_table']}; the same as the committed "
-              f"`benchmarks/results/rates/table.txt`: {res['same_as_committed_table']}."]
+            lines.append(
+                f"| {label}{' (--quick)' if args.quick and k != 'tests_cold' else ''} | {r['wall_s']:.0f} | {comp} | "
+                f"{r['peak_rss_kb_so_far'] / 1e6:.1f} | {r['returncode']} |"
+            )
+    lines += [
+        "",
+        f"Same table cold and warm: {res['same_table']}; the same as the committed "
+        f"`benchmarks/results/rates/table.txt`: {res['same_as_committed_table']}.",
+    ]
     if res["notes"]:
         lines += ["", "Notes: " + res["notes"]]
     (RESULTS / "wall_times.md").write_text("\n".join(lines) + "\n")

@@ -92,7 +92,7 @@ _EXPORTS: dict[str, str] = {
     "W1ControlField": "_control",
     "wasserstein1": "_wasserstein",
 }
-_SUBMODULES = ('chaos', 'distributed', 'experiments', 'ogd', 'stats', 'stochastic')
+_SUBMODULES = ("chaos", "distributed", "experiments", "ogd", "stats", "stochastic")
 
 
 def __getattr__(name: str):
@@ -112,22 +112,6 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
-    from ._adjoint import AbstractHandAdjoint, AbstractMemory, Backsolve, ball_probes, ContinuousAdjoint, DiscreteAdjoint, grid_probes, Recompute, StoreAll, StoreEvery
-    from ._control import W1ControlField
-    from ._fields import AbstractField, AttentionField, generic_local_vjp, linear, LocalVJP, MLPField, SumField
-    from ._flow import FlowSolution, SaveAt
-    from ._gaussian_limit import gaussian_flow, gaussian_token_adjoint, GaussianMeasure, GaussianSolution
-    from ._gradients import adjoint_trajectories, AdjointSolution, functional_gradient, loss_and_grad, mean_squared_loss, probe_gradients, value_and_grad
-    from ._measures import as_measure, EmpiricalMeasure, split_atom
-    from ._paths import AbstractCFM, AbstractPiecewiseConstantCFM, CFM, PiecewiseLinearCFM, Transformer
-    from ._populations import embedded_sphere, gaussian, gaussian_mixture, make_population, subspace_gaussian, uniform_sphere
-    from ._qmc import sobol, sobol_normal
-    from ._sharding import context_mesh, gather, replicate, shard_inputs
-    from ._solve import default_adjoint, forward
-    from ._streams import ArrayStream, FunctionStream, Sample, TeacherStudentStream
-    from ._wasserstein import wasserstein1
-    from .ogd import coupled_run, estimate_lipschitz, LipschitzEstimate, load_checkpoint, OGDResult, OGDState, ridge_sgd, run_ogd, save_checkpoint
-    from .stochastic import NoiseKernel, SphereSDE, StochasticTransformer
     from . import chaos, distributed, experiments, ogd, stats, stochastic
     from ._adjoint import (
         AbstractHandAdjoint,
@@ -142,8 +126,9 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         grid_probes,
     )
     from ._control import W1ControlField
-    from ._fields import AbstractField, AttentionField, generic_local_vjp, linear, LocalVJP, MLPField, SumField
+    from ._fields import AbstractField, AttentionField, LocalVJP, MLPField, SumField, generic_local_vjp, linear
     from ._flow import FlowSolution, SaveAt
+    from ._gaussian_limit import GaussianMeasure, GaussianSolution, gaussian_flow, gaussian_token_adjoint
     from ._gradients import (
         AdjointSolution,
         adjoint_trajectories,
@@ -163,6 +148,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
         subspace_gaussian,
         uniform_sphere,
     )
+    from ._qmc import sobol, sobol_normal
     from ._sharding import context_mesh, gather, replicate, shard_inputs
     from ._solve import default_adjoint, forward
     from ._streams import ArrayStream, FunctionStream, Sample, TeacherStudentStream

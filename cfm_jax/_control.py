@@ -51,7 +51,7 @@ class W1ControlField(AbstractField):
         max_iterations: int = 2000,
         threshold: float = 1e-3,
         batch_size: int | None = None,
-    ) -> "W1ControlField":
+    ) -> W1ControlField:
         """Control field for the fixed measure ``nu`` (an :class:`EmpiricalMeasure` or ``(m, d)``).
 
         ``direction`` defaults to e_1 and is normalised; ε = ``relative_epsilon``·(2 Var_ν)^{1/2}.

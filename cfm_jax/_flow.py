@@ -112,8 +112,20 @@ class Loop(NamedTuple):
     num_steps: Array
 
 
-def solve_segment(term, solver, t0, t1, k: int, y0, args, *, stepsize_controller=None, max_steps: int = 4096,
-                  save_steps: bool = False, adjoint: diffrax.AbstractAdjoint | None = None):
+def solve_segment(
+    term,
+    solver,
+    t0,
+    t1,
+    k: int,
+    y0,
+    args,
+    *,
+    stepsize_controller=None,
+    max_steps: int = 4096,
+    save_steps: bool = False,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+):
     """One diffrax solve over [t0, t1] (one layer): ``k`` fixed steps, or adaptive from dt0 = (t1 − t0)/k.
 
     Fixed steps go through ``StepTo`` on a grid whose end points are pinned exactly (t0 + (t1 − t0)
@@ -127,9 +139,17 @@ def solve_segment(term, solver, t0, t1, k: int, y0, args, *, stepsize_controller
     else:
         controller, dt0, cap = stepsize_controller, (t1 - t0) / k, max_steps
     sol = diffrax.diffeqsolve(
-        term, solver, t0=t0, t1=t1, dt0=dt0, y0=y0, args=args, stepsize_controller=controller,
+        term,
+        solver,
+        t0=t0,
+        t1=t1,
+        dt0=dt0,
+        y0=y0,
+        args=args,
+        stepsize_controller=controller,
         saveat=diffrax.SaveAt(steps=True) if save_steps else diffrax.SaveAt(t1=True),
-        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint, max_steps=cap,
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
+        max_steps=cap,
     )
     return sol.ys, sol.ts, sol.stats["num_accepted_steps"]
 
@@ -148,8 +168,9 @@ def velocity(model: AbstractCFM, state: tuple, w, params, start=None, step=None)
     return tuple(parts)
 
 
-def _layer_fn(model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None,
-              adjoint: diffrax.AbstractAdjoint | None = None):
+def _layer_fn(
+    model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None, adjoint: diffrax.AbstractAdjoint | None = None
+):
     """``layer(state, l) -> (state after layer l, per-layer output)``: one diffrax solve of segment l."""
     L = model.num_layers
     k = spec.steps // L
@@ -165,9 +186,19 @@ def _layer_fn(model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None,
     def layer(state, l):
         dtype = state[0].dtype
         t0, t1 = l.astype(dtype) / L, (l + 1).astype(dtype) / L
-        ys, ts, nsteps = solve_segment(term, spec.solver, t0, t1, k, state, l,
-                                       stepsize_controller=spec.stepsize_controller, max_steps=spec.max_steps,
-                                       save_steps=emit == "steps", adjoint=adjoint)
+        ys, ts, nsteps = solve_segment(
+            term,
+            spec.solver,
+            t0,
+            t1,
+            k,
+            state,
+            l,
+            stepsize_controller=spec.stepsize_controller,
+            max_steps=spec.max_steps,
+            save_steps=emit == "steps",
+            adjoint=adjoint,
+        )
         final = jax.tree.map(lambda a: a[-1], ys)
         out = {"none": None, "ends": final, "steps": (ys, ts)}[emit]
         return final, (out, nsteps)
@@ -175,8 +206,18 @@ def _layer_fn(model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None,
     return layer
 
 
-def loop(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, emit: Emit = "none", start=None,
-         adjoint: diffrax.AbstractAdjoint | None = None, first=0, count: int | None = None) -> Loop:
+def loop(
+    model: AbstractCFM,
+    y0: tuple,
+    w,
+    spec: FlowSpec,
+    *,
+    emit: Emit = "none",
+    start=None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    first=0,
+    count: int | None = None,
+) -> Loop:
     """Integrate layers ``first, …, first + count − 1`` (default: all L) from the state ``y0``.
 
     ``y0``: ``(x (B, d), z (n, d))`` or with probe rows ``ζ (R, d)`` started at steps ``start (R,)``;

@@ -31,10 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._validation import check_finite, is_concrete
 from ._flow import SaveAt, solve_segment
 from ._paths import AbstractCFM
 from ._qmc import sobol_normal
+from ._validation import check_finite, is_concrete
 
 
 def _symmetric_tolerance(dtype) -> float:
@@ -63,7 +63,9 @@ class GaussianMeasure(eqx.Module):
             raise ValueError(f"GaussianMeasure: `mean` must have shape (d,) with d >= 1, got {mean.shape}.")
         d = mean.shape[0]
         if cov.shape != (d, d):
-            raise ValueError(f"GaussianMeasure: `cov` must have shape (d, d) = ({d}, {d}) to match `mean`, got {cov.shape}.")
+            raise ValueError(
+                f"GaussianMeasure: `cov` must have shape (d, d) = ({d}, {d}) to match `mean`, got {cov.shape}."
+            )
         dtype = jnp.result_type(mean, cov, float)
         mean, cov = mean.astype(dtype), cov.astype(dtype)
         tol = _symmetric_tolerance(dtype)
@@ -83,7 +85,9 @@ class GaussianMeasure(eqx.Module):
             chol = jnp.linalg.cholesky(0.5 * (cov + cov.T))
             cov = eqx.error_if(cov, ~jnp.all(jnp.isfinite(chol)), "GaussianMeasure: `cov` must be positive definite.")
         if not is_concrete(mean):
-            mean = eqx.error_if(mean, ~jnp.all(jnp.isfinite(mean)), "GaussianMeasure: `mean` contains non-finite values.")
+            mean = eqx.error_if(
+                mean, ~jnp.all(jnp.isfinite(mean)), "GaussianMeasure: `mean` contains non-finite values."
+            )
         self.mean = mean
         self.cov = cov
 
@@ -212,13 +216,21 @@ def _ode(model, state, *, solver, steps, stepsize_controller, save_steps, max_st
     """The moment ODE through diffrax, one solve per layer (no step straddles a parameter jump)."""
     field = model.field
     dtype = state[1].dtype
-    term = diffrax.ODETerm(
-        lambda s, st, args: _moment_rhs(field, model.params_at(s) if args is None else args, st)
-    )
+    term = diffrax.ODETerm(lambda s, st, args: _moment_rhs(field, model.params_at(s) if args is None else args, st))
 
     def solve(t0, t1, k, y0, args):
-        ys, ts, n = solve_segment(term, solver, t0, t1, k, y0, args, stepsize_controller=stepsize_controller,
-                                  max_steps=max_steps, save_steps=save_steps)
+        ys, ts, n = solve_segment(
+            term,
+            solver,
+            t0,
+            t1,
+            k,
+            y0,
+            args,
+            stepsize_controller=stepsize_controller,
+            max_steps=max_steps,
+            save_steps=save_steps,
+        )
         return jax.tree.map(lambda a: a[-1], ys), ys, ts, n
 
     if model.piecewise_constant:
@@ -277,8 +289,11 @@ def gaussian_flow(
     if saveat.layers and not saveat.steps and not model.piecewise_constant:
         raise ValueError("`saveat`=SaveAt(layers=True) needs a piecewise-constant path; use SaveAt(steps=True).")
     exact = _is_exact(solver, stepsize_controller)
-    if saveat.steps and not exact and stepsize_controller is not None and not isinstance(
-        stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)
+    if (
+        saveat.steps
+        and not exact
+        and stepsize_controller is not None
+        and not isinstance(stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo))
     ):
         raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
     dtype = jnp.result_type(x0, mu.mean, *jax.tree.leaves(model.stacked_params()))
@@ -290,8 +305,15 @@ def gaussian_flow(
         ts = jnp.arange(1, steps + 1, dtype=dtype) / steps if save else None
         num_steps = jnp.asarray(steps)
     else:
-        final, ys, ts, num_steps = _ode(model, state0, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
-                                        save_steps=saveat.steps, max_steps=max_steps)
+        final, ys, ts, num_steps = _ode(
+            model,
+            state0,
+            solver=solver,
+            steps=steps,
+            stepsize_controller=stepsize_controller,
+            save_steps=saveat.steps,
+            max_steps=max_steps,
+        )
     ss = xs = means = covs = None
     if save:
         if exact and not saveat.steps:  # keep the layer boundaries only

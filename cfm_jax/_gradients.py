@@ -90,8 +90,11 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
 
 def value_and_grad(model: AbstractCFM, x0, context, y, **kwargs):
     """Deprecated name of [`loss_and_grad`][cfm_jax.loss_and_grad] (it shadowed ``jax.value_and_grad``)."""
-    warnings.warn("cfm_jax.value_and_grad is deprecated: use cfm_jax.loss_and_grad (same arguments).",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "cfm_jax.value_and_grad is deprecated: use cfm_jax.loss_and_grad (same arguments).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     return loss_and_grad(model, x0, context, y, **kwargs)
 
 
@@ -110,10 +113,13 @@ def _trajectories(model, x0, context, y, probes, *, loss, options):
     p = prepare(model, x0, context, **options)
     adjoint, spec, x, w = p.adjoint, p.spec, p.x, p.w
     if not isinstance(adjoint, AbstractHandAdjoint):
-        raise ValueError(f"`adjoint` must be a hand adjoint (DiscreteAdjoint() or ContinuousAdjoint(...)), got {adjoint!r}.")
+        raise ValueError(
+            f"`adjoint` must be a hand adjoint (DiscreteAdjoint() or ContinuousAdjoint(...)), got {adjoint!r}."
+        )
     stride = adjoint.probe_stride(p.model, spec)
-    zeta, start = probe_rows(None if probes is None else probes.astype(x.dtype), stride, spec.steps // stride + 1,
-                             x.shape[1], x.dtype)
+    zeta, start = probe_rows(
+        None if probes is None else probes.astype(x.dtype), stride, spec.steps // stride + 1, x.shape[1], x.dtype
+    )
     y0 = (x, p.z, zeta)
     sol, residuals = adjoint.run_forward(p.model, y0, w, spec, store=True, start=start)
     value, ct_x1 = jax.value_and_grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
@@ -144,7 +150,9 @@ def adjoint_trajectories(
     """
     adjoint = DiscreteAdjoint() if adjoint is None else adjoint
     if not isinstance(adjoint, AbstractHandAdjoint):
-        raise ValueError(f"`adjoint` must be a hand adjoint (DiscreteAdjoint() or ContinuousAdjoint(...)), got {adjoint!r}.")
+        raise ValueError(
+            f"`adjoint` must be a hand adjoint (DiscreteAdjoint() or ContinuousAdjoint(...)), got {adjoint!r}."
+        )
     if "saveat" in options:
         raise ValueError("`saveat` does not apply: adjoint_trajectories saves every depth it returns.")
     loss, y = _check_loss(loss, x0, y)
@@ -161,8 +169,17 @@ def adjoint_trajectories(
         xs, ps = xs[:, 0], ps[:, 0]
     fgrads = functional_gradient(model, res.grads) if model.piecewise_constant else res.grads
     return AdjointSolution(
-        ss=ss, xs=xs, zs=zs, ps=ps, a=a, probe_grads=res.probe_grads, probe_values=res.probe_values,
-        weight_grads=res.weights, functional_grads=fgrads, grads=res.grads, loss=value,
+        ss=ss,
+        xs=xs,
+        zs=zs,
+        ps=ps,
+        a=a,
+        probe_grads=res.probe_grads,
+        probe_values=res.probe_values,
+        weight_grads=res.weights,
+        functional_grads=fgrads,
+        grads=res.grads,
+        loss=value,
     )
 
 

@@ -41,9 +41,7 @@ class EmpiricalMeasure(eqx.Module):
     def __init__(self, points, weights=None):
         points = jnp.asarray(points)
         if points.ndim != 2:
-            raise ValueError(
-                f"EmpiricalMeasure: `points` must have shape (n, d), got shape {points.shape}."
-            )
+            raise ValueError(f"EmpiricalMeasure: `points` must have shape (n, d), got shape {points.shape}.")
         n, d = points.shape
         if n == 0:
             raise ValueError("EmpiricalMeasure: `points` is empty (n = 0); a measure needs n >= 1.")
@@ -96,21 +94,21 @@ class EmpiricalMeasure(eqx.Module):
         """Barycentre Σ_j w_j z_j, shape `(d,)`."""
         return self.weights @ self.points
 
-    def with_points(self, points) -> "EmpiricalMeasure":
+    def with_points(self, points) -> EmpiricalMeasure:
         """Same weights, new support (e.g. the pushed-forward points); no re-validation."""
         return eqx.tree_at(lambda m: m.points, self, points)
 
-    def with_weights(self, weights) -> "EmpiricalMeasure":
+    def with_weights(self, weights) -> EmpiricalMeasure:
         """Same support, new weights; no re-validation (used inside transformations)."""
         return eqx.tree_at(lambda m: m.weights, self, weights)
 
     @classmethod
-    def unchecked(cls, points, weights) -> "EmpiricalMeasure":
+    def unchecked(cls, points, weights) -> EmpiricalMeasure:
         """A measure from arrays without validation (traced arrays, zero-weight padding atoms)."""
         template = cls(jnp.zeros((1, points.shape[-1]), points.dtype))
         return eqx.tree_at(lambda m: (m.points, m.weights), template, (points, weights))
 
-    def pad_to(self, size: int) -> "EmpiricalMeasure":
+    def pad_to(self, size: int) -> EmpiricalMeasure:
         """The same measure on ``size >= n`` atoms: the extra atoms sit at the origin with weight 0.
 
         Atoms of weight exactly 0 carry no mass: the flow, the attention fields, the hand

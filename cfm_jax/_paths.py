@@ -202,7 +202,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
         dtype=None,
         chunk_size: int | str | None = "auto",
         key_chunk_size: int | None = None,
-    ) -> "Transformer":
+    ) -> Transformer:
         """Random transformer with variance-scaled Gaussian weights.
 
         Q, K have entries N(0, qk_scale²/d) (logits ~ qk_scale²·‖x‖‖z‖/√d), V has entries
@@ -256,7 +256,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
         named = {"Q": self.Q, "K": self.K, "V": self.V, "W1": self.W1, "b1": self.b1, "W2": self.W2, "b2": self.b2}
         return {k: v for k, v in named.items() if v is not None}
 
-    def with_chunking(self, chunk_size, key_chunk_size=None) -> "Transformer":
+    def with_chunking(self, chunk_size, key_chunk_size=None) -> Transformer:
         """Same parameters, other attention path (dense: ``chunk_size=None``)."""
         return Transformer(
             **self.stacked_params(),
@@ -265,7 +265,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
             key_chunk_size=key_chunk_size,
         )
 
-    def astype(self, dtype) -> "Transformer":
+    def astype(self, dtype) -> Transformer:
         return jax.tree.map(lambda a: a.astype(dtype), self)
 
 

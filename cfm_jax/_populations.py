@@ -167,9 +167,7 @@ def gaussian_mixture(means, *, scale: float = 0.5, weights=None) -> Population:
 def uniform_sphere(dim: int, *, radius: float = 1.0) -> Population:
     """Uniform on the sphere S^{dim−1} = {‖x‖ = radius} ⊂ R^dim (intrinsic dimension dim − 1)."""
     dim = _check_dim("dim", dim, low=2)
-    return _Sphere(
-        dim=dim, intrinsic_dim=dim - 1, name="uniform_sphere", frame=jnp.eye(dim), radius=float(radius)
-    )
+    return _Sphere(dim=dim, intrinsic_dim=dim - 1, name="uniform_sphere", frame=jnp.eye(dim), radius=float(radius))
 
 
 def subspace_gaussian(dim: int, intrinsic_dim: int, *, scale: float = 1.0, seed: int = 0) -> Population:

@@ -124,7 +124,9 @@ def prepare(
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
     if stepsize_controller is not None and not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):
-        raise ValueError(f"`stepsize_controller` must be a diffrax step-size controller or None, got {stepsize_controller!r}.")
+        raise ValueError(
+            f"`stepsize_controller` must be a diffrax step-size controller or None, got {stepsize_controller!r}."
+        )
     if not isinstance(saveat, SaveAt):
         raise ValueError(f"`saveat` must be a cfm_jax.SaveAt, got {saveat!r}.")
     adjoint = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
@@ -140,8 +142,13 @@ def prepare(
             "differentiate. Use ContinuousAdjoint(memory=Backsolve()) (the hand-written backsolve) or "
             "diffrax.RecursiveCheckpointAdjoint()."
         )
-    spec = FlowSpec(solver=diffrax.Euler() if solver is None else solver, stepsize_controller=stepsize_controller,
-                    saveat=saveat, steps=steps, max_steps=max_steps)
+    spec = FlowSpec(
+        solver=diffrax.Euler() if solver is None else solver,
+        stepsize_controller=stepsize_controller,
+        saveat=saveat,
+        steps=steps,
+        max_steps=max_steps,
+    )
     if saveat.steps and not spec.fixed:
         raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
     if isinstance(adjoint, AbstractHandAdjoint):
@@ -192,13 +199,32 @@ def forward(
     """
     if isinstance(context, GaussianMeasure):
         if adjoint is not None:
-            raise ValueError("`adjoint` does not apply to a GaussianMeasure context: its exact infinite-context flow is "
-                             "an O(d²) moment recursion, differentiated by autodiff.")
-        return _gaussian_flow(model, x0, context, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
-                              saveat=saveat, max_steps=max_steps)
+            raise ValueError(
+                "`adjoint` does not apply to a GaussianMeasure context: its exact infinite-context flow is "
+                "an O(d²) moment recursion, differentiated by autodiff."
+            )
+        return _gaussian_flow(
+            model,
+            x0,
+            context,
+            solver=solver,
+            steps=steps,
+            stepsize_controller=stepsize_controller,
+            saveat=saveat,
+            max_steps=max_steps,
+        )
     try:
-        return _forward(model, x0, context, solver=solver, steps=steps, stepsize_controller=stepsize_controller,
-                        saveat=saveat, adjoint=adjoint, max_steps=max_steps)
+        return _forward(
+            model,
+            x0,
+            context,
+            solver=solver,
+            steps=steps,
+            stepsize_controller=stepsize_controller,
+            saveat=saveat,
+            adjoint=adjoint,
+            max_steps=max_steps,
+        )
     except TypeError as e:
         # forward mode met a reverse-mode strategy: name the fix instead of JAX's generic custom_vjp message
         used = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
@@ -221,8 +247,15 @@ def _forward(model, x0, context, **options) -> FlowSolution:
     p = prepare(model, x0, context, **options)
     sol = solve(p.adjoint, p.model, p.x, p.z, p.w, p.spec)
     if p.single:
-        sol = FlowSolution(x1=sol.x1[0], z1=sol.z1, weights=sol.weights, ss=sol.ss,
-                           xs=None if sol.xs is None else sol.xs[:, 0], zs=sol.zs, num_steps=sol.num_steps)
+        sol = FlowSolution(
+            x1=sol.x1[0],
+            z1=sol.z1,
+            weights=sol.weights,
+            ss=sol.ss,
+            xs=None if sol.xs is None else sol.xs[:, 0],
+            zs=sol.zs,
+            num_steps=sol.num_steps,
+        )
     return sol
 
 

@@ -60,7 +60,10 @@ def _check_pair(mu, nu):
 
 
 def sorted_w1(x, a, y, b):
-    """Exact 1-D W1 on raw arrays ``x (n, 1), a (n,), y (m, 1), b (m,)`` = Σ_k |F_μ − F_ν|(t_k) (t_{k+1} − t_k) over the merged sorted support."""
+    """Exact 1-D W1 on raw arrays ``x (n, 1), a (n,), y (m, 1), b (m,)``.
+
+    W1 = Σ_k |F_μ − F_ν|(t_k) (t_{k+1} − t_k) over the merged sorted support.
+    """
     t = jnp.concatenate([x[:, 0], y[:, 0]])
     mass = jnp.concatenate([a, -b])
     order = jnp.argsort(t)
@@ -83,8 +86,7 @@ def _exact_w1(x, a, y, b) -> float:
         return float(C[rows, cols].mean())
     if n * m > 2_000_000:
         raise ValueError(
-            f"method='exact' builds an LP with n·m = {n * m} variables; use method='sinkhorn' for "
-            "clouds this large."
+            f"method='exact' builds an LP with n·m = {n * m} variables; use method='sinkhorn' for clouds this large."
         )
     from scipy.sparse import coo_matrix, vstack
 
@@ -184,7 +186,9 @@ def sinkhorn_w1(
     return jnp.maximum(val, 0.0)
 
 
-def self_transport_cost(y, b, epsilon, *, batch_size=None, max_iterations: int = 2000, threshold: float = 1e-3) -> Array:
+def self_transport_cost(
+    y, b, epsilon, *, batch_size=None, max_iterations: int = 2000, threshold: float = 1e-3
+) -> Array:
     """OT_ε(ν, ν) with cost ‖x − y‖ (the ``offset_yy`` of :func:`sinkhorn_w1` for a fixed ν)."""
     from ott.geometry import costs, pointcloud
     from ott.solvers import linear

@@ -53,17 +53,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from ._validation import is_concrete
 from ._adjoint import ball_probes
 from ._control import W1ControlField
 from ._fields import linear
 from ._flow import SaveAt
 from ._gaussian_limit import GaussianMeasure, gaussian_flow, gaussian_token_adjoint
-from ._solve import forward
 from ._gradients import adjoint_trajectories
 from ._measures import EmpiricalMeasure, as_measure
 from ._paths import CFM, AbstractCFM, Transformer
 from ._populations import make_population
+from ._solve import forward
+from ._validation import is_concrete
 from ._wasserstein import wasserstein1
 
 #: quantity -> definition
@@ -141,15 +141,23 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
     """ValueError naming the field of ``spec`` that is out of range."""
     if spec.field not in ("attention", "control"):
         raise ValueError(f"`field` must be 'attention' or 'control', got {spec.field!r}.")
-    sizes = {"dim": spec.dim, "n_ref": spec.n_ref, "layers": spec.layers, "batch": spec.batch,
-             "num_probes": spec.num_probes, "w1_size": spec.w1_size}
+    sizes = {
+        "dim": spec.dim,
+        "n_ref": spec.n_ref,
+        "layers": spec.layers,
+        "batch": spec.batch,
+        "num_probes": spec.num_probes,
+        "w1_size": spec.w1_size,
+    }
     for name, value in sizes.items():
         if int(value) < 1:
             raise ValueError(f"`{name}` must be >= 1, got {value!r}.")
     if not isinstance(spec.ns, tuple) or not spec.ns or any(int(n) < 1 for n in spec.ns):
         raise ValueError(f"`ns` must be a non-empty tuple of positive context sizes, got {spec.ns!r}.")
     if spec.reference == "sample" and max(spec.ns) > spec.n_ref:
-        raise ValueError(f"`ns` ({spec.ns}) must be <= `n_ref` ({spec.n_ref}): each n-point context is a prefix of the reference.")
+        raise ValueError(
+            f"`ns` ({spec.ns}) must be <= `n_ref` ({spec.n_ref}): each n-point context is a prefix of the reference."
+        )
     if not (math.isfinite(float(spec.relative_epsilon)) and spec.relative_epsilon > 0):
         raise ValueError(f"`relative_epsilon` must be finite and > 0, got {spec.relative_epsilon!r}.")
     spec.population_law()  # raises a ValueError for unknown populations
@@ -157,10 +165,15 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
         raise ValueError(f"`reference` must be 'sample', 'qmc' or 'gaussian', got {spec.reference!r}.")
     if spec.mlp_activation not in ("gelu", "linear"):
         raise ValueError(f"`mlp_activation` must be 'gelu' or 'linear', got {spec.mlp_activation!r}.")
-    if spec.reference == "gaussian" and (spec.field != "attention" or spec.population != "gaussian"
-                                         or (spec.mlp_width and spec.mlp_activation != "linear")):
-        raise ValueError("`reference`='gaussian' needs field='attention', population='gaussian' and no MLP or "
-                         "mlp_activation='linear' (only then is the infinite-context flow Gaussian).")
+    if spec.reference == "gaussian" and (
+        spec.field != "attention"
+        or spec.population != "gaussian"
+        or (spec.mlp_width and spec.mlp_activation != "linear")
+    ):
+        raise ValueError(
+            "`reference`='gaussian' needs field='attention', population='gaussian' and no MLP or "
+            "mlp_activation='linear' (only then is the infinite-context flow Gaussian)."
+        )
     return spec
 
 
@@ -275,12 +288,15 @@ def coupled_deviations(
     """
     context, reference = as_measure(context), as_measure(reference)
     if context.dim != reference.dim:
-        raise ValueError(f"`context` and `reference` must have the same token dimension, got {context.dim} "
-                         f"and {reference.dim}.")
+        raise ValueError(
+            f"`context` and `reference` must have the same token dimension, got {context.dim} and {reference.dim}."
+        )
     if coupled and context.size > reference.size:
-        raise ValueError(f"`context` has n = {context.size} points, more than `reference` (n_ref = "
-                         f"{reference.size}): a coupled context is a prefix of the reference; were `context` "
-                         "and `reference` swapped?")
+        raise ValueError(
+            f"`context` has n = {context.size} points, more than `reference` (n_ref = "
+            f"{reference.size}): a coupled context is a prefix of the reference; were `context` "
+            "and `reference` swapped?"
+        )
     # W1 takes the first w1_size reference particles (and, uncoupled, as many of the context's)
     w1_max = reference.size if coupled else min(reference.size, context.size)
     if w1_size is not None and not 1 <= int(w1_size) <= w1_max:
@@ -394,10 +410,10 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
         W = w1_size or 1
         q1, q2 = mu.sample(k_ref, W, qmc=True), mu.sample(k_ref2, W, qmc=True)
         xs = gaussian_flow(model, jnp.concatenate([x0, z, q1, q2]), mu, saveat=save).xs
-        ref = {"xs": xs[:, :B], "passive": xs[:, B:B + N], "zs": xs[:, B + N:B + N + W]}
+        ref = {"xs": xs[:, :B], "passive": xs[:, B : B + N], "zs": xs[:, B + N : B + N + W]}
         if w1_size is not None:
             wq = jnp.full((W,), 1.0 / W, dtype)
-            floor["w1"] = jnp.max(_w1_path(xs[:, B + N + W:], wq, ref["zs"], wq, eps))
+            floor["w1"] = jnp.max(_w1_path(xs[:, B + N + W :], wq, ref["zs"], wq, eps))
         if use_adj:
             ref["ps"] = gaussian_token_adjoint(model, x0, mu, y)[1]
         floor.update(token=jnp.zeros((), dtype), context=jnp.zeros((), dtype))
@@ -414,8 +430,10 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
 
     def one(context, size):
         a = _system(model, x0, context, y, probes, use_adj)
-        out = {"token": jnp.linalg.norm(a["xs"] - ref["xs"], axis=-1),
-               "context": jnp.linalg.norm(a["zs"] - ref["passive"][:, :size], axis=-1) @ a["w"]}
+        out = {
+            "token": jnp.linalg.norm(a["xs"] - ref["xs"], axis=-1),
+            "context": jnp.linalg.norm(a["zs"] - ref["passive"][:, :size], axis=-1) @ a["w"],
+        }
         if w1_size is not None:
             wb = jnp.full((w1_size,), 1.0 / w1_size, dtype)
             out["w1"] = _w1_path(a["zs"], a["w"], ref["zs"][:, :w1_size], wb, eps)
@@ -428,8 +446,10 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
     per_n = {}
     for bucket in size_buckets(spec.ns):
         size = bucket[-1]
-        res = jax.lax.map(lambda n, size=size: one(EmpiricalMeasure(z[:size], prefix_weights(n, size, dtype)), size),
-                          jnp.asarray(bucket))
+        res = jax.lax.map(
+            lambda n, size=size: one(EmpiricalMeasure(z[:size], prefix_weights(n, size, dtype)), size),
+            jnp.asarray(bucket),
+        )
         for i, n in enumerate(bucket):
             per_n[n] = {k: v[i] for k, v in res.items()}
     out = {k: jnp.stack([per_n[int(n)][k] for n in spec.ns]) for k in per_n[int(spec.ns[0])]}

@@ -42,7 +42,9 @@ class RateFit:
     def from_dict(cls, d: dict) -> RateFit:
         """The fit stored by ``as_dict`` in a JSON row, where a missing number (NaN: no CI
         from one mean per size) is ``null``."""
-        return cls(*(float("nan") if d[k] is None else float(d[k]) for k in ("slope", "intercept", "ci_low", "ci_high")))
+        return cls(
+            *(float("nan") if d[k] is None else float(d[k]) for k in ("slope", "intercept", "ci_low", "ci_high"))
+        )
 
 
 def _check_level(level) -> None:
@@ -75,8 +77,10 @@ def fit_loglog(x, y, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) 
     if not (np.isfinite(x).all() and (x > 0).all()):
         raise ValueError(f"`x` (the sizes) must be finite and > 0 for a log-log fit, got {x.tolist()}.")
     if not (np.isfinite(y).all() and (y >= 0).all()):
-        raise ValueError("`y` (the deviations) must be finite and >= 0 for a log-log fit (0 counts as the "
-                         "smallest positive float); got nan/inf or negative values.")
+        raise ValueError(
+            "`y` (the deviations) must be finite and >= 0 for a log-log fit (0 counts as the "
+            "smallest positive float); got nan/inf or negative values."
+        )
     logy = np.log(np.maximum(y, np.finfo(np.float64).tiny))
     lx = np.log(x)
     slope, intercept = np.polyfit(lx, logy.mean(axis=1), 1)
@@ -87,8 +91,14 @@ def fit_loglog(x, y, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) 
             return _ols_slope(lx, np.stack([s.mean(axis=axis) for s in samples], axis=-1))
 
         res = stats.bootstrap(
-            tuple(logy), statistic, n_resamples=n_boot, confidence_level=level, method="percentile",
-            vectorized=True, paired=False, rng=np.random.default_rng(seed),
+            tuple(logy),
+            statistic,
+            n_resamples=n_boot,
+            confidence_level=level,
+            method="percentile",
+            vectorized=True,
+            paired=False,
+            rng=np.random.default_rng(seed),
         )
         lo, hi = res.confidence_interval
     return RateFit(float(slope), float(intercept), float(lo), float(hi))

@@ -140,7 +140,9 @@ def problems_in(events: list[dict]) -> list[str]:
     for ev in events:
         method, p = ev.get("method"), ev.get("params", {})
         if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            out.append("console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+            out.append(
+                "console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            )
         elif method == "Runtime.exceptionThrown":
             d = p.get("exceptionDetails", {})
             out.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
@@ -169,11 +171,23 @@ def check(site: Path, shots: Path, chromium: str) -> list[str]:
     debug_port = free_port()
     profile = tempfile.mkdtemp(prefix="cfm_jax_chromium_")
     browser = subprocess.Popen(
-        [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
-         "--window-size=1280,900", f"--user-data-dir={profile}", f"--remote-debugging-port={debug_port}",
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            chromium,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-extensions",
+            "--hide-scrollbars",
+            "--window-size=1280,900",
+            f"--user-data-dir={profile}",
+            f"--remote-debugging-port={debug_port}",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     failures: list[str] = []
     try:
@@ -197,8 +211,10 @@ def check(site: Path, shots: Path, chromium: str) -> list[str]:
             tools.call("Page.navigate", url=url)
             tools.wait_for("Page.loadEventFired")
             # MathJax 2 typesets asynchronously: wait until its queue has run
-            tools.evaluate("new Promise(r => (window.MathJax && MathJax.Hub) ? MathJax.Hub.Queue(() => r(true)) : r(false))",
-                           await_promise=True)
+            tools.evaluate(
+                "new Promise(r => (window.MathJax && MathJax.Hub) ? MathJax.Hub.Queue(() => r(true)) : r(false))",
+                await_promise=True,
+            )
             if "#" in path:  # scroll to the entry again: typesetting may have moved it
                 tools.evaluate(f"document.getElementById({json.dumps(path.split('#')[1])}).scrollIntoView()")
             time.sleep(0.5)
@@ -215,8 +231,10 @@ def check(site: Path, shots: Path, chromium: str) -> list[str]:
                 page_failures.append("no maths rendered")
             status = "ok" if not page_failures else "FAILED"
             size = (shots / f"site_{name}.png").stat().st_size // 1024
-            print(f"{name:>20}: {status}; {info['rendered']} maths rendered; title {info['title']!r}; "
-                  f"screenshot {shots / f'site_{name}.png'} ({size} KiB)")
+            print(
+                f"{name:>20}: {status}; {info['rendered']} maths rendered; title {info['title']!r}; "
+                f"screenshot {shots / f'site_{name}.png'} ({size} KiB)"
+            )
             failures += [f"{name}: {f}" for f in page_failures]
         tools.ws.close()
     finally:
@@ -234,9 +252,15 @@ def main(argv=None) -> int:
     assert __doc__ is not None  # the module docstring is the description
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=ROOT / "site", help="the built site (default: site/)")
-    parser.add_argument("--screenshots", type=Path, default=ROOT / "docs" / "screenshots", help="where the PNGs go (default: docs/screenshots/)")
-    parser.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"),
-                        help="the Chromium binary")
+    parser.add_argument(
+        "--screenshots",
+        type=Path,
+        default=ROOT / "docs" / "screenshots",
+        help="where the PNGs go (default: docs/screenshots/)",
+    )
+    parser.add_argument(
+        "--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"), help="the Chromium binary"
+    )
     args = parser.parse_args(argv)
     if not args.chromium:
         print("check_site: error: chromium not found (apt-get install chromium)", file=sys.stderr)

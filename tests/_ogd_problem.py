@@ -6,9 +6,7 @@ import jax.numpy as jnp
 import pytest
 
 import cfm_jax
-from cfm_jax import ogd
-from cfm_jax._populations import uniform_sphere
-from cfm_jax._streams import TeacherStudentStream
+from cfm_jax import TeacherStudentStream, ogd, uniform_sphere
 
 D, L, M, B = 2, 2, 4, 4
 N_REF = 256

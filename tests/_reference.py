@@ -50,8 +50,12 @@ def cases():
         for vname, saveat in SAVEATS.items():
             out[f"{sname}/{vname}/constant"] = (model, x0, ctx, dict(adjoint=adjoint, saveat=saveat, steps=4))
         out[f"{sname}/final/linear"] = (_linear_path(model), x0, ctx, dict(adjoint=adjoint, steps=4))
-    out["heun/continuous/constant"] = (model, x0, ctx, dict(solver=diffrax.Heun(), adjoint=ContinuousAdjoint(),
-                                                             steps=4, saveat=SaveAt(layers=True)))
+    out["heun/continuous/constant"] = (
+        model,
+        x0,
+        ctx,
+        dict(solver=diffrax.Heun(), adjoint=ContinuousAdjoint(), steps=4, saveat=SaveAt(layers=True)),
+    )
     out["heun/autodiff/constant"] = (model, x0, ctx, dict(solver=diffrax.Heun(), steps=4))
     return out
 
@@ -68,8 +72,7 @@ def compute(model, x0, ctx, options):
     sol = cfm_jax.forward(model, x0, ctx, **options)
     leaves = jax.tree.leaves(grads)
     flat = lambda t: [float(v) for a in jax.tree.leaves(t) for v in jnp.ravel(a)]  # noqa: E731
-    return {"value": float(value), "x1": flat(sol.x1), "z1": flat(sol.z1), "xs": flat(sol.xs),
-            "grads": flat(leaves)}
+    return {"value": float(value), "x1": flat(sol.x1), "z1": flat(sol.z1), "xs": flat(sol.xs), "grads": flat(leaves)}
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ jax.devices()
 
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
+from _ogd_problem import setup  # noqa: E402, F401  (the OGD tests' shared problem, a module-scoped fixture)
 
 import cfm_jax  # noqa: E402
 

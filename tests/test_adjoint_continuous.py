@@ -107,8 +107,15 @@ def test_saved_layer_cotangents_converge_at_the_solver_order():
     def grad(adjoint, solver, steps):
         def f(inputs):
             m, x, z, w = inputs
-            sol = cfm_jax.forward(m, x, cfm_jax.EmpiricalMeasure.unchecked(z, w), solver=solver, steps=steps,
-                                  saveat=cfm_jax.SaveAt(layers=True), adjoint=adjoint)
+            sol = cfm_jax.forward(
+                m,
+                x,
+                cfm_jax.EmpiricalMeasure.unchecked(z, w),
+                solver=solver,
+                steps=steps,
+                saveat=cfm_jax.SaveAt(layers=True),
+                adjoint=adjoint,
+            )
             assert sol.xs is not None and sol.zs is not None  # saved at the layers
             return jnp.sum(jnp.tanh(sol.xs) ** 2) + 0.1 * jnp.sum(sol.zs[1:] ** 3)
 
@@ -131,8 +138,15 @@ def test_piecewise_linear_path_at_awkward_step_counts():
     fine: dict[str, Any] = dict(solver=diffrax.Tsit5(), steps=3 * 64, adjoint=diffrax.RecursiveCheckpointAdjoint())
     _, ref = cfm_jax.loss_and_grad(path, x0, ctx, y, **fine)
     steps = np.array([9, 15, 27, 45])  # 1 step per layer (3) is pre-asymptotic
-    errs = [_rel(cfm_jax.loss_and_grad(path, x0, ctx, y, solver=diffrax.Heun(), steps=int(s),
-                                       adjoint=ContinuousAdjoint())[1], ref) for s in steps]
+    errs = [
+        _rel(
+            cfm_jax.loss_and_grad(path, x0, ctx, y, solver=diffrax.Heun(), steps=int(s), adjoint=ContinuousAdjoint())[
+                1
+            ],
+            ref,
+        )
+        for s in steps
+    ]
     order = -np.polyfit(np.log(steps), np.log(errs), 1)[0]
     assert 1.7 <= order <= 2.5, (errs, order)
     for bad in (4, 2):

@@ -17,9 +17,15 @@ def test_segment_steps_per_policy_and_strategy():
     assert segment_steps(Recompute(), "discrete", **kw) == 2
     assert segment_steps(StoreEvery(1), "continuous", **kw) == 2
     assert segment_steps(Backsolve(), "continuous", **kw) is None
-    for bad, strategy in [(StoreEvery(3), "discrete"), (StoreEvery(0), "discrete"), (Backsolve(), "discrete"),
-                          (StoreAll(), "continuous"), (Recompute(), "continuous"), (StoreEvery(2), "continuous"),
-                          ("layers", "discrete")]:
+    for bad, strategy in [
+        (StoreEvery(3), "discrete"),
+        (StoreEvery(0), "discrete"),
+        (Backsolve(), "discrete"),
+        (StoreAll(), "continuous"),
+        (Recompute(), "continuous"),
+        (StoreEvery(2), "continuous"),
+        ("layers", "discrete"),
+    ]:
         with pytest.raises(ValueError, match="`memory`"):
             segment_steps(bad, strategy, **kw)
 

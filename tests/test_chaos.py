@@ -43,8 +43,9 @@ def test_full_reference_deviation_is_exactly_zero(field):
     spec = chaos.ChaosSpec(field=field, dim=1, ns=(8, 32), **_EXACT)
     res = chaos.run_seeds(spec, seeds=2)
     quantities = [q for q in chaos.QUANTITIES if q in res]
-    assert set(quantities) == ({"token", "context", "w1", "adjoint", "grad_phi"} if field == "attention"
-                               else {"token", "context", "w1"})
+    assert set(quantities) == (
+        {"token", "context", "w1", "adjoint", "grad_phi"} if field == "attention" else {"token", "context", "w1"}
+    )
     for q in quantities:
         np.testing.assert_allclose(res[q][:, -1], 0.0, rtol=0, atol=1e-14, err_msg=q)
         assert (res[q][:, 0] > 1e-4).all(), q
@@ -63,8 +64,19 @@ def test_context_and_tokens_start_coupled():
 @pytest.mark.parametrize("field,dim", [("attention", 2), ("control", 1)])
 def test_padded_contexts_equal_unpadded(field, dim):
     """One padded n-system (zero-weight atoms, mapped over n) = one unpadded system per n, to round-off."""
-    spec = chaos.ChaosSpec(field=field, dim=dim, ns=(4, 8), n_ref=16, layers=1, heads=1, mlp_width=4,
-                           batch=2, num_probes=2, w1_size=16, relative_epsilon=0.05)
+    spec = chaos.ChaosSpec(
+        field=field,
+        dim=dim,
+        ns=(4, 8),
+        n_ref=16,
+        layers=1,
+        heads=1,
+        mlp_width=4,
+        batch=2,
+        num_probes=2,
+        w1_size=16,
+        relative_epsilon=0.05,
+    )
     padded = chaos.run_seeds(spec, seeds=2, padded=True)
     plain = chaos.run_seeds(spec, seeds=2, padded=False)
     assert padded.keys() == plain.keys()
@@ -99,8 +111,9 @@ def test_seeds_split_across_devices_equal_one_device():
     """With 4 (forced host) devices, 8 seeds split across all 4 and 6 seeds across 3; every seed's
     deviations (adjoints and the exact 1-D W1 included) equal the single-device run's to round-off."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", _SEEDS_ON_DEVICES], capture_output=True, text=True, env=env,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _SEEDS_ON_DEVICES], capture_output=True, text=True, env=env, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SEEDS_SPLIT_OK" in out.stdout
 
@@ -211,8 +224,20 @@ def test_prefix_weights_and_spec_check_their_ranges():
 
 # --- exact references: the Gaussian limit and QMC ---------------------------------------------
 
-_EXACT_REF = dict(field="attention", dim=2, ns=(4, 16, 64), n_ref=256, layers=2, heads=1, mlp_width=3, batch=2,
-                  num_probes=4, w1_size=64, relative_epsilon=0.05, mlp_activation="linear")
+_EXACT_REF = dict(
+    field="attention",
+    dim=2,
+    ns=(4, 16, 64),
+    n_ref=256,
+    layers=2,
+    heads=1,
+    mlp_width=3,
+    batch=2,
+    num_probes=4,
+    w1_size=64,
+    relative_epsilon=0.05,
+    mlp_activation="linear",
+)
 
 
 def test_size_buckets():

@@ -10,9 +10,30 @@ import pytest
 from cfm_jax import cli
 
 EXPERIMENTS = ("rates", "ogd", "gradcheck", "sync")
-TINY_RATES = ["rates", "--dims", "1", "--control-dims", "1", "--ns", "4", "8", "--control-ns", "4", "8",
-              "--n-ref", "32", "--control-n-ref", "32", "--seeds", "2", "--no-subspace", "--no-progress",
-              "--no-adjoint", "--layers", "2"]
+TINY_RATES = [
+    "rates",
+    "--dims",
+    "1",
+    "--control-dims",
+    "1",
+    "--ns",
+    "4",
+    "8",
+    "--control-ns",
+    "4",
+    "8",
+    "--n-ref",
+    "32",
+    "--control-n-ref",
+    "32",
+    "--seeds",
+    "2",
+    "--no-subspace",
+    "--no-progress",
+    "--no-adjoint",
+    "--layers",
+    "2",
+]
 
 
 def _run(*args, timeout=120):
@@ -63,10 +84,12 @@ def test_global_options_before_or_after_the_subcommand():
 
 
 def test_help_imports_no_experiment():
-    code = ("import sys; from cfm_jax import cli\n"
-            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith('cfm_jax.experiments.') and m not in "
-            "('cfm_jax.experiments.options', 'cfm_jax.experiments.runner')))")
+    code = (
+        "import sys; from cfm_jax import cli\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cfm_jax.experiments.') and m not in "
+        "('cfm_jax.experiments.options', 'cfm_jax.experiments.runner')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
     assert all(c in out.stdout for c in cli.COMMANDS)
@@ -146,11 +169,16 @@ def test_results_cannot_be_mixed_or_destroyed(tmp_path):
 def test_options_are_checked_before_any_work(tmp_path):
     """Bad values of any subcommand's options end in one line naming the option, before JAX runs
     anything (no folder is made)."""
-    for argv, flag in ((["sync", "--realisations", "-1"], "--realisations"), (["ogd", "--eta", "nan"], "--eta"),
-                       (["gradcheck", "--repeats", "0"], "--repeats"), (["rates", "--seed", "-3"], "--seed"),
-                       (["--cpu-devices", "0", "demo"], "--cpu-devices")):
-        line = _one_line_error(_run(*argv, "--out", str(tmp_path / "never")) if argv[0] != "--cpu-devices"
-                               else _run(*argv))
+    for argv, flag in (
+        (["sync", "--realisations", "-1"], "--realisations"),
+        (["ogd", "--eta", "nan"], "--eta"),
+        (["gradcheck", "--repeats", "0"], "--repeats"),
+        (["rates", "--seed", "-3"], "--seed"),
+        (["--cpu-devices", "0", "demo"], "--cpu-devices"),
+    ):
+        line = _one_line_error(
+            _run(*argv, "--out", str(tmp_path / "never")) if argv[0] != "--cpu-devices" else _run(*argv)
+        )
         assert flag in line, (argv, line)
     assert _run("sync", "--realisations", "1").returncode == 2  # a usage error, as argparse's own
     assert not (tmp_path / "never").exists()

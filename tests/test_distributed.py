@@ -86,8 +86,12 @@ def test_two_processes_match_one_process(tmp_path):
     # The workers import this checkout's cfm_jax, whatever is installed.
     path = os.pathsep.join([str(tests_dir.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     results = distributed.launch(
-        [sys.executable, str(script), str(tests_dir), str(tmp_path)], 2, host_devices=2, timeout_s=240,
-        capture=True, env=dict(os.environ, PYTHONPATH=path),
+        [sys.executable, str(script), str(tests_dir), str(tmp_path)],
+        2,
+        host_devices=2,
+        timeout_s=240,
+        capture=True,
+        env=dict(os.environ, PYTHONPATH=path),
     )
     for r in results:
         assert r.returncode == 0, f"process {r.process_id} (status {r.returncode}):\n{r.stderr[-3000:]}"
@@ -122,11 +126,22 @@ def test_launch_kills_the_others_when_one_fails():
 def test_launch_sets_the_environment_initialize_reads():
     """One coordinator for all, ids 0..N−1, the forced device count replacing an earlier one
     (other XLA flags kept), GPU i·k … i·k + k − 1 for process i."""
-    names = ("CFM_JAX_COORDINATOR", "CFM_JAX_NUM_PROCESSES", "CFM_JAX_PROCESS_ID", "XLA_FLAGS",
-             "CFM_JAX_LOCAL_DEVICE_IDS")
+    names = (
+        "CFM_JAX_COORDINATOR",
+        "CFM_JAX_NUM_PROCESSES",
+        "CFM_JAX_PROCESS_ID",
+        "XLA_FLAGS",
+        "CFM_JAX_LOCAL_DEVICE_IDS",
+    )
     code = f"import os; print(*(os.environ[k] for k in {names!r}))"
-    results = distributed.launch([sys.executable, "-c", code], 3, host_devices=2, gpus_per_process=2, capture=True,
-                                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=7 --foo"})
+    results = distributed.launch(
+        [sys.executable, "-c", code],
+        3,
+        host_devices=2,
+        gpus_per_process=2,
+        capture=True,
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=7 --foo"},
+    )
     lines = [r.stdout.split() for r in results]
     assert all(r.returncode == 0 for r in results)
     assert len({line[0] for line in lines}) == 1 and lines[0][0].startswith("127.0.0.1:")
@@ -159,9 +174,22 @@ def test_cli_reports_failure_in_one_line():
     """``python -m cfm_jax.distributed``: exit status 1 and one line naming the failed process."""
     code = "import os, sys; sys.exit(0 if os.environ['CFM_JAX_PROCESS_ID'] == '0' else 4)"
     out = subprocess.run(
-        [sys.executable, "-m", "cfm_jax.distributed", "--processes", "2", "--timeout", "60", "--",
-         sys.executable, "-c", code],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "cfm_jax.distributed",
+            "--processes",
+            "2",
+            "--timeout",
+            "60",
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 1
     assert "process 1 exited with status 4" in out.stderr and "Traceback" not in out.stderr

@@ -109,7 +109,11 @@ def build_site(site: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_MKDOCS_2_WARNING="1")
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -126,8 +130,12 @@ def test_strict_build_offline(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     assert "WARNING" not in proc.stderr, proc.stderr[-6000:]
     html = {p: p.read_text(errors="replace") for p in site.rglob("*.html")}
-    remote = [f"{p.relative_to(site)}: {m.group(0)[:120]}" for p, text in html.items() for m in _REMOTE_LOAD.finditer(text)
-              if "rel=\"canonical\"" not in m.group(0)]
+    remote = [
+        f"{p.relative_to(site)}: {m.group(0)[:120]}"
+        for p, text in html.items()
+        for m in _REMOTE_LOAD.finditer(text)
+        if 'rel="canonical"' not in m.group(0)
+    ]
     assert not remote, remote[:10]
     assert (site / "_mathjax" / "MathJax.js").is_file()
     # every API entry is rendered with its anchor, every docstring role became a link or code
@@ -151,7 +159,10 @@ def test_site_in_headless_chromium(tmp_path):
     assert proc.returncode == 0, proc.stderr[-6000:]
     check = subprocess.run(
         [sys.executable, str(ROOT / "docs" / "check_site.py"), "--site", str(site), "--screenshots", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert check.returncode == 0, check.stdout[-4000:] + check.stderr[-4000:]
     assert len(list(tmp_path.glob("site_*.png"))) == 5

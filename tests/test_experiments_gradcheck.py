@@ -7,8 +7,24 @@ from cfm_jax.cli import main
 
 def test_gradcheck_methods_match_their_references_and_resume(tmp_path):
     out = tmp_path / "gc"
-    argv = ["gradcheck", "--quick", "--out", str(out), "--context", "6", "--layers", "2", "--repeats", "1",
-            "--fd-directions", "2", "--dim", "3", "--batch", "2"]
+    argv = [
+        "gradcheck",
+        "--quick",
+        "--out",
+        str(out),
+        "--context",
+        "6",
+        "--layers",
+        "2",
+        "--repeats",
+        "1",
+        "--fd-directions",
+        "2",
+        "--dim",
+        "3",
+        "--batch",
+        "2",
+    ]
     assert main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     rows = {r["config"]["method"]: r for r in summary["rows"]}

@@ -27,8 +27,10 @@ def test_regimes_and_their_ordering(ablation):
     lam_c = summary["pilot"]["lambda_c"]
     assert lam["zero"] == 0 and np.isclose(lam["weak"], lam_c / 8)
     assert np.isclose(lam["strong"], min(1.5 * lam_c, 0.9 / cfg["eta"]))
-    by = {name: np.array([r["sup_dev"] for r in summary["rows"] if r["config"]["regime"] == name])
-          for name in ("zero", "weak", "strong")}
+    by = {
+        name: np.array([r["sup_dev"] for r in summary["rows"] if r["config"]["regime"] == name])
+        for name in ("zero", "weak", "strong")
+    }
     assert (by["strong"] < by["zero"]).all(), by
     for name, t in summary["regimes"].items():
         assert t["slope_sup"]["slope"] < 0, (name, t["slope_sup"])

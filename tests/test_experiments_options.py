@@ -122,8 +122,20 @@ def test_validate_options_checks_every_rule_in_the_namespace():
 
 
 def test_results_mode_and_configuration():
-    ns = argparse.Namespace(resume=True, overwrite=False, out=Path("o"), seed=3, no_progress=True, float64=True,
-                            cache_dir=None, no_cache=False, cpu_devices=2, command="rates", _run=print, ns=[4, 8])
+    ns = argparse.Namespace(
+        resume=True,
+        overwrite=False,
+        out=Path("o"),
+        seed=3,
+        no_progress=True,
+        float64=True,
+        cache_dir=None,
+        no_cache=False,
+        cpu_devices=2,
+        command="rates",
+        _run=print,
+        ns=[4, 8],
+    )
     assert options.results_mode(ns) == "resume"
     assert options.configuration(ns) == {"seed": 3, "ns": [4, 8]}
     assert options.results_mode(argparse.Namespace(resume=False, overwrite=True)) == "overwrite"

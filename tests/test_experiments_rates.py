@@ -8,8 +8,16 @@ import pytest
 
 from cfm_jax.experiments import rates
 
-TINY = dict(attention_dims=[1], control_dims=[1], ns=[4, 8], control_ns=[4, 8], n_ref=32, control_n_ref=32,
-            seeds=2, subspace=None)
+TINY = dict(
+    attention_dims=[1],
+    control_dims=[1],
+    ns=[4, 8],
+    control_ns=[4, 8],
+    n_ref=32,
+    control_n_ref=32,
+    seeds=2,
+    subspace=None,
+)
 
 
 def _tiny_configs():
@@ -47,8 +55,16 @@ def test_fitted_rates_and_floor_flag(tmp_path):
     coupled deviation at n = 128 is ~(1/n − 1/n_ref)^{1/2}, the reference error ~n_ref^{-1/2},
     ratio 1/√15 ≈ 0.26 < 0.5. With n_ref = 2·max n that ratio is ≈ 1: floor-limited, and
     fit_rates must say so."""
-    grid = dict(attention_dims=[4], control_dims=[], ns=[8, 32, 128], control_ns=[4, 8], n_ref=2048,
-                control_n_ref=32, seeds=8, subspace=None)
+    grid = dict(
+        attention_dims=[4],
+        control_dims=[],
+        ns=[8, 32, 128],
+        control_ns=[4, 8],
+        n_ref=2048,
+        control_n_ref=32,
+        seeds=8,
+        subspace=None,
+    )
     configs = rates.sweep_configs(grid, layers=1, adjoint=False)
     fits = rates.fit_rates(rates.run_sweep(configs, tmp_path / "a", progress=False))
     tok = next(f for f in fits if f["quantity"] == "token")
@@ -114,8 +130,9 @@ def test_exact_reference_grid_and_table(tmp_path):
 
     parser = argparse.ArgumentParser()
     rates.add_arguments(parser)
-    grid = rates.grid_from_args(parser.parse_args(["--quick", "--reference", "exact", "--ns", "4", "64",
-                                                   "--n-ref", "32"]))
+    grid = rates.grid_from_args(
+        parser.parse_args(["--quick", "--reference", "exact", "--ns", "4", "64", "--n-ref", "32"])
+    )
     assert grid["reference"] == "exact"
     grid = dict(TINY, reference="exact")
     configs = rates.sweep_configs(grid, layers=2, adjoint=False)

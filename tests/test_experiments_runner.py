@@ -43,7 +43,9 @@ def test_torn_last_line_is_dropped(tmp_path):
 
 
 def test_missing_numbers_are_null(tmp_path):
-    rows = Sweep(tmp_path / "r.jsonl", progress=False).run([{"x": 1}], lambda c: {"v": float("nan"), "w": [math.inf, 1.0]})
+    rows = Sweep(tmp_path / "r.jsonl", progress=False).run(
+        [{"x": 1}], lambda c: {"v": float("nan"), "w": [math.inf, 1.0]}
+    )
     assert rows[0]["v"] is None and rows[0]["w"] == [None, 1.0]
     path = write_summary(tmp_path, {"a": np.float32("nan"), "b": np.array([1.0, np.nan])})
     assert _strict(path.read_text()) == {"a": None, "b": [1.0, None]}
@@ -141,7 +143,8 @@ def test_failure_rows_are_run_again(tmp_path, capsys):
     Sweep(path, progress=False).run([{"x": 1}, {"x": 2}], lambda c: {"C": None if c["x"] == 1 else 2.0})
     calls = []
     rows = Sweep(path, resume=True, progress=False).run(
-        [{"x": 1}, {"x": 2}], lambda c: calls.append(c["x"]) or {"C": 1.0}, valid=lambda r: r["C"] is not None)
+        [{"x": 1}, {"x": 2}], lambda c: calls.append(c["x"]) or {"C": 1.0}, valid=lambda r: r["C"] is not None
+    )
     assert calls == [1] and [r["C"] for r in rows] == [1.0, 2.0]
     assert "recorded a failure" in capsys.readouterr().err and len(_lines(path)) == 2
 

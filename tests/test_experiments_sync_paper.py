@@ -88,7 +88,11 @@ def test_energy_rate_fit_recovers_an_exponential_and_brackets_it():
     ts = np.linspace(0, 5, 31)
     e = np.outer(np.array([1.0, 2.0, 0.5]), np.exp(-0.7 * ts))
     rate, lo, hi = sp.energy_rate_fit(ts, e)
-    assert rate == pytest.approx(-0.7, rel=1e-12) and lo == pytest.approx(-0.7, rel=1e-9) and hi == pytest.approx(-0.7, rel=1e-9)
+    assert (
+        rate == pytest.approx(-0.7, rel=1e-12)
+        and lo == pytest.approx(-0.7, rel=1e-9)
+        and hi == pytest.approx(-0.7, rel=1e-9)
+    )
     rng = np.random.default_rng(0)
     e = np.exp(rng.normal(0, 0.3, (64, 1)) - 0.7 * ts + rng.normal(0, 0.05, (64, ts.size)))
     rate, lo, hi = sp.energy_rate_fit(ts, e)
@@ -96,7 +100,9 @@ def test_energy_rate_fit_recovers_an_exponential_and_brackets_it():
 
 
 def _cell(**kw):
-    c = dict(section="cell", act="sigmoid", d=5, sigma=0.1, scale=1.0, N=6, L=20, T=5.0, beta=1.0, width=16, R=4, seed=0)
+    c = dict(
+        section="cell", act="sigmoid", d=5, sigma=0.1, scale=1.0, N=6, L=20, T=5.0, beta=1.0, width=16, R=4, seed=0
+    )
     return {**c, **kw}
 
 
@@ -117,7 +123,11 @@ def test_cells_energy_signs_and_the_theorem_bound():
     eps = {(1.0, 5): sp.epsilon_for(1.0, 6, 5, 1.0, 0)}
     (cmp,) = sp.comparison([rec], eps)
     assert eps[(1.0, 5)] <= 1e-12
-    assert cmp["assumption1"] and cmp["holds_pointwise"] and cmp["bound"] == pytest.approx(eps[(1.0, 5)] + row["lambda_bar_prime"])
+    assert (
+        cmp["assumption1"]
+        and cmp["holds_pointwise"]
+        and cmp["bound"] == pytest.approx(eps[(1.0, 5)] + row["lambda_bar_prime"])
+    )
     # a decay at half the bound's rate violates it after t = 0, and must be flagged as such
     slow = {**rec, "log_ratio": 0.5 * cmp["bound"] * np.asarray(row["t"])}
     assert sp.comparison([slow], eps)[0]["holds_pointwise"] is False
@@ -137,8 +147,12 @@ def test_grid_matches_the_paper():
 @pytest.mark.slow
 def test_cli_figure1_quick(tmp_path):
     """``cfm-jax sync --figure1 --quick`` writes the figure and a valid summary with both runs."""
-    r = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads((tmp_path / "figure1" / "summary.json").read_text())
     acts = {row["act"]: row for row in summary["figure1"]}
@@ -148,8 +162,12 @@ def test_cli_figure1_quick(tmp_path):
     assert not math.isnan(acts["tanh"]["nematic_order"])
     run = json.loads((tmp_path / "figure1" / "run.json").read_text())
     assert run["experiment"] == "sync --figure1" and set(run["files"]) == {"figure1.png", "summary.json"}
-    again = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
-                           capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 1 and "already holds results of `sync --figure1`" in again.stderr
 
 
@@ -174,16 +192,32 @@ def test_chaos_w2_is_zero_at_n_ref_and_decreases_with_n():
     """The coupling is exact: with N = N_ref the system *is* the reference (same start, same
     keys), so the deviation is 0 to round-off; smaller N deviate, and more so the smaller N
     (a 4-token system vs 16: W₂² at least doubles — it is ~N^{-1/2} to N^{-1})."""
-    c = dict(section="chaos_w2", d=3, act="tanh", sigma=0.1, Ns=[2, 8, 16], N_ref=16, L=10, T=1.0, width=16, R=3,
-             save_every=5, seed=0)
+    c = dict(
+        section="chaos_w2",
+        d=3,
+        act="tanh",
+        sigma=0.1,
+        Ns=[2, 8, 16],
+        N_ref=16,
+        L=10,
+        T=1.0,
+        width=16,
+        R=3,
+        save_every=5,
+        seed=0,
+    )
     row = sp.run_chaos_w2(c)
     assert row["mean"][-1] < 1e-20
     assert row["mean"][0] > 2 * row["mean"][1] > 0
 
 
 def test_cli_bad_width_is_one_line_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "cfm_jax", "sync", "--paper", "--width", "0", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "cfm_jax", "sync", "--paper", "--width", "0", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == ["cfm-jax sync: error: --width must be an integer >= 1, got 0."]
 
@@ -199,8 +233,14 @@ def test_figure1_overwrite_keeps_the_old_results_until_the_new_ones_are_computed
         return np.linspace(0, 20, 21), np.full((21, 3, 4), 0.5), 0.25 + seed, 0.5
 
     monkeypatch.setattr(sp, "figure1_run", fake_run)
-    args = lambda seed, **kw: argparse.Namespace(out=tmp_path, quick=True, seed=seed, resume=False,  # noqa: E731
-                                                 overwrite=False, **kw)
+    args = lambda seed, **kw: argparse.Namespace(
+        out=tmp_path,
+        quick=True,
+        seed=seed,
+        resume=False,  # noqa: E731
+        overwrite=False,
+        **kw,
+    )
     assert sp.run_figure1(args(0)) == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
@@ -214,4 +254,7 @@ def test_figure1_overwrite_keeps_the_old_results_until_the_new_ones_are_computed
     monkeypatch.setattr(sp, "figure1_run", fake_run)
     sp.run_figure1(argparse.Namespace(**{**vars(args(1)), "overwrite": True}))
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["figure1"][0]["polar_order"] == 1.25 and json.loads((tmp_path / "run.json").read_text())["config"]["seed"] == 1
+    assert (
+        summary["figure1"][0]["polar_order"] == 1.25
+        and json.loads((tmp_path / "run.json").read_text())["config"]["seed"] == 1
+    )

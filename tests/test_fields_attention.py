@@ -1,4 +1,5 @@
-"""Softmax attention: dense, query-blocked and key-streamed paths, automatic blocks, float32 stability, closed-form local products."""
+"""Softmax attention: dense, query-blocked and key-streamed paths, automatic blocks, float32 stability,
+closed-form local products."""
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +39,9 @@ def test_huge_logits_do_not_overflow_float32():
     z64 = jax.random.normal(key[0], (n, d), jnp.float64) * 10
     x64 = jax.random.normal(key[1], (2, d), jnp.float64) * 10
     kw = dict(K=Q, V=0.1 * jnp.eye(d)[None, None])
-    m64 = Transformer(Q=Q.astype(jnp.float64), K=kw["K"].astype(jnp.float64), V=kw["V"].astype(jnp.float64), chunk_size=None)
+    m64 = Transformer(
+        Q=Q.astype(jnp.float64), K=kw["K"].astype(jnp.float64), V=kw["V"].astype(jnp.float64), chunk_size=None
+    )
     m32 = m64.astype(jnp.float32)
     logits = (x64 @ (Q[0, 0] @ Q[0, 0])) @ z64.T
     assert float(jnp.abs(logits).max()) > 1e4

@@ -125,7 +125,11 @@ def test_adaptive_solver(small_problem, exact_x1):
     model, x0, ctx = small_problem
     exact = exact_x1
     sol = forward(
-        model, x0, ctx, solver=diffrax.Tsit5(), stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-9),
+        model,
+        x0,
+        ctx,
+        solver=diffrax.Tsit5(),
+        stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-9),
         saveat=SaveAt(layers=True),
     )
     np.testing.assert_allclose(sol.x1, exact, atol=1e-7)

@@ -33,8 +33,9 @@ def _x0():
 @pytest.fixture(scope="module")
 def linear_mlp_model():
     """Attention (2 heads) + an MLP declared linear, L = 4."""
-    return cfm_jax.Transformer.init(jax.random.key(5), D, heads=2, mlp_width=3, layers=4, activation=linear,
-                                    mlp_scale=0.5, dtype=jnp.float64)
+    return cfm_jax.Transformer.init(
+        jax.random.key(5), D, heads=2, mlp_width=3, layers=4, activation=linear, mlp_scale=0.5, dtype=jnp.float64
+    )
 
 
 def test_attention_closed_form_vs_large_n():
@@ -176,7 +177,9 @@ def test_grad_matches_central_differences(linear_mlp_model, solver):
     args = (model, x, mu.mean, mu.cov)
     grads = jax.grad(lambda *a: _loss(*a, **kw), argnums=(0, 1, 2, 3))(*args)
     leaves, treedef = jax.tree.flatten(args)
-    dirs = [jax.random.normal(k, jnp.shape(a)) for k, a in zip(jax.random.split(jax.random.key(9), len(leaves)), leaves)]
+    dirs = [
+        jax.random.normal(k, jnp.shape(a)) for k, a in zip(jax.random.split(jax.random.key(9), len(leaves)), leaves)
+    ]
     dirs[-1] = dirs[-1] + dirs[-1].T  # a symmetric perturbation of the covariance
     analytic = sum(jnp.vdot(g, v) for g, v in zip(jax.tree.leaves(grads), dirs))
     eps = 1e-6

@@ -13,7 +13,9 @@ import cfm_jax
 AUTODIFF = diffrax.RecursiveCheckpointAdjoint()
 
 
-@pytest.mark.parametrize("adjoint", [cfm_jax.DiscreteAdjoint(), cfm_jax.ContinuousAdjoint()], ids=["discrete", "continuous"])
+@pytest.mark.parametrize(
+    "adjoint", [cfm_jax.DiscreteAdjoint(), cfm_jax.ContinuousAdjoint()], ids=["discrete", "continuous"]
+)
 def test_probe_gradients_at_particles_equal_particle_adjoints(adjoint):
     model, x0, ctx, y = _problem(13)
     kw = dict(adjoint=adjoint)
@@ -104,7 +106,6 @@ def test_bad_inputs_raise_clear_errors():
         cfm_jax.loss_and_grad(model, x0, ctx, y, loss="l2")  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
-
 def test_weight_gradient_is_the_centred_first_variation():
     """∂L/∂w_j = φ_0(z_j) (probes at the particles), Σ_j w_j ∂L/∂w_j = 0 (softmax attention is
     invariant to scaling all weights), and jax.grad in w through forward agrees with both."""
@@ -114,10 +115,14 @@ def test_weight_gradient_is_the_centred_first_variation():
     assert float(jnp.max(jnp.abs(sol.weight_grads - sol.probe_values[0]))) <= 1e-12
     assert abs(float(ctx.weights @ sol.weight_grads)) <= 1e-13
     loss = lambda w: cfm_jax.mean_squared_loss(  # noqa: E731
-        cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w)).x1, y)
+        cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w)).x1, y
+    )
     gw = jax.grad(loss)(ctx.weights)
-    gw_auto = jax.grad(lambda w: cfm_jax.mean_squared_loss(cfm_jax.forward(
-        model, x0, cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w), adjoint=AUTODIFF).x1, y))(ctx.weights)
+    gw_auto = jax.grad(
+        lambda w: cfm_jax.mean_squared_loss(
+            cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w), adjoint=AUTODIFF).x1, y
+        )
+    )(ctx.weights)
     assert _rel(gw, gw_auto) <= 1e-10 and _rel(gw, sol.weight_grads) <= 1e-10
 
 
@@ -149,8 +154,13 @@ def test_functional_gradient_does_not_depend_on_how_depth_is_cut():
     fg, fg2 = cfm_jax.functional_gradient(model, g), cfm_jax.functional_gradient(doubled, g2)
     halves = jax.tree.map(lambda a: 0.5 * (a[0::2] + a[1::2]), eqx.filter(fg2, eqx.is_inexact_array))
     assert _rel(halves, eqx.filter(fg, eqx.is_inexact_array)) <= 1e-12
-    assert _rel(jax.tree.map(lambda a: a[0::2] + a[1::2], eqx.filter(g2, eqx.is_inexact_array)),
-                eqx.filter(g, eqx.is_inexact_array)) <= 1e-12
+    assert (
+        _rel(
+            jax.tree.map(lambda a: a[0::2] + a[1::2], eqx.filter(g2, eqx.is_inexact_array)),
+            eqx.filter(g, eqx.is_inexact_array),
+        )
+        <= 1e-12
+    )
 
 
 def test_value_and_grad_is_a_deprecated_alias_of_loss_and_grad():
@@ -169,8 +179,9 @@ def test_adjoint_trajectories_honour_the_memory_policy():
     probes = cfm_jax.ball_probes(jax.random.key(3), 4, 3, radius=1.0)
     ref = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=probes, steps=8)
     for memory in (cfm_jax.Recompute(), cfm_jax.StoreEvery(2)):
-        got = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=probes, steps=8,
-                                           adjoint=cfm_jax.DiscreteAdjoint(memory=memory))
+        got = cfm_jax.adjoint_trajectories(
+            model, x0, ctx, y, probes=probes, steps=8, adjoint=cfm_jax.DiscreteAdjoint(memory=memory)
+        )
         for name in ("xs", "zs", "ps", "a", "probe_grads", "probe_values", "weight_grads"):
             np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12, atol=1e-14, err_msg=name)
     with pytest.raises(ValueError, match="StoreEvery"):

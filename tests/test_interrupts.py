@@ -16,16 +16,38 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 
-TINY = ["rates", "--dims", "1", "--control-dims", "1", "--ns", "4", "8", "--control-ns", "4", "8",
-        "--n-ref", "32", "--control-n-ref", "32", "--seeds", "2", "--no-subspace", "--no-progress",
-        "--no-adjoint", "--layers", "2"]
+TINY = [
+    "rates",
+    "--dims",
+    "1",
+    "--control-dims",
+    "1",
+    "--ns",
+    "4",
+    "8",
+    "--control-ns",
+    "4",
+    "8",
+    "--n-ref",
+    "32",
+    "--control-n-ref",
+    "32",
+    "--seeds",
+    "2",
+    "--no-subspace",
+    "--no-progress",
+    "--no-adjoint",
+    "--layers",
+    "2",
+]
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _start(args, cache):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CFM_JAX_CACHE_DIR": str(cache)}
-    return subprocess.Popen([sys.executable, "-m", "cfm_jax", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cfm_jax", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def _wait_for(cond, proc, timeout=120.0):
@@ -84,12 +106,15 @@ def test_interrupted_sweep_resumes_to_the_same_rows(tmp_path, sig, uninterrupted
     assert strip(_rows(part / "rows.jsonl")) == strip(uninterrupted_rows)
 
 
-@pytest.mark.parametrize("command,sig,code", [
-    ("rates", signal.SIGTERM, 143),
-    ("ogd", signal.SIGINT, 130),
-    ("sync", signal.SIGTERM, 143),
-    ("gradcheck", signal.SIGINT, 130),
-])
+@pytest.mark.parametrize(
+    "command,sig,code",
+    [
+        ("rates", signal.SIGTERM, 143),
+        ("ogd", signal.SIGINT, 130),
+        ("sync", signal.SIGTERM, 143),
+        ("gradcheck", signal.SIGINT, 130),
+    ],
+)
 def test_every_experiment_stops_promptly(tmp_path, command, sig, code):
     """Once the command runs (its signal handlers are installed), the signal ends it within 2 s with
     128 + signal and a one-line message, whatever it is doing (importing, compiling, computing)."""

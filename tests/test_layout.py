@@ -109,7 +109,8 @@ EXEMPT = {"__main__", "_validation", "_demo"}  # entry points and the input chec
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in _modules() if p.stem not in EXEMPT and p.name != "__init__.py"],
+    "path",
+    [p for p in _modules() if p.stem not in EXEMPT and p.name != "__init__.py"],
     ids=lambda p: str(p.relative_to(PKG)),
 )
 def test_every_module_has_its_test_file(path):
@@ -122,8 +123,14 @@ def test_nothing_points_outside_the_repository():
     import re
 
     hits = []
-    for p in [*PKG.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "docs").rglob("*.md"),
-              *(ROOT / "notebooks").glob("*.ipynb"), ROOT / "README.md", *(ROOT / "benchmarks").rglob("*.py")]:
+    for p in [
+        *PKG.rglob("*.py"),
+        *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "notebooks").glob("*.ipynb"),
+        ROOT / "README.md",
+        *(ROOT / "benchmarks").rglob("*.py"),
+    ]:
         if p == Path(__file__):
             continue
         text = p.read_text()
@@ -159,8 +166,23 @@ def test_public_names_are_listed_once_and_resolve():
     assert len(names) == len(set(names))
     for name in names:
         getattr(cfm_jax, name)
-    leaked = {"finish", "model_grads", "system_vjp", "check_inputs", "solve", "prepare", "integrate", "loop",
-              "stacked_velocity", "flow", "adjoint", "fields", "measures", "paths", "gradients"}
+    leaked = {
+        "finish",
+        "model_grads",
+        "system_vjp",
+        "check_inputs",
+        "solve",
+        "prepare",
+        "integrate",
+        "loop",
+        "stacked_velocity",
+        "flow",
+        "adjoint",
+        "fields",
+        "measures",
+        "paths",
+        "gradients",
+    }
     assert not leaked & set(names)
     shadowing = {n for n in names if n in dir(jax) and callable(getattr(jax, n)) and n != "value_and_grad"}
     assert not shadowing, shadowing
@@ -176,7 +198,11 @@ def test_no_attribute_probing():
     bad = []
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("hasattr", "getattr")
+            ):
                 target = node.args[0] if node.args else None
                 if isinstance(target, ast.Name) and target.id == "args":
                     continue
@@ -202,6 +228,10 @@ def test_modules_are_abstract_or_final():
     bad = []
     for cls in classes:
         for base in cls.__mro__[1:]:
-            if base.__module__.startswith("cfm_jax") and issubclass(base, eqx.Module) and not base.__name__.startswith("Abstract"):
+            if (
+                base.__module__.startswith("cfm_jax")
+                and issubclass(base, eqx.Module)
+                and not base.__name__.startswith("Abstract")
+            ):
                 bad.append(f"{cls.__name__} subclasses concrete {base.__name__}")
     assert not bad, bad

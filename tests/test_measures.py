@@ -47,8 +47,17 @@ def test_pad_to_adds_zero_mass_atoms_and_unchecked_skips_validation():
     np.testing.assert_array_equal(raw.weights, padded.weights)
 
 
-@pytest.mark.parametrize("index,fraction,match", [(4, 0.5, "index"), (-5, 0.5, "index"), (1.0, 0.5, "index"),
-                                                  (True, 0.5, "index"), (0, 0.0, "fraction"), (0, 1.0, "fraction")])
+@pytest.mark.parametrize(
+    "index,fraction,match",
+    [
+        (4, 0.5, "index"),
+        (-5, 0.5, "index"),
+        (1.0, 0.5, "index"),
+        (True, 0.5, "index"),
+        (0, 0.0, "fraction"),
+        (0, 1.0, "fraction"),
+    ],
+)
 def test_split_atom_rejects_an_index_outside_the_measure(index, fraction, match):
     mu = EmpiricalMeasure(jnp.zeros((4, 2)))
     with pytest.raises(ValueError, match=match):
@@ -62,8 +71,16 @@ def test_split_atom_negative_index_splits_from_the_end():
     np.testing.assert_allclose(nu.weights[3] + nu.weights[4], mu.weights[3])
 
 
-@pytest.mark.parametrize("weights,ok", [([0.5, 0.5, 0.0], True), ([0.5, 0.5, 0.5], False), ([0.5, 0.5 - 2e-5, 0.0], False),
-                                        ([0.7, 0.5, -0.2], False), ([0.5, np.nan, 0.5], False)])
+@pytest.mark.parametrize(
+    "weights,ok",
+    [
+        ([0.5, 0.5, 0.0], True),
+        ([0.5, 0.5, 0.5], False),
+        ([0.5, 0.5 - 2e-5, 0.0], False),
+        ([0.7, 0.5, -0.2], False),
+        ([0.5, np.nan, 0.5], False),
+    ],
+)
 def test_checked_applies_the_same_rule_inside_jit(weights, ok):
     """``checked`` (used by the public entry points) enforces the constructor's rule on traced values."""
     import equinox as eqx

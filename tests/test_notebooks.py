@@ -17,7 +17,9 @@ def test_quickstart_notebook(tmp_path):
 def test_sync_notebook(tmp_path):
     """The text says the Benettin estimate's 95% CI contains the closed-form λ₁."""
     _, text = execute_notebook("sync.ipynb", tmp_path)
-    m = re.search(r"estimate ([+-]?[\d.]+), 95% Student-t CI half-width over \d+ runs ([\d.]+); closed form ([+-]?[\d.]+)", text)
+    m = re.search(
+        r"estimate ([+-]?[\d.]+), 95% Student-t CI half-width over \d+ runs ([\d.]+); closed form ([+-]?[\d.]+)", text
+    )
     assert m is not None, text
     est, half, closed = (float(v) for v in m.groups())
     assert abs(est - closed) <= half, (est, half, closed)

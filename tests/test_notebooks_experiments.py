@@ -19,8 +19,11 @@ def test_chaos_notebook(tmp_path):
 def test_ogd_notebook_reports_the_three_ridge_regimes(tmp_path):
     """The text says: strong ridge lowest at every n, deviation falls with n, slope at λ = 0 near −1."""
     outputs, text = execute_notebook("ogd.ipynb", tmp_path)
-    rows = {ln.split()[0]: ln for ln in text.splitlines() if ln.split() and ln.split()[0] in ("zero", "weak", "strong")
-            and "±" in ln}
+    rows = {
+        ln.split()[0]: ln
+        for ln in text.splitlines()
+        if ln.split() and ln.split()[0] in ("zero", "weak", "strong") and "±" in ln
+    }
     assert set(rows) == {"zero", "weak", "strong"}
     means = {k: [float(v) for v in re.findall(r"([\d.e+-]+) ±", ln)] for k, ln in rows.items()}
     assert all(s < z for s, z in zip(means["strong"], means["zero"])), means

@@ -2,8 +2,9 @@
 validation.
 
 One tiny configuration is shared (d = 2, L = 2, H = 1, m = 4, B = 4, contexts uniform on the
-unit circle, n_ref = 256) so that JAX compiles each loop once. The regimes use λ_c = 2C with C *estimated* on the λ = 0 trajectory (nothing about
-the expected behaviour is hard-coded); the measured numbers are printed (``pytest -s``).
+unit circle, n_ref = 256) so that JAX compiles each loop once. The regimes use λ_c = 2C with C
+*estimated* on the λ = 0 trajectory (nothing about the expected behaviour is hard-coded); the
+measured numbers are printed (``pytest -s``).
 """
 
 import equinox as eqx
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _ogd_problem import CK_LAM, ETA, N_REF, NS, B, D, K, L, M, _short_run, setup  # noqa: F401 (setup is a pytest fixture)
+from _ogd_problem import CK_LAM, ETA, N_REF, NS, D, K, L, M, _short_run
 
 import cfm_jax
 from cfm_jax import ogd
@@ -50,8 +51,9 @@ def regimes(setup):
     est_strong = ogd.estimate_lipschitz(
         student, jax.tree.map(lambda a: a[0, ::25], params), stream, jax.random.key(0), num_pairs=8, first_step=K
     )
-    return dict(C=float(est.C), lam=lam, free=np.asarray(free.deviations), strong=np.asarray(devs),
-                C_strong=float(est_strong.C))
+    return dict(
+        C=float(est.C), lam=lam, free=np.asarray(free.deviations), strong=np.asarray(devs), C_strong=float(est_strong.C)
+    )
 
 
 def _windows(dev):
@@ -61,8 +63,10 @@ def _windows(dev):
 
 def test_strong_ridge_keeps_the_coupled_deviation_bounded(regimes):
     early, mid, late = _windows(regimes["strong"][0])
-    print(f"\nC = {regimes['C']:.3f} (λ=0 region), λ = {regimes['lam']:.3f}, C on the λ region = "
-          f"{regimes['C_strong']:.3f}; windows (n = {NS}): early {early}, middle {mid}, late {late}")
+    print(
+        f"\nC = {regimes['C']:.3f} (λ=0 region), λ = {regimes['lam']:.3f}, C on the λ region = "
+        f"{regimes['C_strong']:.3f}; windows (n = {NS}): early {early}, middle {mid}, late {late}"
+    )
     # the ridge regime really is λ > 2C also on the region it visits
     assert regimes["lam"] > 2 * regimes["C_strong"]
     # bounded: no upward trend (window means) and never above the initial transient (window maxima)
@@ -84,8 +88,10 @@ def test_no_ridge_is_worse_than_the_ridge_and_within_the_worst_case_bound(regime
     growth = dev[-1] / dev[K // 2 - 1]
     growth_strong = strong[-1] / strong[K // 2 - 1]
     worst = (1 + ETA * regimes["C"]) ** (K // 2)
-    print(f"\nλ = 0 windows (n = {NS}): early {early}, middle {mid}, late {late}; dev(K)/dev(K/2) = {growth} "
-          f"(ridge: {growth_strong}; worst case (1+ηC)^(K/2) = {worst:.3g}); λ>λ_c late {s_late}")
+    print(
+        f"\nλ = 0 windows (n = {NS}): early {early}, middle {mid}, late {late}; dev(K)/dev(K/2) = {growth} "
+        f"(ridge: {growth_strong}; worst case (1+ηC)^(K/2) = {worst:.3g}); λ>λ_c late {s_late}"
+    )
     assert np.all(late > s_late)
     assert np.all(growth > growth_strong)
     assert np.all(growth <= worst)
@@ -100,8 +106,10 @@ def test_sup_deviation_rate_in_n(regimes):
     sup = regimes["strong"][:, 2 * K // 3 :].max(axis=1)  # (seeds, len(NS))
     n_eff = 1.0 / (1.0 / np.asarray(NS, float) - 1.0 / N_REF)
     fit = fit_loglog(n_eff, sup.T)
-    print(f"\nsup_k deviation (λ > λ_c) vs n = {NS}: {sup.mean(0)}; slope {fit.slope:.3f} "
-          f"[{fit.ci_low:.3f}, {fit.ci_high:.3f}]")
+    print(
+        f"\nsup_k deviation (λ > λ_c) vs n = {NS}: {sup.mean(0)}; slope {fit.slope:.3f} "
+        f"[{fit.ci_low:.3f}, {fit.ci_high:.3f}]"
+    )
     assert fit.contains(-0.5), fit
 
 
@@ -176,6 +184,8 @@ def test_coupled_run_below_n_ref_is_hand_steps_on_the_first_n_points(setup):
             traj[n], loss = hand_step(traj[n], sample, n)
             np.testing.assert_allclose(loss, res.losses[k, 0 if n == 8 else 1], rtol=1e-13, atol=0)
     for n, t in ((8, 0), (None, -1)):
-        for a, b in zip(jax.tree.leaves(eqx.filter(res.state.model(student, t), eqx.is_inexact_array)),
-                        jax.tree.leaves(eqx.filter(traj[n], eqx.is_inexact_array))):
+        for a, b in zip(
+            jax.tree.leaves(eqx.filter(res.state.model(student, t), eqx.is_inexact_array)),
+            jax.tree.leaves(eqx.filter(traj[n], eqx.is_inexact_array)),
+        ):
             np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)

@@ -31,8 +31,15 @@ def test_ridge_sgd_is_the_hand_written_update():
 
 @pytest.mark.parametrize(
     "eta, lam, match",
-    [(0.0, 0.1, "learning_rate"), (-1.0, 0.1, "learning_rate"), (float("nan"), 0.1, "learning_rate"),
-     (0.1, -0.5, "weight_decay"), (0.5, 2.0, "η·λ"), (0.1, float("inf"), "weight_decay"), ("a", 1.0, "numbers")],
+    [
+        (0.0, 0.1, "learning_rate"),
+        (-1.0, 0.1, "learning_rate"),
+        (float("nan"), 0.1, "learning_rate"),
+        (0.1, -0.5, "weight_decay"),
+        (0.5, 2.0, "η·λ"),
+        (0.1, float("inf"), "weight_decay"),
+        ("a", 1.0, "numbers"),
+    ],
 )
 def test_bad_step_sizes(eta, lam, match):
     with pytest.raises(ValueError, match=match):

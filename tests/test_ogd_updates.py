@@ -3,7 +3,7 @@
 import equinox as eqx
 import jax
 import numpy as np
-from _ogd_problem import CK_LAM, ETA, L, _short_run, setup  # noqa: F401 (setup is a pytest fixture)
+from _ogd_problem import CK_LAM, ETA, L, _short_run
 
 import cfm_jax
 from cfm_jax import ogd

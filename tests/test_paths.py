@@ -15,14 +15,27 @@ from cfm_jax import Transformer
         (dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 2))), "`V`"),
         (dict(Q=np.zeros((2, 1, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 3))), "`Q`"),
         (dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((3, 1, 3, 3)), V=np.zeros((2, 1, 3, 3))), "`K`"),
-        (dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 3)), W1=np.zeros((2, 4, 3))), "W1"),
         (
-            dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 3)),
-                 W1=np.zeros((2, 4, 3)), b1=np.zeros((2, 4)), W2=np.zeros((2, 3, 5)), b2=np.zeros((2, 3))),
+            dict(Q=np.zeros((2, 1, 3, 3)), K=np.zeros((2, 1, 3, 3)), V=np.zeros((2, 1, 3, 3)), W1=np.zeros((2, 4, 3))),
+            "W1",
+        ),
+        (
+            dict(
+                Q=np.zeros((2, 1, 3, 3)),
+                K=np.zeros((2, 1, 3, 3)),
+                V=np.zeros((2, 1, 3, 3)),
+                W1=np.zeros((2, 4, 3)),
+                b1=np.zeros((2, 4)),
+                W2=np.zeros((2, 3, 5)),
+                b2=np.zeros((2, 3)),
+            ),
             "`W2`",
         ),
         (dict(Q=np.full((1, 1, 2, 2), np.inf), K=np.zeros((1, 1, 2, 2)), V=np.zeros((1, 1, 2, 2))), "`Q`"),
-        (dict(Q=np.zeros((1, 1, 2, 2)), K=np.zeros((1, 1, 2, 2)), V=np.zeros((1, 1, 2, 2)), chunk_size=0), "chunk_size"),
+        (
+            dict(Q=np.zeros((1, 1, 2, 2)), K=np.zeros((1, 1, 2, 2)), V=np.zeros((1, 1, 2, 2)), chunk_size=0),
+            "chunk_size",
+        ),
     ],
 )
 def test_transformer_validation(kwargs, match):

@@ -37,8 +37,7 @@ def test_unbiased_and_faster_than_monte_carlo():
     exact = (np.e - 1) ** 3
     ns = [64, 256, 1024, 4096]
     keys = jax.random.split(jax.random.key(3), 16)
-    est = np.stack([np.asarray(jax.vmap(lambda k, n=n: jax.numpy.exp(sobol(k, n, 3).sum(1)).mean())(keys))
-                    for n in ns])
+    est = np.stack([np.asarray(jax.vmap(lambda k, n=n: jax.numpy.exp(sobol(k, n, 3).sum(1)).mean())(keys)) for n in ns])
     err = np.abs(est - exact)
     assert abs(est[0].mean() - exact) < 4 * est[0].std() / np.sqrt(len(keys))
     assert fit_loglog(ns, err).ci_high < -1.0

@@ -69,7 +69,9 @@ def test_default_adjoint_is_the_hand_adjoint_wherever_it_is_exact():
     assert isinstance(cfm_jax.default_adjoint(None, None), DiscreteAdjoint)
     assert isinstance(cfm_jax.default_adjoint(diffrax.Euler(), diffrax.ConstantStepSize()), DiscreteAdjoint)
     assert isinstance(cfm_jax.default_adjoint(diffrax.Heun(), None), diffrax.RecursiveCheckpointAdjoint)
-    assert isinstance(cfm_jax.default_adjoint(None, diffrax.PIDController(1e-3, 1e-3)), diffrax.RecursiveCheckpointAdjoint)
+    assert isinstance(
+        cfm_jax.default_adjoint(None, diffrax.PIDController(1e-3, 1e-3)), diffrax.RecursiveCheckpointAdjoint
+    )
 
 
 def test_default_forward_is_differentiated_by_the_hand_adjoint(monkeypatch):
@@ -122,13 +124,20 @@ def test_single_token_and_optax_loop_use_the_hand_adjoint():
         m = model
         state = opt.init(eqx.filter(m, eqx.is_inexact_array))
         for _ in range(3):
-            g = eqx.filter_grad(lambda mm: jnp.sum((cfm_jax.forward(mm, x0[0], ctx, adjoint=adjoint).x1 - y[0]) ** 2))(m)
+            g = eqx.filter_grad(lambda mm: jnp.sum((cfm_jax.forward(mm, x0[0], ctx, adjoint=adjoint).x1 - y[0]) ** 2))(
+                m
+            )
             upd, state = opt.update(g, state)
             m = eqx.apply_updates(m, upd)
         return m
 
-    assert rel(eqx.filter(train(DiscreteAdjoint()), eqx.is_inexact_array),
-               eqx.filter(train(AUTODIFF), eqx.is_inexact_array)) <= 1e-10
+    assert (
+        rel(
+            eqx.filter(train(DiscreteAdjoint()), eqx.is_inexact_array),
+            eqx.filter(train(AUTODIFF), eqx.is_inexact_array),
+        )
+        <= 1e-10
+    )
 
 
 def test_forward_mode_raises_a_clear_error_naming_the_fix():
@@ -137,8 +146,9 @@ def test_forward_mode_raises_a_clear_error_naming_the_fix():
     with pytest.raises(TypeError, match="DirectAdjoint"):
         jax.jvp(f, (x0,), (jnp.ones_like(x0),))
     # the named fix works, and agrees with reverse mode through the hand adjoint
-    _, tangent = jax.jvp(lambda x: cfm_jax.forward(model, x, ctx, adjoint=diffrax.DirectAdjoint()).x1,
-                         (x0,), (jnp.ones_like(x0),))
+    _, tangent = jax.jvp(
+        lambda x: cfm_jax.forward(model, x, ctx, adjoint=diffrax.DirectAdjoint()).x1, (x0,), (jnp.ones_like(x0),)
+    )
     _, pull = jax.vjp(f, x0)
     e = jnp.zeros_like(x0).at[0, 0].set(1.0)
     assert jnp.allclose(jnp.sum(pull(e)[0]), tangent[0, 0], rtol=1e-10)
@@ -162,7 +172,9 @@ def test_bad_adjoint_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="`solver`.*Euler"):
         cfm_jax.forward(model, x0, ctx, solver=diffrax.Heun(), adjoint=DiscreteAdjoint())
     with pytest.raises(ValueError, match="`stepsize_controller`"):
-        cfm_jax.forward(model, x0, ctx, adjoint=DiscreteAdjoint(), stepsize_controller=diffrax.PIDController(1e-3, 1e-3))
+        cfm_jax.forward(
+            model, x0, ctx, adjoint=DiscreteAdjoint(), stepsize_controller=diffrax.PIDController(1e-3, 1e-3)
+        )
     with pytest.raises(ValueError, match="`memory`=StoreEvery"):
         cfm_jax.forward(model, x0, ctx, adjoint=DiscreteAdjoint(StoreEvery(3)))
     with pytest.raises(ValueError, match="`memory`=Backsolve"):
@@ -217,8 +229,12 @@ def test_bad_values_raise_an_error_naming_the_argument_under_any_transformation(
     def run(model, x0, z, w):
         return forward(model, x0, cfm_jax.EmpiricalMeasure.unchecked(z, w)).x1
 
-    f = {"eager": run, "jax.jit": jax.jit(run), "eqx.filter_jit": eqx.filter_jit(run),
-         "vmap": lambda m, x, z, w: jax.vmap(run, (None, 0, None, None))(m, x[None], z, w)}[wrap]
+    f = {
+        "eager": run,
+        "jax.jit": jax.jit(run),
+        "eqx.filter_jit": eqx.filter_jit(run),
+        "vmap": lambda m, x, z, w: jax.vmap(run, (None, 0, None, None))(m, x[None], z, w),
+    }[wrap]
     # under a plain jax.jit the same message arrives as JAX's runtime error (as for diffrax's checks)
     errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
     for name, x0, z, w, model in _bad_values(tiny):
@@ -277,27 +293,39 @@ def test_hand_adjoints_refuse_gradients_in_arrays_outside_theta():
     # differentiating the context only (the model's arrays held fixed) is fine
     gz = jax.grad(lambda z: jnp.sum(cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure(z)).x1))(ctx.points)
     gz_ref = jax.grad(lambda z: jnp.sum(cfm_jax.forward(model, x0, cfm_jax.EmpiricalMeasure(z), adjoint=AUTODIFF).x1))(
-        ctx.points)
+        ctx.points
+    )
     assert rel(gz, gz_ref) <= 1e-8
 
 
 # what each adjoint supports (docs/gradients.md): "ok", or the error it raises
 SUPPORT = {
-    "DiscreteAdjoint()": (DiscreteAdjoint(), {"grad": "ok", "jvp": "DirectAdjoint", "hessian": "DirectAdjoint",
-                                               "grad(grad)": "ok"}),
+    "DiscreteAdjoint()": (
+        DiscreteAdjoint(),
+        {"grad": "ok", "jvp": "DirectAdjoint", "hessian": "DirectAdjoint", "grad(grad)": "ok"},
+    ),
     "DiscreteAdjoint(memory=Recompute())": (DiscreteAdjoint(memory=Recompute()), {"grad(grad)": "ok"}),
     "ContinuousAdjoint()": (ContinuousAdjoint(), {"jvp": "DirectAdjoint", "grad(grad)": "ok"}),
     "RecursiveCheckpointAdjoint()": (AUTODIFF, {"jvp": "DirectAdjoint", "hessian": "ok", "grad(grad)": "while_loop"}),
     "DirectAdjoint()": (diffrax.DirectAdjoint(), {"jvp": "ok", "hessian": "ok", "grad(grad)": "ok"}),
 }
-SLOW = {("RecursiveCheckpointAdjoint()", "hessian"), ("DirectAdjoint()", "hessian"), ("DirectAdjoint()", "grad(grad)"),
-        ("ContinuousAdjoint()", "grad(grad)"), ("DiscreteAdjoint()", "hessian")}
+SLOW = {
+    ("RecursiveCheckpointAdjoint()", "hessian"),
+    ("DirectAdjoint()", "hessian"),
+    ("DirectAdjoint()", "grad(grad)"),
+    ("ContinuousAdjoint()", "grad(grad)"),
+    ("DiscreteAdjoint()", "hessian"),
+}
 
 
-@pytest.mark.parametrize("name,transform", [
-    pytest.param(n, t, marks=[pytest.mark.slow] if (n, t) in SLOW else [])
-    for n, (_, table) in SUPPORT.items() for t in table
-])
+@pytest.mark.parametrize(
+    "name,transform",
+    [
+        pytest.param(n, t, marks=[pytest.mark.slow] if (n, t) in SLOW else [])
+        for n, (_, table) in SUPPORT.items()
+        for t in table
+    ],
+)
 def test_what_each_adjoint_supports(tiny, name, transform):
     """The table of docs/gradients.md: supported transformations give the autodiff (DirectAdjoint) value
     in float64; unsupported ones raise an error that names the fix (or, for diffrax's own checkpointed
@@ -307,8 +335,12 @@ def test_what_each_adjoint_supports(tiny, name, transform):
 
     def run(transform, adjoint):
         f = lambda x: jnp.sum(forward(tiny, x, ctx, adjoint=adjoint).x1 ** 3)  # noqa: E731
-        g = {"grad": jax.grad(f), "jvp": lambda x: jax.jvp(f, (x,), (x,))[1], "hessian": jax.hessian(f),
-             "grad(grad)": jax.grad(lambda x: jnp.sum(jax.grad(f)(x) ** 2))}[transform]
+        g = {
+            "grad": jax.grad(f),
+            "jvp": lambda x: jax.jvp(f, (x,), (x,))[1],
+            "hessian": jax.hessian(f),
+            "grad(grad)": jax.grad(lambda x: jnp.sum(jax.grad(f)(x) ** 2)),
+        }[transform]
         return g(jnp.array([0.2, -0.3]))
 
     expected = table[transform]
@@ -328,11 +360,14 @@ def test_library_runs_under_strict_rank_and_dtype_promotion(name):
     model, x0, ctx, y = problem(4, d=2, n=5, B=3, heads=2, mlp=3, layers=2)
     probes = cfm_jax.ball_probes(jax.random.key(2), 3, 2, radius=1.0)
     linear = cfm_jax.PiecewiseLinearCFM(
-        model.field, {k: jnp.concatenate([v, v[:1]], 0) for k, v in model.stacked_params().items()}, 2)
+        model.field, {k: jnp.concatenate([v, v[:1]], 0) for k, v in model.stacked_params().items()}, 2
+    )
     run = {
         "discrete": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, steps=4, saveat=SaveAt(steps=True)),
         "recompute": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=DiscreteAdjoint(memory=Recompute())),
-        "continuous": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, solver=diffrax.Heun(), adjoint=ContinuousAdjoint()),
+        "continuous": lambda: cfm_jax.loss_and_grad(
+            model, x0, ctx, y, solver=diffrax.Heun(), adjoint=ContinuousAdjoint()
+        ),
         "autodiff": lambda: cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=AUTODIFF, saveat=SaveAt(layers=True)),
         "trajectories": lambda: cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=probes).probe_grads,
         "linear path": lambda: cfm_jax.loss_and_grad(linear, x0, ctx, y, steps=4),

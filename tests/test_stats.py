@@ -54,9 +54,14 @@ def test_fit_and_interval_check_their_values():
     ns = [4.0, 8.0]
     fit_loglog(ns, [[1.0, 0.5], [0.5, 0.0]])
     fit_loglog([1e-300, 8.0], [[1.0], [0.5]])
-    for x, y, name in (([0.0, 8.0], [[1.0], [0.5]], "`x`"), ([-4.0, 8.0], [[1.0], [0.5]], "`x`"),
-                       ([np.inf, 8.0], [[1.0], [0.5]], "`x`"), (ns, [[1.0], [-1e-300]], "`y`"),
-                       (ns, [[1.0], [np.nan]], "`y`"), (ns, [[1.0], [np.inf]], "`y`")):
+    for x, y, name in (
+        ([0.0, 8.0], [[1.0], [0.5]], "`x`"),
+        ([-4.0, 8.0], [[1.0], [0.5]], "`x`"),
+        ([np.inf, 8.0], [[1.0], [0.5]], "`x`"),
+        (ns, [[1.0], [-1e-300]], "`y`"),
+        (ns, [[1.0], [np.nan]], "`y`"),
+        (ns, [[1.0], [np.inf]], "`y`"),
+    ):
         with pytest.raises(ValueError, match=name):
             fit_loglog(x, y)
     mean_ci([1.0, 2.0], level=1e-9)

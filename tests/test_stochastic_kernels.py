@@ -1,6 +1,5 @@
 """Stochastic transformer (docs/theory.md): kernels, sphere invariance, exact sampler, SDE integrators."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -84,15 +83,25 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="x0"):
         simulate(StochasticTransformer(layers=2), jnp.ones((3, 2)), jax.random.key(0))
     with pytest.raises(ValueError, match="save_every"):
-        simulate(StochasticTransformer(layers=5), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0), save_every=2)
+        simulate(
+            StochasticTransformer(layers=5), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0), save_every=2
+        )
     for bad in (0, -5, 2.5, True):  # zero would divide by zero
         with pytest.raises(ValueError, match="`save_every` must be a positive integer"):
-            simulate(StochasticTransformer(layers=4), random_tokens(jax.random.key(0), 2, 3), jax.random.key(0),
-                     save_every=bad)  # pyright: ignore[reportArgumentType]  # bad on purpose
+            simulate(
+                StochasticTransformer(layers=4),
+                random_tokens(jax.random.key(0), 2, 3),
+                jax.random.key(0),
+                save_every=bad,
+            )  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 def test_kernel_deficit_is_accurate_near_the_diagonal():
-    for k in (NoiseKernel("relu", 1.2, 0.9, 0.5), NoiseKernel("linear", 1.0, 1.0, 0.3), NoiseKernel("tanh", 1.0, 1.0, 0.2)):
+    for k in (
+        NoiseKernel("relu", 1.2, 0.9, 0.5),
+        NoiseKernel("linear", 1.0, 1.0, 0.3),
+        NoiseKernel("tanh", 1.0, 1.0, 0.2),
+    ):
         r = jnp.array([0.002, 0.1, 0.7, 1.5])
         np.testing.assert_allclose(k.deficit(r), k.kappa1 - k(1.0 - r), rtol=1e-6)
         tiny = jnp.array([1e-20, 1e-14])  # κ(1) − κ(1 − r) ≈ κ'(1) r (ReLU: − (s²v/2π)(2√2/3) q^{3/2})

@@ -145,4 +145,6 @@ def test_twin_separation_must_be_positive():
     for delta in (0.0, -1e-6, float("nan")):
         with pytest.raises(ValueError, match="`delta`"):
             estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=delta)
-    assert np.isfinite(estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=1e-9).estimate)
+    assert np.isfinite(
+        estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=1e-9).estimate
+    )

@@ -1,4 +1,5 @@
-"""The discrete stochastic transformer and the common noise of every sampler (discrete, paper, exact and random-feature SDE)."""
+"""The discrete stochastic transformer and the common noise of every sampler (discrete, paper, exact and
+random-feature SDE)."""
 
 import math
 
@@ -64,10 +65,16 @@ class _Samplers:
     def __getitem__(self, name):
         d = self.d
         return {
-            "transformer": lambda: StochasticTransformer(NoiseKernel("tanh", 1.2, 0.8, 0.3), width=8, layers=30, horizon=1.0),
-            "paper": lambda: StochasticTransformer(NoiseKernel.paper("silu", d, 0.5, 0.5), width=8, layers=30, horizon=1.0),
+            "transformer": lambda: StochasticTransformer(
+                NoiseKernel("tanh", 1.2, 0.8, 0.3), width=8, layers=30, horizon=1.0
+            ),
+            "paper": lambda: StochasticTransformer(
+                NoiseKernel.paper("silu", d, 0.5, 0.5), width=8, layers=30, horizon=1.0
+            ),
             "sde_exact": lambda: SphereSDE(NoiseKernel("relu", 1.0, 1.0, 0.5), steps=30, horizon=1.0),
-            "sde_features": lambda: SphereSDE(NoiseKernel("relu", 1.0, 1.0, 0.5), steps=30, horizon=1.0, noise="features", width=8),
+            "sde_features": lambda: SphereSDE(
+                NoiseKernel("relu", 1.0, 1.0, 0.5), steps=30, horizon=1.0, noise="features", width=8
+            ),
         }[name]()
 
 
@@ -111,10 +118,15 @@ def test_one_step_covariance_across_tokens_is_kappa(name):
     drawn per token instead of shared makes the off-diagonal means 0, i.e. > 20 SE away."""
     d, dt, R = 3, 1e-4, 4000
     base = _samplers(d)[name]
-    model = type(base)(**{**_fields(base), **({"steps": 1} if isinstance(base, SphereSDE) else {"layers": 1}), "horizon": dt})
+    model = type(base)(
+        **{**_fields(base), **({"steps": 1} if isinstance(base, SphereSDE) else {"layers": 1}), "horizon": dt}
+    )
     c = random_tokens(jax.random.key(5), 1, d)
     x = random_tokens(jax.random.key(6), 4, d)
-    x = x.at[:2].set(jnp.concatenate([c, c + 0.4 * x[:1]]) / jnp.linalg.norm(jnp.concatenate([c, c + 0.4 * x[:1]]), axis=-1, keepdims=True))
+    x = x.at[:2].set(
+        jnp.concatenate([c, c + 0.4 * x[:1]])
+        / jnp.linalg.norm(jnp.concatenate([c, c + 0.4 * x[:1]]), axis=-1, keepdims=True)
+    )
     y = jax.jit(jax.vmap(lambda k: model.step(x, k)))(jax.random.split(jax.random.key(7), R))
     delta = (y - x) / math.sqrt(dt)
     s = np.asarray(jnp.einsum("rid,rjd->rij", delta, delta))

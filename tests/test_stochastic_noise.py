@@ -1,4 +1,5 @@
-"""Noise samplers: the random MLP has covariance κ for every width; the exact increment is exact, also for nearly equal tokens."""
+"""Noise samplers: the random MLP has covariance κ for every width; the exact increment is exact, also for
+nearly equal tokens."""
 
 import math
 
@@ -22,7 +23,9 @@ def test_mlp_covariance_is_kappa_for_every_width():
     k = NoiseKernel("tanh", 1.2, 0.8, 0.3)
     d, m, R = 4, 3, 20_000
     x = random_tokens(jax.random.key(1), 3, d)
-    xi = jax.vmap(lambda kk: mlp_noise(sample_mlp(kk, k, d, m), x, k.activation))(jax.random.split(jax.random.key(2), R))
+    xi = jax.vmap(lambda kk: mlp_noise(sample_mlp(kk, k, d, m), x, k.activation))(
+        jax.random.split(jax.random.key(2), R)
+    )
     prods = jnp.einsum("rid,rjd->rij", xi, xi) / d  # (R, 3, 3)
     mean, se = prods.mean(0), prods.std(0) / math.sqrt(R)
     z = np.abs(np.asarray((mean - kernel_matrix(x, k)) / se))

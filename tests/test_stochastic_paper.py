@@ -81,8 +81,14 @@ def _naive_F(k, u, d, beta):
     return beta * np.exp(beta * u) * G / (np.exp(beta) - np.exp(beta * u))
 
 
-CASES = [("relu", 5, 0.0, 1.0), ("relu", 64, 0.1, 1.0), ("sigmoid", 64, 0.1, 1.0), ("tanh", 64, 0.1, 2.0),
-         ("silu", 128, 0.1, 1.0), ("sigmoid", 5, 0.0, 0.5)]
+CASES = [
+    ("relu", 5, 0.0, 1.0),
+    ("relu", 64, 0.1, 1.0),
+    ("sigmoid", 64, 0.1, 1.0),
+    ("tanh", 64, 0.1, 2.0),
+    ("silu", 128, 0.1, 1.0),
+    ("sigmoid", 5, 0.0, 0.5),
+]
 
 
 @pytest.mark.parametrize("act,d,s,beta", CASES)
@@ -113,7 +119,9 @@ def test_F_tends_to_minus_dissipation_at_one(act, d, s, beta):
     assert err[-1] <= 1e-5 * abs(lam_bar)
     assert float(k.energy_rate_function(jnp.asarray(1.0), d, beta)) == pytest.approx(-lam_bar, rel=1e-12)
     uu = np.array([1 - 1e-3, 0.5, -0.9])
-    np.testing.assert_allclose(np.asarray(k.energy_rate_function(jnp.asarray(uu), d, beta)), _naive_F(k, uu, d, beta), rtol=1e-8)
+    np.testing.assert_allclose(
+        np.asarray(k.energy_rate_function(jnp.asarray(uu), d, beta)), _naive_F(k, uu, d, beta), rtol=1e-8
+    )
 
 
 def test_assumption_one_gives_a_negative_energy_rate():

@@ -1,4 +1,5 @@
-"""The sphere SDE: the Itô correction of the normalised step, diffrax vs scan on one Brownian path, strong convergence."""
+"""The sphere SDE: the Itô correction of the normalised step, diffrax vs scan on one Brownian path, strong
+convergence."""
 
 import math
 from typing import cast
@@ -87,7 +88,12 @@ def test_save_every_must_be_a_positive_divisor():
 
 def test_brownian_increments_check_steps_and_horizon():
     assert brownian_increments(jax.random.key(0), 1, (2, 3), 1e-12).shape == (1, 2, 3)
-    for steps, horizon, name in ((0, 1.0, "steps"), (1.5, 1.0, "steps"), (2, 0.0, "horizon"), (2, -1.0, "horizon"),
-                                 (2, float("nan"), "horizon")):
+    for steps, horizon, name in (
+        (0, 1.0, "steps"),
+        (1.5, 1.0, "steps"),
+        (2, 0.0, "horizon"),
+        (2, -1.0, "horizon"),
+        (2, float("nan"), "horizon"),
+    ):
         with pytest.raises(ValueError, match=f"`{name}`"):
             brownian_increments(jax.random.key(0), steps, (2, 3), horizon)  # pyright: ignore[reportArgumentType]  # bad on purpose

@@ -39,10 +39,15 @@ def test_attention_epsilon_checks_its_arguments():
     identically 0); no configuration above min_energy is an error, not −inf."""
     att = SphereAttention("SA", 1.0)
     run = lambda **kw: attention_epsilon(jax.random.key(0), att, 3, 2, starts=2, steps=2, **kw)  # noqa: E731
-    for kw, name in (({"beta": float("nan")}, "beta"), ({"beta": -0.5}, "beta"), ({"beta": 0.0}, "beta"),
-                     ({"horizon": -1.0}, "horizon"),
-                     ({"horizon": 0.0}, "horizon"), ({"horizon": float("nan")}, "horizon"),
-                     ({"min_energy": -1e-3}, "min_energy")):
+    for kw, name in (
+        ({"beta": float("nan")}, "beta"),
+        ({"beta": -0.5}, "beta"),
+        ({"beta": 0.0}, "beta"),
+        ({"horizon": -1.0}, "horizon"),
+        ({"horizon": 0.0}, "horizon"),
+        ({"horizon": float("nan")}, "horizon"),
+        ({"min_energy": -1e-3}, "min_energy"),
+    ):
         with pytest.raises(ValueError, match=f"`{name}`"):
             run(**kw)
     with pytest.raises(ValueError, match="`attention`"):

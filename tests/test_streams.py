@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _ogd_problem import CK_LAM, ETA, _short_run, setup  # noqa: F401 (setup is a pytest fixture)
+from _ogd_problem import CK_LAM, ETA, _short_run
 
 import cfm_jax
 from cfm_jax import ogd

@@ -142,8 +142,13 @@ def test_zero_weight_atoms_change_nothing():
     W1 unchanged: exactly for the sorted formula up to round-off, to solver tolerance for Sinkhorn."""
     mu, nu = _cloud(30, 12, 1), _cloud(31, 20, 1, 0.3)
     padded = mu.pad_to(20)
-    assert abs(float(sorted_w1(padded.points, padded.weights, nu.points, nu.weights))
-               - float(wasserstein1(mu, nu, method="sorted"))) < 1e-12
+    assert (
+        abs(
+            float(sorted_w1(padded.points, padded.weights, nu.points, nu.weights))
+            - float(wasserstein1(mu, nu, method="sorted"))
+        )
+        < 1e-12
+    )
     mu2, nu2 = _cloud(32), _cloud(33, shift=0.5)
     eps = _eps(mu2, nu2, 0.02)
     full = float(_sinkhorn(mu2, nu2, eps))
@@ -173,9 +178,13 @@ def test_sinkhorn_divergence_of_a_measure_with_itself(rel):
 
 def test_sinkhorn_stopping_rule_is_checked():
     mu, nu = _cloud(40), _cloud(41, shift=0.5)
-    for kw, name in (({"max_iterations": 0}, "max_iterations"), ({"max_iterations": 2.5}, "max_iterations"),
-                     ({"threshold": 0.0}, "threshold"), ({"threshold": -1.0}, "threshold"),
-                     ({"threshold": float("nan")}, "threshold")):
+    for kw, name in (
+        ({"max_iterations": 0}, "max_iterations"),
+        ({"max_iterations": 2.5}, "max_iterations"),
+        ({"threshold": 0.0}, "threshold"),
+        ({"threshold": -1.0}, "threshold"),
+        ({"threshold": float("nan")}, "threshold"),
+    ):
         with pytest.raises(ValueError, match=f"`{name}`"):
             wasserstein1(mu, nu, method="sinkhorn", **kw)  # pyright: ignore[reportArgumentType]  # bad on purpose
     assert float(wasserstein1(mu, nu, method="sinkhorn", max_iterations=1, threshold=1e-12)) >= 0

@@ -64,8 +64,9 @@ class AbstractHandAdjoint(eqx.Module):
         """Steps between the depths at which probes start (and trajectories are saved)."""
 
     @abc.abstractmethod
-    def run_forward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool,
-                    start=None) -> tuple[FlowSolution, Any]:
+    def run_forward(
+        self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool, start=None
+    ) -> tuple[FlowSolution, Any]:
         """The forward loop (the one loop of ``_flow.loop``), keeping what the backward sweep needs.
 
         ``y0 = (x (B, d), z (n, d), ζ (R, d))`` with probe rows started at steps ``start (R,)``.
@@ -73,8 +74,18 @@ class AbstractHandAdjoint(eqx.Module):
         """
 
     @abc.abstractmethod
-    def run_backward(self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, residuals, cotangents: FlowSolution,
-                     *, start=None, trajectories: bool = False) -> AdjointResult:
+    def run_backward(
+        self,
+        model: AbstractCFM,
+        y0: tuple,
+        w,
+        spec: FlowSpec,
+        residuals,
+        cotangents: FlowSolution,
+        *,
+        start=None,
+        trajectories: bool = False,
+    ) -> AdjointResult:
         """Backward sweep from the output cotangents (None entries are zero)."""
 
 
@@ -146,8 +157,7 @@ def finish(grads, p0, b0, dlogw, w, cotangents, traj, probe_adjoints, probe_phi,
 
 def _inexact_like(grads, tree):
     """``grads`` restricted to the inexact-array leaves of ``tree`` (None elsewhere), as custom_vjp wants."""
-    return jax.tree.map(lambda g, t: g if eqx.is_inexact_array(t) else None, grads, tree,
-                        is_leaf=lambda x: x is None)
+    return jax.tree.map(lambda g, t: g if eqx.is_inexact_array(t) else None, grads, tree, is_leaf=lambda x: x is None)
 
 
 def _check_only_theta_is_perturbed(model, perturbed_model):
@@ -199,8 +209,9 @@ def solve(adjoint: AbstractHandAdjoint | diffrax.AbstractAdjoint, model, x, z, w
     """
     if isinstance(adjoint, diffrax.AbstractAdjoint):
         y0 = (x, z)
-        return solution(model, y0, w, spec, loop(model, y0, w, spec, emit=spec.saveat.emit, adjoint=adjoint),
-                        spec.saveat.emit)
+        return solution(
+            model, y0, w, spec, loop(model, y0, w, spec, emit=spec.saveat.emit, adjoint=adjoint), spec.saveat.emit
+        )
     return _solve((model, x, z, w), adjoint, spec)
 
 

@@ -60,7 +60,9 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             raise ValueError(f"ContinuousAdjoint `solver` must be a diffrax solver or None, got {self.solver!r}.")
         ctrl = self.stepsize_controller
         if ctrl is not None and not isinstance(ctrl, diffrax.AbstractStepSizeController):
-            raise ValueError(f"ContinuousAdjoint `stepsize_controller` must be a diffrax controller or None, got {ctrl!r}.")
+            raise ValueError(
+                f"ContinuousAdjoint `stepsize_controller` must be a diffrax controller or None, got {ctrl!r}."
+            )
         L = model.num_layers
         segment_steps(self.memory, "continuous", layers=L, steps=spec.steps, steps_per_layer=spec.steps // L)
 
@@ -95,7 +97,9 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         controller = spec.stepsize_controller if self.stepsize_controller is None else self.stepsize_controller
         final, bounds = residuals
         if trajectories and bounds is None:
-            raise ValueError("adjoint trajectories need the layer-boundary states: `memory`=StoreEvery(1), not Backsolve().")
+            raise ValueError(
+                "adjoint trajectories need the layer-boundary states: `memory`=StoreEvery(1), not Backsolve()."
+            )
         field = model.field
         ct = cotangents
         # saved-trajectory cotangents are injected at every step (SaveAt(steps)) or layer boundary
@@ -150,8 +154,17 @@ class ContinuousAdjoint(AbstractHandAdjoint):
                 st, (p, b, bz, phi, dlogw, g) = c
                 t0 = (l.astype(dtype) + (j + 1).astype(dtype) / sub) / L
                 t1 = (l.astype(dtype) + j.astype(dtype) / sub) / L
-                ys, _, nsteps = solve_segment(term, solver, t0, t1, per_sub, (st, (p, b, bz, phi, dlogw, g)), args,
-                                              stepsize_controller=controller, max_steps=spec.max_steps)
+                ys, _, nsteps = solve_segment(
+                    term,
+                    solver,
+                    t0,
+                    t1,
+                    per_sub,
+                    (st, (p, b, bz, phi, dlogw, g)),
+                    args,
+                    stepsize_controller=controller,
+                    max_steps=spec.max_steps,
+                )
                 st, (p, b, bz, phi, dlogw, g) = _last(ys)
                 if inj is not None:
                     jx, jz = inj

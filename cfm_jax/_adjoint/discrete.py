@@ -94,8 +94,12 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             return out.final, (None if recompute else state, out.ys, out.ts, out.num_steps)
 
         final, (starts, ys, ts, nsteps) = jax.lax.scan(segment, y0, jnp.arange(L // seg))
-        result = Loop(final, None if ys is None else jax.tree.map(merge_leading, ys), None if ts is None else merge_leading(ts),
-                      nsteps.sum())
+        result = Loop(
+            final,
+            None if ys is None else jax.tree.map(merge_leading, ys),
+            None if ts is None else merge_leading(ts),
+            nsteps.sum(),
+        )
         return solution(model, y0, w, spec, result, emit), (final, starts)
 
     # --------------------------------------------------------------------------------- backward

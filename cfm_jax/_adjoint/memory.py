@@ -49,16 +49,24 @@ class Backsolve(AbstractMemory):
     """Store nothing; integrate the state backward together with the adjoint (continuous adjoint)."""
 
 
-def segment_steps(memory: AbstractMemory, strategy: Literal["discrete", "continuous"], *, layers: int,
-                  steps: int, steps_per_layer: int) -> int | None:
+def segment_steps(
+    memory: AbstractMemory,
+    strategy: Literal["discrete", "continuous"],
+    *,
+    layers: int,
+    steps: int,
+    steps_per_layer: int,
+) -> int | None:
     """Steps per stored segment for ``memory`` (None: every state stored, or nothing: backsolve).
 
     Raises a ``ValueError`` naming ``memory`` when the policy does not apply to the strategy, or
     ``StoreEvery(c)`` does not divide the number of layers.
     """
     if not isinstance(memory, AbstractMemory):
-        raise ValueError(f"`memory` must be a cfm_jax memory policy (StoreAll(), StoreEvery(c), Recompute(), "
-                         f"Backsolve()), got {memory!r}.")
+        raise ValueError(
+            f"`memory` must be a cfm_jax memory policy (StoreAll(), StoreEvery(c), Recompute(), "
+            f"Backsolve()), got {memory!r}."
+        )
     if strategy == "discrete":
         if isinstance(memory, StoreAll):
             return None
@@ -67,20 +75,27 @@ def segment_steps(memory: AbstractMemory, strategy: Literal["discrete", "continu
         if isinstance(memory, StoreEvery):
             c = memory.layers
             if not isinstance(c, int) or isinstance(c, bool) or c < 1 or layers % c or steps % (c * steps_per_layer):
-                raise ValueError(f"`memory`=StoreEvery({c!r}): layers per stored state must be a positive int dividing "
-                                 f"L={layers}.")
+                raise ValueError(
+                    f"`memory`=StoreEvery({c!r}): layers per stored state must be a positive int dividing L={layers}."
+                )
             return c * steps_per_layer
-        raise ValueError(f"`memory`={type(memory).__name__}() does not apply to DiscreteAdjoint (explicit Euler is not "
-                         "exactly reversible); use StoreAll(), StoreEvery(c) or Recompute().")
+        raise ValueError(
+            f"`memory`={type(memory).__name__}() does not apply to DiscreteAdjoint (explicit Euler is not "
+            "exactly reversible); use StoreAll(), StoreEvery(c) or Recompute()."
+        )
     if isinstance(memory, Backsolve):
         return None
     if isinstance(memory, StoreEvery):
         if memory.layers != 1:
-            raise ValueError(f"`memory`=StoreEvery({memory.layers!r}): ContinuousAdjoint restarts the state from every "
-                             "layer boundary; use StoreEvery(1) or Backsolve().")
+            raise ValueError(
+                f"`memory`=StoreEvery({memory.layers!r}): ContinuousAdjoint restarts the state from every "
+                "layer boundary; use StoreEvery(1) or Backsolve()."
+            )
         return steps_per_layer
-    raise ValueError(f"`memory`={type(memory).__name__}() does not apply to ContinuousAdjoint; use StoreEvery(1) "
-                     "(restart from layer boundaries) or Backsolve().")
+    raise ValueError(
+        f"`memory`={type(memory).__name__}() does not apply to ContinuousAdjoint; use StoreEvery(1) "
+        "(restart from layer boundaries) or Backsolve()."
+    )
 
 
 __all__ = ["AbstractMemory", "Backsolve", "Recompute", "StoreAll", "StoreEvery", "segment_steps"]

@@ -71,7 +71,11 @@ def _blocks(rows, chunk: int):
 def _streamed_means(u, keys, log_weights, key_chunk):
     """Same as `_dense_means`, keys streamed in blocks with a running log-sum-exp."""
     n, d = keys.shape
-    keys_p, logw_p, valid = _blocks(keys, key_chunk), _blocks(log_weights, key_chunk), _blocks(jnp.ones(n, bool), key_chunk)
+    keys_p, logw_p, valid = (
+        _blocks(keys, key_chunk),
+        _blocks(log_weights, key_chunk),
+        _blocks(jnp.ones(n, bool), key_chunk),
+    )
     r = u.shape[0]
 
     def step(carry, blk):

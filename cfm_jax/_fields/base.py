@@ -107,9 +107,7 @@ class AbstractField(eqx.Module):
     """
 
     @abc.abstractmethod
-    def __call__(
-        self, x: Float[Array, "q d"], measure: EmpiricalMeasure, params: LayerParams
-    ) -> Float[Array, "q d"]:
+    def __call__(self, x: Float[Array, "q d"], measure: EmpiricalMeasure, params: LayerParams) -> Float[Array, "q d"]:
         raise NotImplementedError
 
     def local_vjp(
@@ -142,7 +140,7 @@ class AbstractField(eqx.Module):
         """Σ_r D_θV(q_r, μ)ᵀ c_r, a mapping shaped like ``params``."""
         return self.local_vjp(queries, measure, params, cot).dparams
 
-    def __add__(self, other: "AbstractField") -> "SumField":
+    def __add__(self, other: AbstractField) -> SumField:
         return SumField((self, other))
 
     def gaussian_affine(

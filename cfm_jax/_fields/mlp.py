@@ -59,7 +59,8 @@ class MLPField(AbstractField):
         """
         if self.activation is not linear:
             raise TypeError(
-                f"MLPField with activation {self.activation!r} has no Gaussian closed form (a nonlinear MLP does not keep "
+                f"MLPField with activation {self.activation!r} has no Gaussian closed form "
+                "(a nonlinear MLP does not keep "
                 "the context Gaussian); only activation=cfm_jax.linear does."
             )
         W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]

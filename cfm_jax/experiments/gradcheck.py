@@ -33,8 +33,12 @@ def methods() -> dict:
         "DiscreteAdjoint() [jax.vjp products]": (DiscreteAdjoint(), None, 1, "euler"),
         "ContinuousAdjoint() [Euler]": (ContinuousAdjoint(), None, 1, "continuous"),
         "ContinuousAdjoint() [Bosh3, 8/layer]": (ContinuousAdjoint(), diffrax.Bosh3(), 8, "continuous"),
-        "ContinuousAdjoint(Backsolve()) [Bosh3, 8/layer]": (ContinuousAdjoint(memory=Backsolve()), diffrax.Bosh3(), 8,
-                                                            "continuous"),
+        "ContinuousAdjoint(Backsolve()) [Bosh3, 8/layer]": (
+            ContinuousAdjoint(memory=Backsolve()),
+            diffrax.Bosh3(),
+            8,
+            "continuous",
+        ),
         "diffrax.RecursiveCheckpointAdjoint()": (diffrax.RecursiveCheckpointAdjoint(), None, 1, "euler"),
         "diffrax.DirectAdjoint()": (diffrax.DirectAdjoint(), None, 1, "euler"),
     }
@@ -155,7 +159,11 @@ def run(args) -> int:
     if args.quick:
         args.context, args.layers, args.repeats = min(args.context, 16), min(args.layers, 4), min(args.repeats, 3)
     problem = dict(
-        dim=args.dim, context=args.context, batch=args.batch, layers=args.layers, heads=args.heads,
+        dim=args.dim,
+        context=args.context,
+        batch=args.batch,
+        layers=args.layers,
+        heads=args.heads,
         mlp_width=args.mlp_width,
     )
     model, x0, ctx, y = make_problem(args.seed, **problem)
@@ -175,8 +183,11 @@ def run(args) -> int:
             args.repeats,
         )
         if m is generic:
-            grads = eqx.tree_at(lambda g: (g.Q, g.K, g.V, g.W1, g.b1, g.W2, g.b2), model,
-                                tuple(grads.params[n] for n in ("Q", "K", "V", "W1", "b1", "W2", "b2")))
+            grads = eqx.tree_at(
+                lambda g: (g.Q, g.K, g.V, g.W1, g.b1, g.W2, g.b2),
+                model,
+                tuple(grads.params[n] for n in ("Q", "K", "V", "W1", "b1", "W2", "b2")),
+            )
         return {
             "reference": reference,
             "loss": float(loss),
@@ -190,27 +201,37 @@ def run(args) -> int:
     out = folder.path
     configs = [{"method": name, "seed": args.seed, **problem} for name in table]
     rows = folder.sweep(progress=not args.no_progress).run(configs, one, desc="gradcheck")
-    print(f"gradcheck: float64, d={args.dim} n={args.context} B={args.batch} L={args.layers} H={args.heads} "
-          f"m={args.mlp_width}; one forward solve {1e3 * t_fwd:.2f} ms (median of {args.repeats})")
-    print("Relative errors ‖g − g_ref‖/‖g_ref‖. Exact methods must match the Euler references (autodiff through the "
-          "Euler scheme, and central finite\ndifferences of it along random directions) to round-off; continuous-adjoint "
-          "methods converge to the continuous gradient (autodiff\nthrough a fine Tsit5 solve), so their distance to the "
-          "Euler references is the Euler scheme's discretisation error, not a bug\n(FD along random directions is "
-          "shown only for the exact methods: it checks the Euler scheme).")
-    header = (f"{'method':48s} {'must match':>10s} {'error vs it':>11s} {'vs autodiff':>11s} {'vs FD':>9s} "
-              f"{'vs contin.':>10s} {'ms':>8s} {'x fwd':>6s}")
+    print(
+        f"gradcheck: float64, d={args.dim} n={args.context} B={args.batch} L={args.layers} H={args.heads} "
+        f"m={args.mlp_width}; one forward solve {1e3 * t_fwd:.2f} ms (median of {args.repeats})"
+    )
+    print(
+        "Relative errors ‖g − g_ref‖/‖g_ref‖. Exact methods must match the Euler references (autodiff through the "
+        "Euler scheme, and central finite\ndifferences of it along random directions) to round-off; continuous-adjoint "
+        "methods converge to the continuous gradient (autodiff\nthrough a fine Tsit5 solve), so their distance to the "
+        "Euler references is the Euler scheme's discretisation error, not a bug\n(FD along random directions is "
+        "shown only for the exact methods: it checks the Euler scheme)."
+    )
+    header = (
+        f"{'method':48s} {'must match':>10s} {'error vs it':>11s} {'vs autodiff':>11s} {'vs FD':>9s} "
+        f"{'vs contin.':>10s} {'ms':>8s} {'x fwd':>6s}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
         name, ref = r["config"]["method"], r["reference"]
         own = r["rel_err_vs_autodiff_euler"] if ref == "euler" else r["rel_err_vs_exact_continuous"]
         fd = f"{r['rel_err_vs_finite_differences']:9.1e}" if ref == "euler" else f"{'—':>9s}"
-        print(f"{name:48s} {ref:>10s} {own:11.1e} {r['rel_err_vs_autodiff_euler']:11.1e} "
-              f"{fd} {r['rel_err_vs_exact_continuous']:10.1e} "
-              f"{1e3 * r['time_s']:8.2f} {r['time_over_forward']:6.2f}")
-    print("diffrax.BacksolveAdjoint() is not offered: the forward solves one ODE per layer inside a lax.scan and "
-          "BacksolveAdjoint cannot differentiate\nthe traced per-layer parameters; ContinuousAdjoint(Backsolve()) is "
-          "the hand-written backsolve.")
+        print(
+            f"{name:48s} {ref:>10s} {own:11.1e} {r['rel_err_vs_autodiff_euler']:11.1e} "
+            f"{fd} {r['rel_err_vs_exact_continuous']:10.1e} "
+            f"{1e3 * r['time_s']:8.2f} {r['time_over_forward']:6.2f}"
+        )
+    print(
+        "diffrax.BacksolveAdjoint() is not offered: the forward solves one ODE per layer inside a lax.scan and "
+        "BacksolveAdjoint cannot differentiate\nthe traced per-layer parameters; ContinuousAdjoint(Backsolve()) is "
+        "the hand-written backsolve."
+    )
     exact = [r for r in rows if r["reference"] == "euler"]
     disc = next((r for r in rows if r["config"]["method"] == "DiscreteAdjoint()"), None)
     assert disc is not None  # the method list always holds DiscreteAdjoint()
@@ -228,8 +249,10 @@ def run(args) -> int:
     folder.write_summary(summary, "gradcheck.png")
     _plot(rows, out / "gradcheck.png")
     passed = worst_exact < 1e-10 and worst_fd < 1e-6
-    print(f"exact methods vs autodiff (≤ 1e-10) and central FD (≤ 1e-6): {'PASS' if passed else 'FAIL'}; "
-          f"wrote {out / 'rows.jsonl'}, {out / 'summary.json'}, {out / 'gradcheck.png'}")
+    print(
+        f"exact methods vs autodiff (≤ 1e-10) and central FD (≤ 1e-6): {'PASS' if passed else 'FAIL'}; "
+        f"wrote {out / 'rows.jsonl'}, {out / 'summary.json'}, {out / 'gradcheck.png'}"
+    )
     return 0 if passed else 1
 
 
@@ -256,8 +279,9 @@ def _plot(rows, path):
     if not rows:
         return
     names = [r["config"]["method"] for r in rows]
-    own = [r["rel_err_vs_autodiff_euler"] if r["reference"] == "euler" else r["rel_err_vs_exact_continuous"]
-           for r in rows]
+    own = [
+        r["rel_err_vs_autodiff_euler"] if r["reference"] == "euler" else r["rel_err_vs_exact_continuous"] for r in rows
+    ]
     colors = [COLORS[0] if r["reference"] == "euler" else COLORS[1] for r in rows]
     fig, (ax1, ax2) = figure(2, ncols=2, width=6.5, height=4.8)
     ys = np.arange(len(rows))[::-1]
@@ -272,11 +296,18 @@ def _plot(rows, path):
     ax1.set_title("accuracy")
     from matplotlib.patches import Patch
 
-    ax1.legend(handles=[Patch(color=COLORS[0], label="exact: vs autodiff of the Euler scheme"),
-                        Patch(color=COLORS[1], label="continuous: vs the continuous gradient"),
-                        __import__("matplotlib.lines", fromlist=["Line2D"]).Line2D(
-                            [], [], color="0.3", ls="--", label="round-off bound 1e-10")],
-               loc="lower right", fontsize=7, framealpha=0.95)
+    ax1.legend(
+        handles=[
+            Patch(color=COLORS[0], label="exact: vs autodiff of the Euler scheme"),
+            Patch(color=COLORS[1], label="continuous: vs the continuous gradient"),
+            __import__("matplotlib.lines", fromlist=["Line2D"]).Line2D(
+                [], [], color="0.3", ls="--", label="round-off bound 1e-10"
+            ),
+        ],
+        loc="lower right",
+        fontsize=7,
+        framealpha=0.95,
+    )
     ax2.barh(ys, [r["time_over_forward"] for r in rows], color=colors)
     ax2.set_yticks(ys, [""] * len(rows))
     ax2.set_xlabel("gradient time / forward time")

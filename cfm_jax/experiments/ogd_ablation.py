@@ -22,10 +22,32 @@ from typing import Any
 
 import numpy as np
 
-DEFAULTS = dict(dim=3, layers=4, heads=1, mlp_width=8, batch=4, n_ref=512, ns=(4, 16, 64), eta=0.03,
-                steps=600, seeds=4, population="uniform_sphere")
-QUICK = dict(dim=2, layers=2, heads=1, mlp_width=4, batch=4, n_ref=256, ns=(4, 16, 64), eta=0.03,
-             steps=200, seeds=2, population="uniform_sphere")
+DEFAULTS = dict(
+    dim=3,
+    layers=4,
+    heads=1,
+    mlp_width=8,
+    batch=4,
+    n_ref=512,
+    ns=(4, 16, 64),
+    eta=0.03,
+    steps=600,
+    seeds=4,
+    population="uniform_sphere",
+)
+QUICK = dict(
+    dim=2,
+    layers=2,
+    heads=1,
+    mlp_width=4,
+    batch=4,
+    n_ref=256,
+    ns=(4, 16, 64),
+    eta=0.03,
+    steps=200,
+    seeds=2,
+    population="uniform_sphere",
+)
 MAX_CURVE_POINTS = 300
 
 
@@ -46,8 +68,11 @@ def add_arguments(parser):
     parser.add_argument("--eta", type=float, help=f"learning rate η {dflt('eta')}")
     parser.add_argument("--steps", type=int, help=f"OGD steps K {dflt('steps')}")
     parser.add_argument("--seeds", type=int, help=f"seeds per (λ, n) {dflt('seeds')}")
-    parser.add_argument("--population", choices=["uniform_sphere", "gaussian", "gaussian_mixture"],
-                        help="context law (default: uniform_sphere)")
+    parser.add_argument(
+        "--population",
+        choices=["uniform_sphere", "gaussian", "gaussian_mixture"],
+        help="context law (default: uniform_sphere)",
+    )
 
 
 def make_config(quick: bool = False, seed: int = 0, **overrides) -> dict:
@@ -87,12 +112,23 @@ class _Problem:
         base = jax.random.key(cfg["seed"])
         kt, ks, kstream = jax.random.split(base, 3)
         dtype = jnp.result_type(float)
-        mk = lambda k: Transformer.init(k, cfg["dim"], heads=cfg["heads"], mlp_width=cfg["mlp_width"],  # noqa: E731
-                                        layers=cfg["layers"], dtype=dtype)
+        mk = lambda k: Transformer.init(
+            k,
+            cfg["dim"],
+            heads=cfg["heads"],
+            mlp_width=cfg["mlp_width"],  # noqa: E731
+            layers=cfg["layers"],
+            dtype=dtype,
+        )
         self.teacher, self.student = mk(kt), mk(ks)
         self.stream_key = kstream
-        self.stream0 = TeacherStudentStream(self.teacher, make_population(cfg["population"], cfg["dim"]), kstream,
-                                            batch=cfg["batch"], context_size=cfg["n_ref"])
+        self.stream0 = TeacherStudentStream(
+            self.teacher,
+            make_population(cfg["population"], cfg["dim"]),
+            kstream,
+            batch=cfg["batch"],
+            context_size=cfg["n_ref"],
+        )
 
     def stream(self, seed: int):
         import equinox as eqx
@@ -110,8 +146,9 @@ def _lipschitz(problem, result, num_pairs=16):
     stride = max(1, K // 16)
     visited = jax.tree.map(lambda a: a[::stride], result.ref_params)
     # pairs are evaluated on fresh samples, after the ones the run used
-    est = ogd.estimate_lipschitz(problem.student, visited, problem.stream(10_000), jax.random.key(0),
-                                 num_pairs=num_pairs, first_step=0)
+    est = ogd.estimate_lipschitz(
+        problem.student, visited, problem.stream(10_000), jax.random.key(0), num_pairs=num_pairs, first_step=0
+    )
     return {"C": float(est.C), "C_pairs": float(est.C_pairs), "C_local": float(est.C_local)}
 
 
@@ -120,23 +157,23 @@ def _pilot(problem):
     ``--eta`` when the run diverges or the weak ridge λ_c/8 breaks ηλ < 1 (no row is written)."""
     import math
 
-    from .. import ogd
-
     import equinox as eqx
+
+    from .. import ogd
 
     cfg = problem.cfg
     eta = cfg["eta"]
     try:
-        res = ogd.coupled_run(problem.student, problem.stream(0), cfg["ns"], ogd.ridge_sgd(eta, 0.0),
-                              cfg["steps"], record_params=True)
+        res = ogd.coupled_run(
+            problem.student, problem.stream(0), cfg["ns"], ogd.ridge_sgd(eta, 0.0), cfg["steps"], record_params=True
+        )
     except eqx.EquinoxRuntimeError as e:  # the forward's input checks: the parameters left the finite numbers
         raise ValueError(f"--eta {eta}: the pilot run (λ = 0) diverged (non-finite parameters); lower --eta.") from e
     if not np.isfinite(np.asarray(res.losses)).all():
         raise ValueError(f"--eta {eta}: the pilot run (λ = 0) diverged (non-finite loss); lower --eta.")
     lip = _lipschitz(problem, res)
     if not math.isfinite(lip["C"]):
-        raise ValueError(f"--eta {eta}: the pilot run's Lipschitz estimate C is not finite ({lip['C']}); "
-                         "lower --eta.")
+        raise ValueError(f"--eta {eta}: the pilot run's Lipschitz estimate C is not finite ({lip['C']}); lower --eta.")
     return {**lip, **ridges(lip["C"], eta)}
 
 
@@ -146,8 +183,10 @@ def ridges(C: float, eta: float) -> dict:
     lam_c = 2 * C
     weak = lam_c / 8
     if not eta * weak < 1:
-        raise ValueError(f"--eta {eta}: the weak ridge λ_c/8 = {weak:.4g} (λ_c = 2C from the pilot) needs "
-                         f"η·λ < 1, i.e. --eta below {1 / weak:.4g}; lower --eta.")
+        raise ValueError(
+            f"--eta {eta}: the weak ridge λ_c/8 = {weak:.4g} (λ_c = 2C from the pilot) needs "
+            f"η·λ < 1, i.e. --eta below {1 / weak:.4g}; lower --eta."
+        )
     return {"lambda_c": lam_c, "lambdas": {"zero": 0.0, "weak": weak, "strong": min(1.5 * lam_c, 0.9 / eta)}}
 
 
@@ -158,8 +197,14 @@ def _row(problem, config):
 
     cfg = problem.cfg
     t0 = time.perf_counter()
-    res = ogd.coupled_run(problem.student, problem.stream(config["rep"]), cfg["ns"],
-                          ogd.ridge_sgd(cfg["eta"], config["lam"]), cfg["steps"], record_params=True)
+    res = ogd.coupled_run(
+        problem.student,
+        problem.stream(config["rep"]),
+        cfg["ns"],
+        ogd.ridge_sgd(cfg["eta"], config["lam"]),
+        cfg["steps"],
+        record_params=True,
+    )
     res = jax.block_until_ready(res)
     seconds = time.perf_counter() - t0
     dev = np.asarray(res.deviations)  # (K, len(ns))
@@ -244,10 +289,23 @@ def ablation_figure(cfg, pilot, rows, table):
         y = np.exp(np.log(sup).mean(0))
         err = np.stack([y - sup.min(0), sup.max(0) - y])  # range over seeds
         fit = t["slope_sup"]
-        ax.errorbar(ns, y, yerr=err, marker=marker, ls="none", capsize=2, color=COLORS[i],
-                    label=f"{name}: data (bars: range over seeds)")
-        ax.plot(ns, fit["prefactor"] * ns ** fit["slope"], color=COLORS[i], lw=1.2,
-                label=f"{name}: fit, slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]")
+        ax.errorbar(
+            ns,
+            y,
+            yerr=err,
+            marker=marker,
+            ls="none",
+            capsize=2,
+            color=COLORS[i],
+            label=f"{name}: data (bars: range over seeds)",
+        )
+        ax.plot(
+            ns,
+            fit["prefactor"] * ns ** fit["slope"],
+            color=COLORS[i],
+            lw=1.2,
+            label=f"{name}: fit, slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]",
+        )
     reference_slope(ax, ns, (ns[0], y[0]), -0.5, label="reference slope −1/2")
     log_values(ax, "y")
     log_ticks(ax, ns, "x")
@@ -264,8 +322,9 @@ def _pilot_ok(row) -> bool:
     return row.get("C") is not None and row.get("lambda_c") is not None
 
 
-def run_ablation(cfg: dict, out, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
-                 verbose: bool = True) -> dict:
+def run_ablation(
+    cfg: dict, out, *, resume: bool = False, overwrite: bool = False, progress: bool = True, verbose: bool = True
+) -> dict:
     """Pilot, coupled runs for every (regime, seed), table and figure; returns the summary.
 
     ``cfg`` from :func:`make_config`; ``out`` the folder for ``run.json``, ``pilot.jsonl``,
@@ -285,14 +344,20 @@ def run_ablation(cfg: dict, out, *, resume: bool = False, overwrite: bool = Fals
     problem = _Problem(cfg)
     t0 = time.perf_counter()
     pilot_rows = folder.sweep("pilot.jsonl", progress=False).run(
-        [{"pilot": True, **shape_cfg}], lambda c: _pilot(problem), desc="pilot", valid=_pilot_ok)
+        [{"pilot": True, **shape_cfg}], lambda c: _pilot(problem), desc="pilot", valid=_pilot_ok
+    )
     pilot = pilot_rows[0]
-    say(f"pilot (λ=0): C = {pilot['C']:.4g} (pairs {pilot['C_pairs']:.4g}, local {pilot['C_local']:.4g}), "
-        f"λ_c = 2C = {pilot['lambda_c']:.4g}; η = {cfg['eta']}")
+    say(
+        f"pilot (λ=0): C = {pilot['C']:.4g} (pairs {pilot['C_pairs']:.4g}, local {pilot['C_local']:.4g}), "
+        f"λ_c = 2C = {pilot['lambda_c']:.4g}; η = {cfg['eta']}"
+    )
     if pilot["lambdas"]["strong"] <= pilot["lambda_c"]:
         say(f"warning: η = {cfg['eta']} does not allow λ > λ_c with η·λ < 1; the 'strong' run is below λ_c.")
-    configs = [{**shape_cfg, "regime": name, "lam": lam, "rep": s}
-               for name, lam in pilot["lambdas"].items() for s in range(cfg["seeds"])]
+    configs = [
+        {**shape_cfg, "regime": name, "lam": lam, "rep": s}
+        for name, lam in pilot["lambdas"].items()
+        for s in range(cfg["seeds"])
+    ]
     rows = folder.sweep(progress=progress).run(configs, lambda c: _row(problem, c), desc="ogd")
     table = _summarise(cfg, pilot, rows)
     folder.record("ogd_ablation.png")
@@ -324,14 +389,19 @@ def format_table(cfg, table) -> str:
     over seeds), the fitted n-slope with its bootstrap 95 % CI, and the late growth; then a key."""
     ns = cfg["ns"]
     seeds = max(t["seeds"] for t in table.values())
-    lines = [f"{'regime':8s} {'λ':>8s} {'λ/λ_c':>6s} {'λ/λ_c,run':>9s} " + " ".join(f"{'n=' + str(n):>17s}" for n in ns)
-             + f" {'slope [95% CI]':>22s} {'growth':>7s}"]
+    lines = [
+        f"{'regime':8s} {'λ':>8s} {'λ/λ_c':>6s} {'λ/λ_c,run':>9s} "
+        + " ".join(f"{'n=' + str(n):>17s}" for n in ns)
+        + f" {'slope [95% CI]':>22s} {'growth':>7s}"
+    ]
     for name, t in table.items():
         cells = " ".join(f"{t['sup_dev'][n][0]:9.3g} ± {t['sup_dev'][n][1]:<5.2g}" for n in ns)
         s = t["slope_sup"]
-        lines.append(f"{name:8s} {t['lambda']:8.3g} {t['lambda_over_lambda_c_pilot']:6.2f} "
-                     f"{t['lambda_over_2C_region']:9.2f} {cells} {s['slope']:7.2f} [{s['ci_low']:5.2f}, {s['ci_high']:5.2f}] "
-                     f"{t['growth_K_over_K2'][ns[0]]:7.3g}")
+        lines.append(
+            f"{name:8s} {t['lambda']:8.3g} {t['lambda_over_lambda_c_pilot']:6.2f} "
+            f"{t['lambda_over_2C_region']:9.2f} {cells} {s['slope']:7.2f} [{s['ci_low']:5.2f}, {s['ci_high']:5.2f}] "
+            f"{t['growth_K_over_K2'][ns[0]]:7.3g}"
+        )
     lines += [
         "",
         f"  n=…        sup over steps k of ‖θ_k^(n) − θ̂_k‖_∞: mean ± 95 % t half-width over {seeds} seeds",
@@ -343,5 +413,14 @@ def format_table(cfg, table) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULTS", "QUICK", "ablation_figure", "add_arguments", "format_table", "make_config", "ridges", "run",
-           "run_ablation"]
+__all__ = [
+    "DEFAULTS",
+    "QUICK",
+    "ablation_figure",
+    "add_arguments",
+    "format_table",
+    "make_config",
+    "ridges",
+    "run",
+    "run_ablation",
+]

@@ -59,14 +59,22 @@ def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
     """
     kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
     flag_kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {"default": False}
-    parser.add_argument("--float64", action="store_true", help="compute in float64 (jax_enable_x64)",
-                        **flag_kw)
-    parser.add_argument("--cache-dir", type=Path, help=f"persistent compilation cache (default: ${CACHE_ENV}, "
-                        "else $XDG_CACHE_HOME/cfm_jax, else ~/.cache/cfm_jax)", **kw)
-    parser.add_argument("--no-cache", action="store_true", help="do not read or write the compilation cache",
-                        **flag_kw)
-    parser.add_argument("--cpu-devices", type=int, metavar="N", help="JAX devices on the CPU backend "
-                        "(default: one per core, unless XLA_FLAGS forces a count)", **kw)
+    parser.add_argument("--float64", action="store_true", help="compute in float64 (jax_enable_x64)", **flag_kw)
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        help=f"persistent compilation cache (default: ${CACHE_ENV}, "
+        "else $XDG_CACHE_HOME/cfm_jax, else ~/.cache/cfm_jax)",
+        **kw,
+    )
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the compilation cache", **flag_kw)
+    parser.add_argument(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="JAX devices on the CPU backend (default: one per core, unless XLA_FLAGS forces a count)",
+        **kw,
+    )
 
 
 def cpu_device_count(requested: int | None = None) -> int | None:
@@ -147,17 +155,24 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, default_out: str) 
     parser.add_argument("--quick", action="store_true", help="reduced configuration (about a minute on 2 CPU cores)")
     parser.add_argument("--out", type=Path, default=Path(default_out), help="output folder")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--resume", action="store_true",
-                       help="continue the results in OUT (only those of this same command and configuration)")
-    group.add_argument("--overwrite", action="store_true",
-                       help="replace the results in OUT (removed when the first new row is written, not before)")
+    group.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the results in OUT (only those of this same command and configuration)",
+    )
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results in OUT (removed when the first new row is written, not before)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="base PRNG seed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 #: options that do not change what an experiment computes (left out of its recorded configuration).
-NOT_CONFIGURATION = frozenset({"out", "resume", "overwrite", "no_progress", "command", "cache_dir", "no_cache",
-                               "cpu_devices", "float64"})
+NOT_CONFIGURATION = frozenset(
+    {"out", "resume", "overwrite", "no_progress", "command", "cache_dir", "no_cache", "cpu_devices", "float64"}
+)
 
 
 def results_mode(args: argparse.Namespace) -> Literal["new", "resume", "overwrite"]:
@@ -171,8 +186,7 @@ def results_mode(args: argparse.Namespace) -> Literal["new", "resume", "overwrit
 def configuration(args: argparse.Namespace) -> dict:
     """The options that choose what an experiment computes (every option but output, progress,
     caching and device placement; the float precision is recorded separately)."""
-    return {k: v for k, v in sorted(vars(args).items())
-            if not k.startswith("_") and k not in NOT_CONFIGURATION}
+    return {k: v for k, v in sorted(vars(args).items()) if not k.startswith("_") and k not in NOT_CONFIGURATION}
 
 
 def enable_compilation_cache(path: str | os.PathLike) -> Path:
@@ -203,8 +217,9 @@ def apply_global_options(args: argparse.Namespace) -> None:
             jax.config.update("jax_num_cpu_devices", count)
         except RuntimeError:  # JAX already ran in this process (e.g. main() called from Python)
             if requested is not None:
-                raise ValueError("--cpu-devices: JAX has already started in this process; set it before "
-                                 "any computation.") from None
+                raise ValueError(
+                    "--cpu-devices: JAX has already started in this process; set it before any computation."
+                ) from None
     if getattr(args, "float64", False):
         jax.config.update("jax_enable_x64", True)
     if not getattr(args, "no_cache", False):

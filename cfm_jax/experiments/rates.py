@@ -27,7 +27,7 @@ COLUMNS = {
     "C": "fitted prefactor C",
     "floor/dev": "reference floor (two independent references) / mean deviation at the largest n",
     "reference": "what n is compared with: sample (i.i.d. n_ref points), qmc (scrambled Sobol n_ref points), "
-                 "gaussian (the exact Gaussian limit, floor 0)",
+    "gaussian (the exact Gaussian limit, floor 0)",
 }
 
 
@@ -79,11 +79,22 @@ def sweep_configs(grid: dict, *, base_seed: int = 0, layers: int = 4, adjoint: b
         if ref == "gaussian":
             extra["mlp_activation"] = "linear"
         configs.append(
-            dict(field=field, population=population, dim=d, intrinsic_dim=k, ns=list(ns), n_ref=n_ref, **extra,
-                 seeds=grid["seeds"], seed=base_seed, layers=layers, w1=(k or d) <= 3,
-                 w1_size=min(1024 if (k or d) == 1 else 512, n_ref),
-                 **({} if (k or d) == 1 else {"relative_epsilon": 0.02}),
-                 **({} if adjoint else {"adjoint": False}))
+            dict(
+                field=field,
+                population=population,
+                dim=d,
+                intrinsic_dim=k,
+                ns=list(ns),
+                n_ref=n_ref,
+                **extra,
+                seeds=grid["seeds"],
+                seed=base_seed,
+                layers=layers,
+                w1=(k or d) <= 3,
+                w1_size=min(1024 if (k or d) == 1 else 512, n_ref),
+                **({} if (k or d) == 1 else {"relative_epsilon": 0.02}),
+                **({} if adjoint else {"adjoint": False}),
+            )
         )
 
     for d in grid["attention_dims"]:
@@ -115,12 +126,13 @@ def run_config(config: dict) -> dict:
     t0 = time.perf_counter()
     res = run_seeds(spec, config["seeds"], config.get("seed", 0))
     values = {k: v.tolist() for k, v in res.items() if not k.startswith("floor_")}
-    floors = {k[len("floor_"):]: v.tolist() for k, v in res.items() if k.startswith("floor_")}
+    floors = {k[len("floor_") :]: v.tolist() for k, v in res.items() if k.startswith("floor_")}
     return {"values": values, "floor": floors, "seconds": time.perf_counter() - t0}
 
 
-def results_folder(out_dir, configs, *, resume: bool = False, overwrite: bool = False,
-                   config: dict | None = None) -> ResultsFolder:
+def results_folder(
+    out_dir, configs, *, resume: bool = False, overwrite: bool = False, config: dict | None = None
+) -> ResultsFolder:
     """The :class:`~cfm_jax.experiments.ResultsFolder` of a rates sweep; ``config`` (default: the
     configurations themselves) is what ``run.json`` records and ``--resume`` compares."""
     if resume and overwrite:
@@ -129,8 +141,16 @@ def results_folder(out_dir, configs, *, resume: bool = False, overwrite: bool = 
     return ResultsFolder(out_dir, "rates", {"configs": configs} if config is None else config, mode=mode)
 
 
-def run_sweep(configs, out_dir, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
-              stop_after=None, folder: ResultsFolder | None = None) -> list[dict]:
+def run_sweep(
+    configs,
+    out_dir,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    stop_after=None,
+    folder: ResultsFolder | None = None,
+) -> list[dict]:
     """Run ``configs`` with the resumable :class:`Sweep` (rows in ``out_dir/rows.jsonl``).
 
     ``out_dir`` must not hold results unless ``resume`` (only those of the same configurations)
@@ -202,8 +222,10 @@ def prefactors_vs_dim(fits: list[dict]) -> dict:
 
 def format_table(fits: list[dict]) -> str:
     """Plain-text table (one line per fit) followed by the meaning of every column."""
-    head = (f"{'quantity':9} {'field':9} {'population':17} {'d':>3} {'dʹ':>3} {'slope':>7} {'95% CI':>17} "
-            f"{'expected':>8} {'C':>7} {'floor/dev':>9} {'reference':>9}  note")
+    head = (
+        f"{'quantity':9} {'field':9} {'population':17} {'d':>3} {'dʹ':>3} {'slope':>7} {'95% CI':>17} "
+        f"{'expected':>8} {'C':>7} {'floor/dev':>9} {'reference':>9}  note"
+    )
     lines = [head, "-" * len(head)]
     for f in fits:
         floor = f["floor"] if f["floor"] is not None else float("nan")
@@ -217,16 +239,22 @@ def format_table(fits: list[dict]) -> str:
         )
     lines.append("")
     lines += [f"  {k:9} {v}" for k, v in COLUMNS.items()]
-    lines.append("  floor-limited: the reference's own error (floor/√2) is not < 0.5 × the deviation at the "
-                 "largest n, so the slope reflects the reference, not the rate; '—': no floor for that quantity")
+    lines.append(
+        "  floor-limited: the reference's own error (floor/√2) is not < 0.5 × the deviation at the "
+        "largest n, so the slope reflects the reference, not the rate; '—': no floor for that quantity"
+    )
     return "\n".join(lines)
 
 
 def _panels(fits):
     from ..chaos import QUANTITIES
 
-    panels = [("attention", q) for q in QUANTITIES if any(f["quantity"] == q and f["field"] == "attention" for f in fits)]
-    panels += [("control", q) for q in ("token", "w1") if any(f["quantity"] == q and f["field"] == "control" for f in fits)]
+    panels = [
+        ("attention", q) for q in QUANTITIES if any(f["quantity"] == q and f["field"] == "attention" for f in fits)
+    ]
+    panels += [
+        ("control", q) for q in ("token", "w1") if any(f["quantity"] == q and f["field"] == "control" for f in fits)
+    ]
     return panels
 
 
@@ -261,8 +289,17 @@ def rates_figure(fits: list[dict]):
             lab += f": {f['slope']:+.2f}" + ("" if f["meaningful"] else " (floor-limited)")
             ci = np.array(f.get("ci_halfwidth", np.full(len(ns), np.nan)), dtype=np.float64)
             # Student-t 95 % interval over seeds, clipped at the axis floor on a log scale
-            ax.errorbar(ns, m, yerr=[np.minimum(np.nan_to_num(ci), 0.9 * m), np.nan_to_num(ci)], fmt="o-",
-                        color=color, label=lab, lw=1.4, capsize=2.5, ms=4)
+            ax.errorbar(
+                ns,
+                m,
+                yerr=[np.minimum(np.nan_to_num(ci), 0.9 * m), np.nan_to_num(ci)],
+                fmt="o-",
+                color=color,
+                label=lab,
+                lw=1.4,
+                capsize=2.5,
+                ms=4,
+            )
             ax.plot(ns, m[-1] * (ns / ns[-1]) ** f["expected"], "--", color=color, lw=1.0)
             if f["floor"] is not None and np.isfinite(f["floor"]) and f["floor"] > 0:  # exact references: 0
                 ax.axhline(f["floor"], color=color, ls=":", lw=1.0)
@@ -281,8 +318,17 @@ def rates_figure(fits: list[dict]):
         handles.append(Line2D([], [], color="0.3", marker="|", ls="none"))
         labels.append("95 % CI over seeds")
         # outside the axes (below), so no data point is ever covered
-        ax.legend(handles, labels, fontsize=7, title="fitted slope", title_fontsize=7, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+        ax.legend(
+            handles,
+            labels,
+            fontsize=7,
+            title="fitted slope",
+            title_fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncol=2,
+            frameon=False,
+        )
     fig.suptitle("finite vs infinite context: deviation (sup over depth, mean over seeds) vs n", fontsize=11)
     fig.tight_layout()
     return fig
@@ -302,20 +348,33 @@ def add_arguments(parser):
         show = lambda v: " ".join(map(str, v)) if isinstance(v, list) else v  # noqa: E731
         return f"(default: {show(full[key])}; with --quick: {show(quick[key])})"
 
-    parser.add_argument("--dims", type=int, nargs="+", metavar="D", help=f"attention dimensions d {dflt('attention_dims')}")
-    parser.add_argument("--control-dims", type=int, nargs="+", metavar="D", help=f"control-field dimensions d {dflt('control_dims')}")
+    parser.add_argument(
+        "--dims", type=int, nargs="+", metavar="D", help=f"attention dimensions d {dflt('attention_dims')}"
+    )
+    parser.add_argument(
+        "--control-dims", type=int, nargs="+", metavar="D", help=f"control-field dimensions d {dflt('control_dims')}"
+    )
     parser.add_argument("--ns", type=int, nargs="+", metavar="N", help=f"context sizes n, attention {dflt('ns')}")
-    parser.add_argument("--control-ns", type=int, nargs="+", metavar="N", help=f"context sizes n, control {dflt('control_ns')}")
+    parser.add_argument(
+        "--control-ns", type=int, nargs="+", metavar="N", help=f"context sizes n, control {dflt('control_ns')}"
+    )
     parser.add_argument("--n-ref", type=int, help=f"reference sample size, attention {dflt('n_ref')}")
     parser.add_argument("--control-n-ref", type=int, help=f"reference sample size, control {dflt('control_n_ref')}")
     parser.add_argument("--seeds", type=int, help=f"seeds per configuration, vmapped {dflt('seeds')}")
     parser.add_argument("--layers", type=int, default=4, help="layers L")
-    parser.add_argument("--no-subspace", action="store_true",
-                        help="skip the population on a dʹ = 2 subspace of R^8 (run by default, not with --quick)")
+    parser.add_argument(
+        "--no-subspace",
+        action="store_true",
+        help="skip the population on a dʹ = 2 subspace of R^8 (run by default, not with --quick)",
+    )
     parser.add_argument("--no-adjoint", action="store_true", help="skip the adjoint quantities (p, ∇φ)")
-    parser.add_argument("--reference", choices=("sample", "exact"), default=None,
-                        help="sample: i.i.d. reference of n_ref points (default); exact: the exact Gaussian limit "
-                             "for Gaussian attention rows (MLP linear), a QMC reference for the others")
+    parser.add_argument(
+        "--reference",
+        choices=("sample", "exact"),
+        default=None,
+        help="sample: i.i.d. reference of n_ref points (default); exact: the exact Gaussian limit "
+        "for Gaussian attention rows (MLP linear), a QMC reference for the others",
+    )
 
 
 def grid_from_args(args) -> dict:
@@ -323,9 +382,15 @@ def grid_from_args(args) -> dict:
     from .options import check_option
 
     grid = default_grid(args.quick)
-    for name, attr in (("attention_dims", "dims"), ("control_dims", "control_dims"), ("ns", "ns"),
-                       ("control_ns", "control_ns"), ("n_ref", "n_ref"), ("control_n_ref", "control_n_ref"),
-                       ("seeds", "seeds")):
+    for name, attr in (
+        ("attention_dims", "dims"),
+        ("control_dims", "control_dims"),
+        ("ns", "ns"),
+        ("control_ns", "control_ns"),
+        ("n_ref", "n_ref"),
+        ("control_n_ref", "control_n_ref"),
+        ("seeds", "seeds"),
+    ):
         v = getattr(args, attr, None)
         if v is not None:
             check_option(attr, v)  # the command line checked them already; Python callers too

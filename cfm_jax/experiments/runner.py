@@ -85,8 +85,10 @@ def _scan_rows(path: Path) -> tuple[list[dict], int | None]:
                     torn_at = offset  # the last line: what a crash mid-write leaves
                     break
                 what = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
-                raise ValueError(f"{path}: line {i + 1} is corrupt ({what}); it is not a torn last line, so "
-                                 "it cannot be repaired: fix or remove the line, or start over with --overwrite.") from None
+                raise ValueError(
+                    f"{path}: line {i + 1} is corrupt ({what}); it is not a torn last line, so "
+                    "it cannot be repaired: fix or remove the line, or start over with --overwrite."
+                ) from None
             rows.append(row)
         offset = end
     return rows, torn_at
@@ -144,8 +146,12 @@ class ResultsFolder:
 
         self.path = Path(out)
         self.mode = mode
-        self.identity = {"experiment": str(experiment), "config": _jsonable(dict(config)), "version": _version(),
-                         "float64": bool(jax.config.values["jax_enable_x64"])}
+        self.identity = {
+            "experiment": str(experiment),
+            "config": _jsonable(dict(config)),
+            "version": _version(),
+            "float64": bool(jax.config.values["jax_enable_x64"]),
+        }
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -158,12 +164,16 @@ class ResultsFolder:
         self._pending = False  # an overwrite not yet carried out
         if held and mode == "new":
             what = f" of {self._describe(old, self.identity)}" if old else ""
-            raise ValueError(f"--out {self.path} already holds results{what}: pass --resume to continue them, "
-                             "--overwrite to replace them, or choose a new --out.")
+            raise ValueError(
+                f"--out {self.path} already holds results{what}: pass --resume to continue them, "
+                "--overwrite to replace them, or choose a new --out."
+            )
         if held and mode == "resume" and old is not None and self._same(old) is False:
-            raise ValueError(f"--resume: {self.path} holds results of {self._describe(old, self.identity)}, not of "
-                             f"this run, {self._describe(self.identity, old)}; choose a new --out, or pass "
-                             "--overwrite to start over.")
+            raise ValueError(
+                f"--resume: {self.path} holds results of {self._describe(old, self.identity)}, not of "
+                f"this run, {self._describe(self.identity, old)}; choose a new --out, or pass "
+                "--overwrite to start over."
+            )
         if held and mode == "overwrite":
             self._old, self._pending = old, True
         else:
@@ -258,8 +268,14 @@ class Sweep:
     ``config`` (:func:`config_key`).
     """
 
-    def __init__(self, path: str | os.PathLike, *, resume: bool = True, progress: bool = True,
-                 folder: ResultsFolder | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        resume: bool = True,
+        progress: bool = True,
+        folder: ResultsFolder | None = None,
+    ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.resume = bool(resume)
@@ -277,8 +293,10 @@ class Sweep:
         if torn_at is not None:
             with WRITE_LOCK:
                 os.truncate(self.path, torn_at)
-            print(f"{self.path}: dropped a torn last line (a run ended mid-write); resuming after row {len(rows)}.",
-                  file=sys.stderr)
+            print(
+                f"{self.path}: dropped a torn last line (a run ended mid-write); resuming after row {len(rows)}.",
+                file=sys.stderr,
+            )
 
     @property
     def rows(self) -> list[dict]:
@@ -321,9 +339,11 @@ class Sweep:
         on_disk = self.rows
         foreign = [r for r in on_disk if r["key"] not in order]
         if foreign:
-            raise ValueError(f"{self.path} holds {len(foreign)} row(s) of configurations this run does not have "
-                             f"(e.g. {_short(foreign[0]['config'])}): resume only the command that wrote it; "
-                             "choose a new --out, or pass --overwrite to start over.")
+            raise ValueError(
+                f"{self.path} holds {len(foreign)} row(s) of configurations this run does not have "
+                f"(e.g. {_short(foreign[0]['config'])}): resume only the command that wrote it; "
+                "choose a new --out, or pass --overwrite to start over."
+            )
         failed = [r for r in on_disk if valid is not None and not valid(r)]
         if failed:
             assert valid is not None  # rows fail only a given check
@@ -417,4 +437,14 @@ def exit_on_signals(message: str = "", signals=(signal.SIGINT, signal.SIGTERM)):
         os.close(r)
 
 
-__all__ = ["MANIFEST", "WRITE_LOCK", "Mode", "ResultsFolder", "Sweep", "config_key", "exit_on_signals", "read_rows", "write_summary"]
+__all__ = [
+    "MANIFEST",
+    "WRITE_LOCK",
+    "Mode",
+    "ResultsFolder",
+    "Sweep",
+    "config_key",
+    "exit_on_signals",
+    "read_rows",
+    "write_summary",
+]

@@ -39,14 +39,24 @@ def add_arguments(parser):
 
     add_experiment_arguments(parser, "cfm_out/sync")
     parser.add_argument("--realisations", type=int, default=None, help="override runs per configuration")
-    parser.add_argument("--paper", action="store_true",
-                        help="the second paper's appendix grid (kernel table, one figure per activation, "
-                             "energy decay vs the theorem's bound) into OUT/paper")
-    parser.add_argument("--figure1", action="store_true", help="the second paper's Figure 1 (ReLU vs tanh) into OUT/figure1")
-    parser.add_argument("--chaos", action="store_true",
-                        help="propagation of chaos in the paper's metric E sup_t W2^2 vs N for several d into OUT/chaos_w2")
+    parser.add_argument(
+        "--paper",
+        action="store_true",
+        help="the second paper's appendix grid (kernel table, one figure per activation, "
+        "energy decay vs the theorem's bound) into OUT/paper",
+    )
+    parser.add_argument(
+        "--figure1", action="store_true", help="the second paper's Figure 1 (ReLU vs tanh) into OUT/figure1"
+    )
+    parser.add_argument(
+        "--chaos",
+        action="store_true",
+        help="propagation of chaos in the paper's metric E sup_t W2^2 vs N for several d into OUT/chaos_w2",
+    )
     parser.add_argument("--full-grid", action="store_true", help="with --paper: 64 realisations per cell instead of 16")
-    parser.add_argument("--width", type=int, default=256, help="with --paper: MLP width m of the main grid (default: 256)")
+    parser.add_argument(
+        "--width", type=int, default=256, help="with --paper: MLP width m of the main grid (default: 256)"
+    )
 
 
 # ------------------------------------------------------------------------------ configs
@@ -54,27 +64,80 @@ def _configs(quick: bool, seed: int, R: int | None):
     cfgs = []
     sync_R = R or (16 if quick else 64)
     for bias in (0.0, 1.5):
-        for s_a in ((0.0, 0.5, 1.0) if quick else (0.0, 0.25, 0.5, 1.0)):
-            cfgs.append(dict(section="sync", s_a=s_a, s_c=bias, d=5, N=16 if quick else 32, T=4.0 if quick else 8.0,
-                             dt=0.02 if quick else 0.01, beta=1.0, R=sync_R, seed=seed))
+        for s_a in (0.0, 0.5, 1.0) if quick else (0.0, 0.25, 0.5, 1.0):
+            cfgs.append(
+                dict(
+                    section="sync",
+                    s_a=s_a,
+                    s_c=bias,
+                    d=5,
+                    N=16 if quick else 32,
+                    T=4.0 if quick else 8.0,
+                    dt=0.02 if quick else 0.01,
+                    beta=1.0,
+                    R=sync_R,
+                    seed=seed,
+                )
+            )
     lyap_R = R or (32 if quick else 128)
     for act in ACTS:
         for d in DIMS:
-            cfgs.append(dict(section="lyapunov", method="benettin", act=act, d=d, attention="none",
-                             T=3.0 if quick else 8.0, R=lyap_R, seed=seed, dt_base=0.02 if quick else 0.01))
+            cfgs.append(
+                dict(
+                    section="lyapunov",
+                    method="benettin",
+                    act=act,
+                    d=d,
+                    attention="none",
+                    T=3.0 if quick else 8.0,
+                    R=lyap_R,
+                    seed=seed,
+                    dt_base=0.02 if quick else 0.01,
+                )
+            )
     if not quick:
         for act in ACTS:
             for d in DIMS:
-                cfgs.append(dict(section="lyapunov", method="twin", act=act, d=d, attention="none", T=8.0,
-                                 R=lyap_R, seed=seed))
+                cfgs.append(
+                    dict(section="lyapunov", method="twin", act=act, d=d, attention="none", T=8.0, R=lyap_R, seed=seed)
+                )
         for d in DIMS:
-            cfgs.append(dict(section="lyapunov", method="benettin", act="relu", d=d, attention="SA", T=8.0,
-                             R=lyap_R // 2, seed=seed))
-    cfgs.append(dict(section="strong", Ls=[4, 8, 16, 32] if quick else [4, 8, 16, 32, 64], fine=128 if quick else 256,
-                     N=4 if quick else 8, d=3, R=16 if quick else 32, seed=seed))
-    cfgs.append(dict(section="chaos", Ns=[8, 16, 32, 64] if quick else [8, 16, 32, 64, 128, 256],
-                     N_ref=256 if quick else 1024, d=3, width=256, steps=50 if quick else 100, T=2.0,
-                     R=4 if quick else 8, seed=seed))
+            cfgs.append(
+                dict(
+                    section="lyapunov",
+                    method="benettin",
+                    act="relu",
+                    d=d,
+                    attention="SA",
+                    T=8.0,
+                    R=lyap_R // 2,
+                    seed=seed,
+                )
+            )
+    cfgs.append(
+        dict(
+            section="strong",
+            Ls=[4, 8, 16, 32] if quick else [4, 8, 16, 32, 64],
+            fine=128 if quick else 256,
+            N=4 if quick else 8,
+            d=3,
+            R=16 if quick else 32,
+            seed=seed,
+        )
+    )
+    cfgs.append(
+        dict(
+            section="chaos",
+            Ns=[8, 16, 32, 64] if quick else [8, 16, 32, 64, 128, 256],
+            N_ref=256 if quick else 1024,
+            d=3,
+            width=256,
+            steps=50 if quick else 100,
+            T=2.0,
+            R=4 if quick else 8,
+            seed=seed,
+        )
+    )
     if not quick:
         cfgs.append(dict(section="weak_L", Ls=[1, 2, 4, 8], width=64, ref_steps=64, R=R or 8000, seed=seed))
         cfgs.append(dict(section="weak_m", ms=[1, 2, 4, 16, 64], L=2, R=R or 20000, seed=seed))
@@ -142,7 +205,9 @@ def _run_lyapunov(c):
     att = SphereAttention(c["attention"], 1.0) if c["attention"] != "none" else SphereAttention()
     N = 4 if att.active else 1
     x0 = random_tokens(jax.random.key(c["seed"] + 1000 * d), N, d)
-    key = jax.random.fold_in(jax.random.key(c["seed"]), 100 * d + 10 * ACTS.index(c["act"]) + (c["method"] == "twin") + 2 * att.active)
+    key = jax.random.fold_in(
+        jax.random.key(c["seed"]), 100 * d + 10 * ACTS.index(c["act"]) + (c["method"] == "twin") + 2 * att.active
+    )
     t0 = time.perf_counter()
     if c["method"] == "benettin":
         model = StochasticTransformer(k, width=32, layers=steps, horizon=c["T"], attention=att)
@@ -151,9 +216,15 @@ def _run_lyapunov(c):
         model = SphereSDE(k, steps=steps, horizon=c["T"], attention=att)
         est = estimate_lyapunov(model, key, x0, method="twin", realisations=c["R"], delta=1e-6)
     closed = k.lyapunov(d)
-    return {"estimate": est.estimate, "ci_half_width": est.ci_half_width, "closed_form": closed,
-            "within_ci": bool(abs(est.estimate - closed) <= est.ci_half_width), "dt": dt, "steps": steps,
-            "seconds": time.perf_counter() - t0}
+    return {
+        "estimate": est.estimate,
+        "ci_half_width": est.ci_half_width,
+        "closed_form": closed,
+        "within_ci": bool(abs(est.estimate - closed) <= est.ci_half_width),
+        "dt": dt,
+        "steps": steps,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _run_strong(c):
@@ -174,7 +245,9 @@ def _run_strong(c):
     att = SphereAttention("USA", 1.0)
     N, d, R, fine = c["N"], c["d"], c["R"], c["fine"]
     x0 = random_tokens(jax.random.key(c["seed"]), N, d)
-    dB = jax.vmap(lambda kk: brownian_increments(kk, fine, (N, d), 1.0))(jax.random.split(jax.random.key(c["seed"] + 1), R))
+    dB = jax.vmap(lambda kk: brownian_increments(kk, fine, (N, d), 1.0))(
+        jax.random.split(jax.random.key(c["seed"] + 1), R)
+    )
 
     def path(L):
         sde = SphereSDE(k, L, 1.0, att)
@@ -225,7 +298,9 @@ def _run_weak_L(c):
     from ..stochastic import StochasticTransformer
 
     return _weak_errors(
-        c, c["Ls"], c["ref_steps"],
+        c,
+        c["Ls"],
+        c["ref_steps"],
         lambda k, L: StochasticTransformer(k, width=c["width"], layers=L, horizon=1.0),
         lambda L: c["seed"] + L,
     )
@@ -237,7 +312,9 @@ def _run_weak_m(c):
     # Noise only, same step: the discrete model at width m vs the Gaussian-field scheme (m = ∞),
     # so only the non-Gaussianity of the finite-width MLP separates them.
     return _weak_errors(
-        c, c["ms"], c["L"],
+        c,
+        c["ms"],
+        c["L"],
         lambda k, m: StochasticTransformer(k, width=m, layers=c["L"], horizon=1.0),
         lambda m: c["seed"] + 7 * m,
     )
@@ -257,7 +334,9 @@ def _run_chaos(c):
     sde = SphereSDE(k, steps=c["steps"], horizon=c["T"], attention=att, noise="features", width=c["width"])
     save = c["steps"] // 10
     keys = jax.random.split(jax.random.key(c["seed"]), c["R"])
-    ref_all = jax.vmap(lambda kk: random_tokens(kk, c["N_ref"], c["d"]))(jax.random.split(jax.random.key(c["seed"] + 1), c["R"]))
+    ref_all = jax.vmap(lambda kk: random_tokens(kk, c["N_ref"], c["d"]))(
+        jax.random.split(jax.random.key(c["seed"] + 1), c["R"])
+    )
     _, ref = jax.jit(jax.vmap(lambda x, kk: simulate(sde, x, kk, save_every=save)))(ref_all, keys)
     errs = []
     for N in c["Ns"]:
@@ -268,8 +347,14 @@ def _run_chaos(c):
     return {"errors": np.stack(errs).mean(1), "fit": fit.as_dict()}
 
 
-_SECTIONS = {"sync": _run_sync, "lyapunov": _run_lyapunov, "strong": _run_strong, "weak_L": _run_weak_L,
-             "weak_m": _run_weak_m, "chaos": _run_chaos}
+_SECTIONS = {
+    "sync": _run_sync,
+    "lyapunov": _run_lyapunov,
+    "strong": _run_strong,
+    "weak_L": _run_weak_L,
+    "weak_m": _run_weak_m,
+    "chaos": _run_chaos,
+}
 
 
 def _run_config(c):
@@ -284,9 +369,18 @@ def lyapunov_table(rows) -> list[dict]:
         c = r["config"]
         if c["section"] != "lyapunov":
             continue
-        out.append({"d": c["d"], "activation": c["act"], "method": c["method"], "attention": c["attention"],
-                    "estimate": r["estimate"], "ci_half_width": r["ci_half_width"], "closed_form": r["closed_form"],
-                    "within_ci": r["within_ci"]})
+        out.append(
+            {
+                "d": c["d"],
+                "activation": c["act"],
+                "method": c["method"],
+                "attention": c["attention"],
+                "estimate": r["estimate"],
+                "ci_half_width": r["ci_half_width"],
+                "closed_form": r["closed_form"],
+                "within_ci": r["within_ci"],
+            }
+        )
     return out
 
 
@@ -295,8 +389,10 @@ def _print_table(table):
     print("vs the closed form ½[(d−3)κ'(1) − (d−1)κ(1)]; 'in CI' says whether the closed form lies in that interval")
     print(f"{'act':>7} {'d':>3} {'method':>9} {'attn':>5} {'estimate':>10} {'95% CI ±':>9} {'closed':>9} {'in CI':>5}")
     for t in table:
-        print(f"{t['activation']:>7} {t['d']:>3} {t['method']:>9} {t['attention']:>5} {t['estimate']:>10.4f} "
-              f"{t['ci_half_width']:>9.4f} {t['closed_form']:>9.4f} {'yes' if t['within_ci'] else 'NO':>5}")
+        print(
+            f"{t['activation']:>7} {t['d']:>3} {t['method']:>9} {t['attention']:>5} {t['estimate']:>10.4f} "
+            f"{t['ci_half_width']:>9.4f} {t['closed_form']:>9.4f} {'yes' if t['within_ci'] else 'NO':>5}"
+        )
 
 
 #: Per convergence section: x key, x label, y label, reference slope (theory) and its name.
@@ -306,8 +402,12 @@ _CONV = {
     "weak_m": ("ms", "MLP width m", "weak error |E<x₁,x₂>_T − SDE|", -1.0, "m⁻¹"),
     "chaos": ("Ns", "tokens N", "chaos deviation sup_t RMS |x^N − x^ref|", -0.5, "N^(−1/2)"),
 }
-_TITLES = {"strong": "discrete depth L → SDE (strong)", "weak_L": "depth L → SDE (weak)",
-           "weak_m": "width m → Gaussian field (weak)", "chaos": "N tokens → large-N reference"}
+_TITLES = {
+    "strong": "discrete depth L → SDE (strong)",
+    "weak_L": "depth L → SDE (weak)",
+    "weak_m": "width m → Gaussian field (weak)",
+    "chaos": "N tokens → large-N reference",
+}
 
 
 def _figures(out: Path, rows) -> list[Path]:
@@ -327,9 +427,14 @@ def _figures(out: Path, rows) -> list[Path]:
                 t = np.asarray(r["t"])
                 for stat, ls in styles:
                     ax.semilogy(t, np.maximum(r["deficit"][stat], 1e-300), color=COLORS[i], ls=ls)
-            handles = [Line2D([], [], color=COLORS[i], label=f"noise s_a = {r['config']['s_a']:g}") for i, r in enumerate(cells)]
-            handles += [Line2D([], [], color="0.3", ls=ls, label=f"{name} over runs") for name, ls in
-                        (("mean", "-"), ("median", "--"), ("log-mean (exp of mean log)", ":"))]
+            handles = [
+                Line2D([], [], color=COLORS[i], label=f"noise s_a = {r['config']['s_a']:g}")
+                for i, r in enumerate(cells)
+            ]
+            handles += [
+                Line2D([], [], color="0.3", ls=ls, label=f"{name} over runs")
+                for name, ls in (("mean", "-"), ("median", "--"), ("log-mean (exp of mean log)", ":"))
+            ]
             ax.legend(handles=handles, fontsize=7)
             ax.set_title(f"ReLU noise, s_b = 1, bias s_c = {b:g}, softmax attention β = 1")
             ax.set_xlabel("time t")
@@ -341,17 +446,29 @@ def _figures(out: Path, rows) -> list[Path]:
         markers = {"benettin": "o", "twin": "s"}
         for j, act in enumerate(ACTS):
             for t in (t for t in table if t["activation"] == act):
-                ax.errorbar(t["closed_form"], t["estimate"], yerr=t["ci_half_width"], fmt=markers[t["method"]],
-                            color=COLORS[j], mfc="none" if t["attention"] != "none" else COLORS[j], ms=5)
+                ax.errorbar(
+                    t["closed_form"],
+                    t["estimate"],
+                    yerr=t["ci_half_width"],
+                    fmt=markers[t["method"]],
+                    color=COLORS[j],
+                    mfc="none" if t["attention"] != "none" else COLORS[j],
+                    ms=5,
+                )
         lo = min(t["closed_form"] for t in table) - 0.1
         ax.plot([lo, 0], [lo, 0], "k:", lw=1)
         handles = [Line2D([], [], color=COLORS[j], marker="o", ls="", label=act) for j, act in enumerate(ACTS)]
         handles.append(Line2D([], [], color="k", ls=":", label="estimate = closed form"))
         present = {(t["method"], t["attention"] != "none") for t in table}
-        for (method, att), text in (((("benettin", False)), "o: Benettin, discrete model"), ((("twin", False)), "□: twin, exact SDE"),
-                                    ((("benettin", True)), "hollow: softmax attention on")):
+        for (method, att), text in (
+            ((("benettin", False)), "o: Benettin, discrete model"),
+            ((("twin", False)), "□: twin, exact SDE"),
+            ((("benettin", True)), "hollow: softmax attention on"),
+        ):
             if (method, att) in present:
-                handles.append(Line2D([], [], color="0.3", marker=markers[method], mfc="none" if att else "0.3", ls="", label=text))
+                handles.append(
+                    Line2D([], [], color="0.3", marker=markers[method], mfc="none" if att else "0.3", ls="", label=text)
+                )
         ax.legend(handles=handles, fontsize=7)
         ax.set_xlabel("closed form λ₁ = ½[(d−3)κ'(1) − (d−1)κ(1)]")
         ax.set_ylabel("estimated λ₁ (95% CI over runs)")
@@ -372,7 +489,9 @@ def _figures(out: Path, rows) -> list[Path]:
             log_ticks(ax, x, "x")
             ax.set_yscale("log")
             f = RateFit.from_dict(r["fit"])  # rows store NaN as null
-            ci = f"[{f.ci_low:.2f}, {f.ci_high:.2f}] (95% CI)" if np.isfinite(f.ci_low) else "(one mean per size: no CI)"
+            ci = (
+                f"[{f.ci_low:.2f}, {f.ci_high:.2f}] (95% CI)" if np.isfinite(f.ci_low) else "(one mean per size: no CI)"
+            )
             ax.set_title(f"{_TITLES[c['section']]}\nfitted slope {f.slope:.2f} {ci}", fontsize=9)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel, fontsize=8)
@@ -422,23 +541,37 @@ def run(args) -> int:
             continue
         rates = r["deficit"]["rates"]
         frac = float(np.asarray(r["frac_synchronised"])[-1])
-        print(f"{c['s_c']:>4g} {c['s_a']:>5g} {r['lambda1']:>8.3f} {rates['mean']:>9.3f} {rates['median']:>9.3f} "
-              f"{rates['logmean']:>9.3f} {frac:>9.2f}")
-        sync_summary.append({"s_a": c["s_a"], "s_c": c["s_c"], "lambda1": r["lambda1"],
-                             "deficit_rates": rates, "dist_energy_p0.25_rates": r["dist_energy_p0.25"]["rates"],
-                             "final_frac_synchronised": frac})
+        print(
+            f"{c['s_c']:>4g} {c['s_a']:>5g} {r['lambda1']:>8.3f} {rates['mean']:>9.3f} {rates['median']:>9.3f} "
+            f"{rates['logmean']:>9.3f} {frac:>9.2f}"
+        )
+        sync_summary.append(
+            {
+                "s_a": c["s_a"],
+                "s_c": c["s_c"],
+                "lambda1": r["lambda1"],
+                "deficit_rates": rates,
+                "dist_energy_p0.25_rates": r["dist_energy_p0.25"]["rates"],
+                "final_frac_synchronised": frac,
+            }
+        )
     conv = {}
     if any(r["config"]["section"] in _CONV for r in rows):
         print("\nConvergence: mean errors at each size and the fitted log-log slope [95% bootstrap CI over runs]")
     for r in rows:
         c = r["config"]
         if c["section"] in ("strong", "weak_L", "weak_m", "chaos"):
-            conv[c["section"]] = {"errors": r["errors"], "slope": r["fit"]["slope"],
-                                  "ci": [r["fit"]["ci_low"], r["fit"]["ci_high"]]}
-            print(f"{c['section']:>8}: {_CONV[c['section']][1]} {list(c[_CONV[c['section']][0]])}: errors "
-                  f"{np.round(np.asarray(r['errors'], float), 5).tolist()}  fitted slope "
-                  f"{r['fit']['slope']:.3f} [{RateFit.from_dict(r['fit']).ci_low:.3f}, "
-                  f"{RateFit.from_dict(r['fit']).ci_high:.3f}]")
+            conv[c["section"]] = {
+                "errors": r["errors"],
+                "slope": r["fit"]["slope"],
+                "ci": [r["fit"]["ci_low"], r["fit"]["ci_high"]],
+            }
+            print(
+                f"{c['section']:>8}: {_CONV[c['section']][1]} {list(c[_CONV[c['section']][0]])}: errors "
+                f"{np.round(np.asarray(r['errors'], float), 5).tolist()}  fitted slope "
+                f"{r['fit']['slope']:.3f} [{RateFit.from_dict(r['fit']).ci_low:.3f}, "
+                f"{RateFit.from_dict(r['fit']).ci_high:.3f}]"
+            )
             if "standard_errors" in r:
                 # weak errors: fit only the sizes where the error is resolved (> 2 standard errors)
                 x = np.asarray(c["Ls"] if "Ls" in c else c["ms"], float)
@@ -446,11 +579,23 @@ def run(args) -> int:
                 ok = e > 2 * se
                 conv[c["section"]]["standard_errors"] = r["standard_errors"]
                 conv[c["section"]]["resolved_sizes"] = x[ok]
-                conv[c["section"]]["slope_resolved"] = float(np.polyfit(np.log(x[ok]), np.log(e[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
-                print(f"{'':>8}  resolved (> 2 SE) at {x[ok].tolist()}: slope {conv[c['section']]['slope_resolved']:.3f}")
+                conv[c["section"]]["slope_resolved"] = (
+                    float(np.polyfit(np.log(x[ok]), np.log(e[ok]), 1)[0]) if ok.sum() >= 2 else float("nan")
+                )
+                print(
+                    f"{'':>8}  resolved (> 2 SE) at {x[ok].tolist()}: slope {conv[c['section']]['slope_resolved']:.3f}"
+                )
     written = _figures(out, rows)
-    folder.write_summary({"lyapunov": table, "synchronisation": sync_summary, "convergence": conv,
-                        "all_within_ci": all(t["within_ci"] for t in table), "quick": args.quick,
-                         "seconds_this_invocation": time.perf_counter() - t0}, *written)
+    folder.write_summary(
+        {
+            "lyapunov": table,
+            "synchronisation": sync_summary,
+            "convergence": conv,
+            "all_within_ci": all(t["within_ci"] for t in table),
+            "quick": args.quick,
+            "seconds_this_invocation": time.perf_counter() - t0,
+        },
+        *written,
+    )
     print("\nwrote " + ", ".join(str(p) for p in [out / "rows.jsonl", *written, out / "summary.json"]))
     return 0

@@ -60,15 +60,43 @@ def grid_configs(*, quick: bool, full: bool, width: int, realisations: int | Non
     cfgs = []
     for act in ACTIVATIONS:
         for d in dims:
-            for sigma in ((0.0,) if act == "none" else ((0.1,) if quick else (0.0, 0.1))):
+            for sigma in (0.0,) if act == "none" else ((0.1,) if quick else (0.0, 0.1)):
                 for s in SCALES:
-                    cfgs.append(dict(section="cell", act=act, d=d, sigma=sigma, scale=s, N=N, L=L, T=5.0, beta=1.0,
-                                     width=width, R=R, seed=seed))
+                    cfgs.append(
+                        dict(
+                            section="cell",
+                            act=act,
+                            d=d,
+                            sigma=sigma,
+                            scale=s,
+                            N=N,
+                            L=L,
+                            T=5.0,
+                            beta=1.0,
+                            width=width,
+                            R=R,
+                            seed=seed,
+                        )
+                    )
     check_d = dims[0 if quick else 1]
     for act in ("relu", "sigmoid", "tanh"):
-        for m in ((16, 64) if quick else (64, 1024)):
-            cfgs.append(dict(section="cell", act=act, d=check_d, sigma=0.1, scale=1.0, N=N, L=L, T=5.0, beta=1.0,
-                             width=m, R=R, seed=seed))
+        for m in (16, 64) if quick else (64, 1024):
+            cfgs.append(
+                dict(
+                    section="cell",
+                    act=act,
+                    d=check_d,
+                    sigma=0.1,
+                    scale=1.0,
+                    N=N,
+                    L=L,
+                    T=5.0,
+                    beta=1.0,
+                    width=m,
+                    R=R,
+                    seed=seed,
+                )
+            )
     return cfgs
 
 
@@ -113,8 +141,13 @@ def run_cell(c: Mapping[str, Any]) -> dict:
     d, N, R, beta = c["d"], c["N"], c["R"], c["beta"]
     kernel = kernel_of(c["act"], d, c["sigma"])
     # "no MLP": a kernel with s_a = 0 draws all-zero MLPs, i.e. the noise sublayer is the identity.
-    model = StochasticTransformer(kernel or NoiseKernel("relu", 0.0), width=c["width"], layers=c["L"],
-                                  horizon=c["T"], attention=_attention(c["scale"], d, beta))
+    model = StochasticTransformer(
+        kernel or NoiseKernel("relu", 0.0),
+        width=c["width"],
+        layers=c["L"],
+        horizon=c["T"],
+        attention=_attention(c["scale"], d, beta),
+    )
     key = jax.random.fold_in(jax.random.key(c["seed"]), d)
     kx, kr = jax.random.split(key)
     x0 = jax.vmap(lambda k: random_tokens(k, N, d))(jax.random.split(kx, R))  # same starts in every cell of a d
@@ -132,13 +165,24 @@ def run_cell(c: Mapping[str, Any]) -> dict:
     ts, energy, cos_q = stats(x0, jax.random.split(kr, R))
     ts, energy, cos_q = np.asarray(ts), np.asarray(energy, np.float64), np.asarray(cos_q)
     rate, lo, hi = energy_rate_fit(ts, energy)
-    out = {"t": ts, "cos_quantiles": cos_q, "energy_mean": energy.mean(0),
-           "energy_quantiles": np.quantile(energy, ENERGY_QUANTILES, axis=0).T,
-           "rate": rate, "rate_ci": [lo, hi], "log_ratio": np.log(energy.mean(0) / energy.mean(0)[0]),
-           "seconds": time.perf_counter() - t0}
+    out = {
+        "t": ts,
+        "cos_quantiles": cos_q,
+        "energy_mean": energy.mean(0),
+        "energy_quantiles": np.quantile(energy, ENERGY_QUANTILES, axis=0).T,
+        "rate": rate,
+        "rate_ci": [lo, hi],
+        "log_ratio": np.log(energy.mean(0) / energy.mean(0)[0]),
+        "seconds": time.perf_counter() - t0,
+    }
     if kernel is not None:
-        out.update(kappa1=kernel.kappa1, dkappa1=kernel.dkappa1, lambda1=kernel.lyapunov(d),
-                   lambda_bar=kernel.dissipation(d), lambda_bar_prime=kernel.energy_rate(d, beta))
+        out.update(
+            kappa1=kernel.kappa1,
+            dkappa1=kernel.dkappa1,
+            lambda1=kernel.lyapunov(d),
+            lambda_bar=kernel.dissipation(d),
+            lambda_bar_prime=kernel.energy_rate(d, beta),
+        )
     return out
 
 
@@ -185,9 +229,19 @@ def comparison(rows, eps: dict) -> list[dict]:
         bound = e + r["lambda_bar_prime"]
         t = np.asarray(r["t"], float)
         log_ratio = np.asarray(r["log_ratio"], float)
-        rec = {"act": c["act"], "d": c["d"], "sigma": c["sigma"], "scale": c["scale"], "width": c["width"],
-               "assumption1": a1, "epsilon": e, "lambda_bar_prime": r["lambda_bar_prime"], "bound": bound,
-               "rate": r["rate"], "rate_ci": r["rate_ci"]}
+        rec = {
+            "act": c["act"],
+            "d": c["d"],
+            "sigma": c["sigma"],
+            "scale": c["scale"],
+            "width": c["width"],
+            "assumption1": a1,
+            "epsilon": e,
+            "lambda_bar_prime": r["lambda_bar_prime"],
+            "bound": bound,
+            "rate": r["rate"],
+            "rate_ci": r["rate_ci"],
+        }
         rec["holds_pointwise"] = bool(np.all(log_ratio <= bound * t + 1e-12)) if a1 else None
         rec["rate_below_bound"] = bool(r["rate_ci"][0] <= bound) if a1 else None
         rec["bound_over_rate"] = bound / r["rate"] if (a1 and r["rate"] != 0) else None
@@ -202,15 +256,30 @@ def print_kernel_table(rows) -> list[dict]:
         if c["act"] == "none" or (c["act"], c["d"], c["sigma"]) in seen:
             continue
         seen.add((c["act"], c["d"], c["sigma"]))
-        table.append({"act": c["act"], "d": c["d"], "sigma": c["sigma"], "kappa1": r["kappa1"], "dkappa1": r["dkappa1"],
-                      "lambda1": r["lambda1"], "lambda_bar": r["lambda_bar"], "lambda_bar_prime": r["lambda_bar_prime"],
-                      "assumption1": assumption_one(c["act"], c["d"], c["sigma"])})
-    print("\nKernel table (the paper's MLP, σ_U = σ_W = σ): κ(1), κ'(1), Lyapunov exponent λ₁ = ½[(d−3)κ'(1) − (d−1)κ(1)],")
+        table.append(
+            {
+                "act": c["act"],
+                "d": c["d"],
+                "sigma": c["sigma"],
+                "kappa1": r["kappa1"],
+                "dkappa1": r["dkappa1"],
+                "lambda1": r["lambda1"],
+                "lambda_bar": r["lambda_bar"],
+                "lambda_bar_prime": r["lambda_bar_prime"],
+                "assumption1": assumption_one(c["act"], c["d"], c["sigma"]),
+            }
+        )
+    print(
+        "\nKernel table (the paper's MLP, σ_U = σ_W = σ): κ(1), κ'(1), "
+        "Lyapunov exponent λ₁ = ½[(d−3)κ'(1) − (d−1)κ(1)],"
+    )
     print("λ̄ = (d−1)κ'(1) − (d−3)κ(1) (Assumption 1: λ̄ < 0 and G not odd), energy rate λ̄' = −inf F")
     print(f"{'act':>8} {'d':>4} {'σ':>4} {'κ(1)':>9} {'κ′(1)':>9} {'λ₁':>9} {'λ̄':>9} {'λ̄′':>9} {'A1':>4}")
     for t in table:
-        print(f"{t['act']:>8} {t['d']:>4} {t['sigma']:>4g} {t['kappa1']:>9.5f} {t['dkappa1']:>9.5f} {t['lambda1']:>9.5f} "
-              f"{t['lambda_bar']:>9.5f} {t['lambda_bar_prime']:>9.5f} {'yes' if t['assumption1'] else 'no':>4}")
+        print(
+            f"{t['act']:>8} {t['d']:>4} {t['sigma']:>4g} {t['kappa1']:>9.5f} {t['dkappa1']:>9.5f} {t['lambda1']:>9.5f} "
+            f"{t['lambda_bar']:>9.5f} {t['lambda_bar_prime']:>9.5f} {'yes' if t['assumption1'] else 'no':>4}"
+        )
     return table
 
 
@@ -218,13 +287,19 @@ def print_comparison(comp, width: int):
     print("\nDecay of E[E_β] (fitted rate over t ∈ [0, T], 95% bootstrap CI over realisations) vs the bound ε + λ̄'")
     print("(cells where Assumption 1 holds; ε: largest observed (dE_β/dt)/E_β of the noiseless flow, a lower estimate;")
     print(f" 'pointwise': log(E[E_t]/E[E_0]) ≤ (ε + λ̄')t at every saved layer; m = {width})")
-    print(f"{'act':>8} {'d':>4} {'σ':>4} {'attn':>5} {'ε':>8} {'λ̄′':>8} {'bound':>8} {'rate':>8} {'95% CI':>19} {'pointwise':>9}")
+    print(
+        f"{'act':>8} {'d':>4} {'σ':>4} {'attn':>5} {'ε':>8} {'λ̄′':>8} {'bound':>8} {'rate':>8} "
+        f"{'95% CI':>19} {'pointwise':>9}"
+    )
     for c in comp:
         if not c["assumption1"] or c["width"] != width:
             continue
         lo, hi = c["rate_ci"]
-        print(f"{c['act']:>8} {c['d']:>4} {c['sigma']:>4g} {c['scale']:>+5g} {c['epsilon']:>8.4f} {c['lambda_bar_prime']:>8.4f} "
-              f"{c['bound']:>8.4f} {c['rate']:>8.4f} [{lo:>8.4f}, {hi:>8.4f}] {'holds' if c['holds_pointwise'] else 'FAILS':>9}")
+        print(
+            f"{c['act']:>8} {c['d']:>4} {c['sigma']:>4g} {c['scale']:>+5g} {c['epsilon']:>8.4f} "
+            f"{c['lambda_bar_prime']:>8.4f} {c['bound']:>8.4f} {c['rate']:>8.4f} [{lo:>8.4f}, {hi:>8.4f}] "
+            f"{'holds' if c['holds_pointwise'] else 'FAILS':>9}"
+        )
 
 
 # ------------------------------------------------------------------------------ figures
@@ -246,7 +321,9 @@ def activation_figure(rows, act: str, path: Path, width: int):
     T = cells[0]["config"]["T"]
     for i, (d, sigma) in enumerate(keys):
         for j, s in enumerate(SCALES):
-            r = next(r for r in cells if (r["config"]["d"], r["config"]["sigma"], r["config"]["scale"]) == (d, sigma, s))
+            r = next(
+                r for r in cells if (r["config"]["d"], r["config"]["sigma"], r["config"]["scale"]) == (d, sigma, s)
+            )
             layer = np.asarray(r["t"]) * L / T
             q = np.asarray(r["cos_quantiles"])
             ax = axes[6 * i + 2 * j]
@@ -276,8 +353,12 @@ def activation_figure(rows, act: str, path: Path, width: int):
                 ax.legend(fontsize=6, loc="lower left")
     name = "no MLP" if act == "none" else act
     R = cells[0]["config"]["R"]
-    fig.suptitle(f"{name}: pairwise cosines (pooled over {R} runs) and $E_\\beta = \\frac{{1}}{{2}}\\iint(e^\\beta - e^{{\\beta\\langle x,y\\rangle}})$, "
-                 f"N={cells[0]['config']['N']}, L={L}, T={T:g}, β=1, m={width}", fontsize=10)
+    fig.suptitle(
+        f"{name}: pairwise cosines (pooled over {R} runs) and "
+        f"$E_\\beta = \\frac{{1}}{{2}}\\iint(e^\\beta - e^{{\\beta\\langle x,y\\rangle}})$, "
+        f"N={cells[0]['config']['N']}, L={L}, T={T:g}, β=1, m={width}",
+        fontsize=10,
+    )
     return save(fig, path)
 
 
@@ -285,17 +366,34 @@ def width_figure(rows, path: Path):
     """Mean E_β over depth for the width-check cells at every width run."""
     from .plotting import COLORS, figure, save
 
-    check = sorted({(r["config"]["act"], r["config"]["d"]) for r in rows
-                    if r["config"]["width"] != WIDTH and r["config"]["act"] != "none"})
+    check = sorted(
+        {
+            (r["config"]["act"], r["config"]["d"])
+            for r in rows
+            if r["config"]["width"] != WIDTH and r["config"]["act"] != "none"
+        }
+    )
     fig, axes = figure(len(check), ncols=3)
     for ax, (act, d) in zip(axes, check):
-        cells = sorted((r for r in rows if (r["config"]["act"], r["config"]["d"], r["config"]["sigma"], r["config"]["scale"])
-                        == (act, d, 0.1, 1.0)), key=lambda r: r["config"]["width"])
+        cells = sorted(
+            (
+                r
+                for r in rows
+                if (r["config"]["act"], r["config"]["d"], r["config"]["sigma"], r["config"]["scale"])
+                == (act, d, 0.1, 1.0)
+            ),
+            key=lambda r: r["config"]["width"],
+        )
         for i, r in enumerate(cells):
             c = r["config"]
             layer = np.asarray(r["t"]) * c["L"] / c["T"]
             lo, hi = r["rate_ci"]
-            ax.semilogy(layer, r["energy_mean"], color=COLORS[i], label=f"m={c['width']}: rate {r['rate']:.3f} [{lo:.3f}, {hi:.3f}]")
+            ax.semilogy(
+                layer,
+                r["energy_mean"],
+                color=COLORS[i],
+                label=f"m={c['width']}: rate {r['rate']:.3f} [{lo:.3f}, {hi:.3f}]",
+            )
         ax.set_title(f"{act}, d={d}, σ=0.1, attention +1", fontsize=9)
         ax.set_xlabel("layer ℓ")
         ax.set_ylabel("mean E_β over runs")
@@ -305,8 +403,17 @@ def width_figure(rows, path: Path):
 
 
 # ------------------------------------------------------------------------------ figure 1
-def figure1_run(act: Activation, *, n: int = 64, d: int = 4, layers: int = 2000, horizon: float = 20.0,
-                width: int = 2048, seed: int = 0, save_every: int = 10):
+def figure1_run(
+    act: Activation,
+    *,
+    n: int = 64,
+    d: int = 4,
+    layers: int = 2000,
+    horizon: float = 20.0,
+    width: int = 2048,
+    seed: int = 0,
+    save_every: int = 10,
+):
     """One Figure 1 run (no attention, σ = 0): ``(ts, xs (S, n, d), polar, nematic)`` at the end."""
     import jax
 
@@ -329,18 +436,29 @@ def figure1(out: Path, *, quick: bool, seed: int, before_write=None) -> list[dic
     for i, act in enumerate(("relu", "tanh")):
         ts, xs, polar, nematic = figure1_run(act, seed=seed, **kw)
         layer = ts * kw.get("layers", 2000) / 20.0
-        res.append({"act": act, "polar_order": polar, "nematic_order": nematic, "n": xs.shape[1],
-                    "layers": kw.get("layers", 2000), "width": kw.get("width", 2048)})
+        res.append(
+            {
+                "act": act,
+                "polar_order": polar,
+                "nematic_order": nematic,
+                "n": xs.shape[1],
+                "layers": kw.get("layers", 2000),
+                "width": kw.get("width", 2048),
+            }
+        )
         for j in range(2):
             ax = axes[2 * i + j]
             ax.plot(layer, xs[:, :, j], lw=0.6)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlabel("layer ℓ")
             ax.set_ylabel(f"coordinate x_{j + 1}")
-            ax.set_title(f"{act}: coordinate {j + 1} of every token (polar {polar:.3f}, nematic {nematic:.3f})", fontsize=8)
+            ax.set_title(
+                f"{act}: coordinate {j + 1} of every token (polar {polar:.3f}, nematic {nematic:.3f})", fontsize=8
+            )
     r0 = res[0]
-    fig.suptitle(f"Figure 1: N={r0['n']} tokens on S³, no attention, σ=0, L={r0['layers']}, T=20, m={r0['width']}",
-                 fontsize=10)
+    fig.suptitle(
+        f"Figure 1: N={r0['n']} tokens on S³, no attention, σ=0, L={r0['layers']}, T=20, m={r0['width']}", fontsize=10
+    )
     if before_write is not None:
         before_write()
     save(fig, out / "figure1.png")
@@ -372,9 +490,23 @@ def w2_squared_uniform(y, z) -> float:
 def chaos_configs(*, quick: bool, seed: int) -> list[dict]:
     """Propagation of chaos in the paper's metric: one row per dimension d."""
     dims = (2, 5) if quick else (2, 3, 5, 8)
-    return [dict(section="chaos_w2", d=d, act="tanh", sigma=0.1, Ns=[4, 8, 16, 32] if quick else [8, 16, 32, 64, 128],
-                 N_ref=64 if quick else 512, L=20 if quick else 50, T=2.0, width=64 if quick else 256,
-                 R=4 if quick else 8, save_every=5 if quick else 10, seed=seed) for d in dims]
+    return [
+        dict(
+            section="chaos_w2",
+            d=d,
+            act="tanh",
+            sigma=0.1,
+            Ns=[4, 8, 16, 32] if quick else [8, 16, 32, 64, 128],
+            N_ref=64 if quick else 512,
+            L=20 if quick else 50,
+            T=2.0,
+            width=64 if quick else 256,
+            R=4 if quick else 8,
+            save_every=5 if quick else 10,
+            seed=seed,
+        )
+        for d in dims
+    ]
 
 
 def run_chaos_w2(c: Mapping[str, Any]) -> dict:
@@ -386,8 +518,13 @@ def run_chaos_w2(c: Mapping[str, Any]) -> dict:
     from ..stochastic import StochasticTransformer, random_tokens, simulate_many
 
     d, M, R = c["d"], c["N_ref"], c["R"]
-    model = StochasticTransformer(kernel_of(c["act"], d, c["sigma"]), width=c["width"], layers=c["L"], horizon=c["T"],
-                                  attention=_attention(1.0, d, 1.0))
+    model = StochasticTransformer(
+        kernel_of(c["act"], d, c["sigma"]),
+        width=c["width"],
+        layers=c["L"],
+        horizon=c["T"],
+        attention=_attention(1.0, d, 1.0),
+    )
     key = jax.random.fold_in(jax.random.key(c["seed"]), 1000 + d)
     kx, kr = jax.random.split(key)
     x0 = jax.vmap(lambda k: random_tokens(k, M, d))(jax.random.split(kx, R))
@@ -408,8 +545,10 @@ def print_chaos(rows):
     for r in rows:
         c, f = r["config"], RateFit.from_dict(r["fit"])  # a missing CI is null in the row
         means = ", ".join(f"{m:.4f}" for m in r["mean"])
-        print(f"  d = {c['d']}: N = {c['Ns']} (N_ref = {c['N_ref']}): {means}; slope {f.slope:.3f} "
-              f"[{f.ci_low:.3f}, {f.ci_high:.3f}]  (−2/d = {-2 / c['d']:.3f})")
+        print(
+            f"  d = {c['d']}: N = {c['Ns']} (N_ref = {c['N_ref']}): {means}; slope {f.slope:.3f} "
+            f"[{f.ci_low:.3f}, {f.ci_high:.3f}]  (−2/d = {-2 / c['d']:.3f})"
+        )
 
 
 def chaos_figure(rows, path: Path):
@@ -420,7 +559,13 @@ def chaos_figure(rows, path: Path):
         c = r["config"]
         Ns = np.asarray(c["Ns"], float)
         f = RateFit.from_dict(r["fit"])
-        ax.plot(Ns, r["mean"], "o-", color=COLORS[i], label=f"d = {c['d']}: slope {f.slope:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}]")
+        ax.plot(
+            Ns,
+            r["mean"],
+            "o-",
+            color=COLORS[i],
+            label=f"d = {c['d']}: slope {f.slope:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}]",
+        )
     Ns = np.asarray(rows[0]["config"]["Ns"], float)
     reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -0.5, label="reference slope −1/2")
     reference_slope(ax, Ns, (Ns[0], rows[0]["mean"][0]), -1.0, label="reference slope −1", ls=":")
@@ -429,8 +574,10 @@ def chaos_figure(rows, path: Path):
     ax.set_xlabel("tokens N")
     ax.set_ylabel("E sup_t W₂²(μ^N_t, μ^ref_t)")
     c = rows[0]["config"]
-    ax.set_title(f"Propagation of chaos, tanh σ={c['sigma']:g}, attention +1, L={c['L']}, T={c['T']:g}, N_ref={c['N_ref']}",
-                 fontsize=8)
+    ax.set_title(
+        f"Propagation of chaos, tanh σ={c['sigma']:g}, attention +1, L={c['L']}, T={c['T']:g}, N_ref={c['N_ref']}",
+        fontsize=8,
+    )
     ax.legend(fontsize=7)
     return save(fig, path)
 
@@ -452,8 +599,14 @@ def run_chaos(args) -> int:
     print_chaos(rows)
     folder.record("chaos_w2.png")
     fig = chaos_figure(rows, out / "chaos_w2.png")
-    folder.write_summary({"chaos_w2": [{"d": r["config"]["d"], "Ns": r["config"]["Ns"], "mean": r["mean"], "fit": r["fit"]}
-                                     for r in rows], "quick": args.quick})
+    folder.write_summary(
+        {
+            "chaos_w2": [
+                {"d": r["config"]["d"], "Ns": r["config"]["Ns"], "mean": r["mean"], "fit": r["fit"]} for r in rows
+            ],
+            "quick": args.quick,
+        }
+    )
     print(f"\nwrote {out / 'rows.jsonl'}, {fig}, {out / 'summary.json'}")
     return 0
 
@@ -463,8 +616,9 @@ def run_paper(args) -> int:
     folder = _folder(args, "sync --paper")
     out = folder.path
     t0 = time.perf_counter()
-    cfgs = grid_configs(quick=args.quick, full=args.full_grid, width=args.width, realisations=args.realisations,
-                        seed=args.seed)
+    cfgs = grid_configs(
+        quick=args.quick, full=args.full_grid, width=args.width, realisations=args.realisations, seed=args.seed
+    )
     rows = folder.sweep(progress=not getattr(args, "no_progress", False)).run(cfgs, run_cell, desc="sync --paper")
     main = [r for r in rows if r["config"]["width"] == args.width]
     table = print_kernel_table(main)
@@ -474,17 +628,35 @@ def run_paper(args) -> int:
     print_comparison(comp, args.width)
     print("\nWidth check (d = {}, σ = 0.1, attention +1): fitted rate of E[E_β] at each width".format(cfgs[-1]["d"]))
     for act in ("relu", "sigmoid", "tanh"):
-        cells = sorted((c for c in comp if c["act"] == act and c["d"] == cfgs[-1]["d"] and c["sigma"] == 0.1 and c["scale"] == 1.0),
-                       key=lambda c: c["width"])
-        print(f"{act:>8}: " + "  ".join(f"m={c['width']}: {c['rate']:.3f} [{c['rate_ci'][0]:.3f}, {c['rate_ci'][1]:.3f}]" for c in cells))
+        cells = sorted(
+            (
+                c
+                for c in comp
+                if c["act"] == act and c["d"] == cfgs[-1]["d"] and c["sigma"] == 0.1 and c["scale"] == 1.0
+            ),
+            key=lambda c: c["width"],
+        )
+        print(
+            f"{act:>8}: "
+            + "  ".join(
+                f"m={c['width']}: {c['rate']:.3f} [{c['rate_ci'][0]:.3f}, {c['rate_ci'][1]:.3f}]" for c in cells
+            )
+        )
     written = [out / "rows.jsonl"]
     folder.record(*(f"paper_{act}.png" for act in ACTIVATIONS), "width_check.png")
     for act in ACTIVATIONS:
         written.append(activation_figure(main, act, out / f"paper_{act}.png", args.width))
     written.append(width_figure(rows, out / "width_check.png"))
-    folder.write_summary({"kernel_table": table, "comparison": comp,
-                        "epsilon": [{"scale": s, "d": d, "epsilon_lower_estimate": e} for (s, d), e in eps.items()],
-                        "width": args.width, "quick": args.quick, "seconds_this_invocation": time.perf_counter() - t0})
+    folder.write_summary(
+        {
+            "kernel_table": table,
+            "comparison": comp,
+            "epsilon": [{"scale": s, "d": d, "epsilon_lower_estimate": e} for (s, d), e in eps.items()],
+            "width": args.width,
+            "quick": args.quick,
+            "seconds_this_invocation": time.perf_counter() - t0,
+        }
+    )
     written.append(out / "summary.json")
     print("\nwrote " + ", ".join(str(p) for p in written))
     return 0
@@ -500,6 +672,23 @@ def run_figure1(args) -> int:
     return 0
 
 
-__all__ = ["ACTIVATIONS", "SCALES", "WIDTH", "assumption_one", "chaos_configs", "comparison", "energy_rate_fit",
-           "epsilon_for", "figure1", "figure1_run", "grid_configs", "kernel_of", "run_chaos", "run_chaos_w2", "run_cell",
-           "run_figure1", "run_paper", "w2_squared_uniform"]
+__all__ = [
+    "ACTIVATIONS",
+    "SCALES",
+    "WIDTH",
+    "assumption_one",
+    "chaos_configs",
+    "comparison",
+    "energy_rate_fit",
+    "epsilon_for",
+    "figure1",
+    "figure1_run",
+    "grid_configs",
+    "kernel_of",
+    "run_chaos",
+    "run_chaos_w2",
+    "run_cell",
+    "run_figure1",
+    "run_paper",
+    "w2_squared_uniform",
+]

@@ -69,8 +69,19 @@ def estimate_lipschitz(
     check_stream(stream, model.dim, min_context=context_size or 1, start=first_step, num_steps=int(num_pairs))
     grad_fn = default_grad_fn() if grad_fn is None else grad_fn
     static = eqx.filter(model, eqx.is_inexact_array, inverse=True)
-    return _lipschitz(static, visited, stream, key, S, int(num_pairs), float(rel_perturbation), context_size,
-                      grad_fn, bool(functional), int(first_step))
+    return _lipschitz(
+        static,
+        visited,
+        stream,
+        key,
+        S,
+        int(num_pairs),
+        float(rel_perturbation),
+        context_size,
+        grad_fn,
+        bool(functional),
+        int(first_step),
+    )
 
 
 @eqx.filter_jit

@@ -34,8 +34,10 @@ def _scan(static, state, stream, optimizer, num_steps, grad_fn, functional, reco
         losses = jnp.stack([u[2] for u in new])
         *_, reference = params  # the last trajectory is the reference
         ref = eqx.combine(reference, static)
-        devs = jnp.stack([sup_distance(eqx.combine(p, static), ref) for p in params[:-1]]) if len(params) > 1 else (
-            jnp.zeros((0,), losses.dtype)
+        devs = (
+            jnp.stack([sup_distance(eqx.combine(p, static), ref) for p in params[:-1]])
+            if len(params) > 1
+            else (jnp.zeros((0,), losses.dtype))
         )
         out = (losses, devs, sup_norm(ref), reference if record_params else None)
         return (params, opts, k + 1), out
@@ -62,7 +64,8 @@ def run_ogd(
 
     Args:
         model: supplies the initial parameters (when ``state`` is None) and the static structure.
-        stream: a stream (``AbstractStream``, e.g. [`TeacherStudentStream`][cfm_jax.TeacherStudentStream]; or see ``as_stream``); sample k is
+        stream: a stream (``AbstractStream``, e.g. [`TeacherStudentStream`][cfm_jax.TeacherStudentStream];
+            or see ``as_stream``); sample k is
             ``stream(k)`` with k = state.step, state.step + 1, …
         optimizer: optax transformation, e.g. :func:`ridge_sgd`.
         num_steps: K >= 1.

@@ -107,7 +107,7 @@ def nematic_order(x: Float[Array, "N d"]) -> Array:
     return jnp.linalg.eigvalsh(x.T @ x / x.shape[0])[-1]
 
 
-def pairwise_cosines(x: Float[Array, "N d"]) -> Float[Array, "P"]:
+def pairwise_cosines(x: Float[Array, "N d"]) -> Float[Array, " P"]:
     """The N(N−1)/2 cosine similarities <x_i, x_j>, i < j."""
     i, j = np.triu_indices(x.shape[0], 1)
     return 1.0 - _half_sqdist(x)[i, j]

@@ -163,7 +163,7 @@ class NoiseKernel(eqx.Module):
     def _correlation(self, rho):
         return (self.s_b**2 * rho + self.s_c**2) / self.variance
 
-    def __call__(self, rho: Float[Array, "..."]) -> Float[Array, "..."]:
+    def __call__(self, rho: Float[Array, ...]) -> Float[Array, ...]:
         """κ(ρ), elementwise; ρ is clipped to [-1, 1]."""
         rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
         if self.method == "quadrature":
@@ -179,7 +179,7 @@ class NoiseKernel(eqx.Module):
             jnp.sqrt(jnp.maximum(1 - c**2, 0.0)) + (jnp.pi - jnp.arccos(c)) * c
         ) + self.s_w**2
 
-    def derivative(self, rho: Float[Array, "..."]) -> Float[Array, "..."]:
+    def derivative(self, rho: Float[Array, ...]) -> Float[Array, ...]:
         """κ'(ρ), elementwise."""
         rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
         if self.method == "quadrature" or self._nodes is not None:
@@ -191,7 +191,7 @@ class NoiseKernel(eqx.Module):
         c = jnp.clip(self._correlation(rho), -1.0, 1.0)
         return (self.s_a**2 * self.s_b**2 / (2 * jnp.pi)) * (jnp.pi - jnp.arccos(c))
 
-    def deficit(self, r: Float[Array, "..."]) -> Float[Array, "..."]:
+    def deficit(self, r: Float[Array, ...]) -> Float[Array, ...]:
         """κ(1) − κ(1 − r) for r = ½‖x − y‖² ∈ [0, 2], with full relative precision as r → 0.
 
         Closed forms are rearranged to avoid the cancellation κ(1) − κ(ρ); other kernels use
@@ -221,7 +221,11 @@ class NoiseKernel(eqx.Module):
         d1 = jax.vmap(jax.grad(sig))
         d2 = jax.vmap(jax.grad(jax.grad(sig)))
         e = lambda f: float(np.sum(w * np.asarray(f(u), np.float64) ** 2))  # noqa: E731
-        return (self.s_a**2 * e(sig) + self.s_w**2, self.s_a**2 * self.s_b**2 * e(d1), self.s_a**2 * self.s_b**4 * e(d2))
+        return (
+            self.s_a**2 * e(sig) + self.s_w**2,
+            self.s_a**2 * self.s_b**2 * e(d1),
+            self.s_a**2 * self.s_b**4 * e(d2),
+        )
 
     @property
     def kappa1(self) -> float:
@@ -243,7 +247,7 @@ class NoiseKernel(eqx.Module):
         return lyapunov_exponent(self, d)
 
     @classmethod
-    def paper(cls, activation: Activation, dim: int, sigma_u: float = 0.0, sigma_w: float = 0.0) -> "NoiseKernel":
+    def paper(cls, activation: Activation, dim: int, sigma_u: float = 0.0, sigma_w: float = 0.0) -> NoiseKernel:
         """The second paper's MLP G(y) = m^{-1/2} W σ(U y/√d + b_U) + b_W on S^{dim−1}.
 
         W, U standard normal, b_U ~ N(0, σ_U² I_m), b_W ~ N(0, σ_W² I_d): s_a = 1, s_b = 1/√dim,
@@ -263,7 +267,7 @@ class NoiseKernel(eqx.Module):
         _check_dim(d)
         return float((d - 1) * self.dkappa1 - (d - 3) * self.kappa1)
 
-    def energy_rate_function(self, u: Float[Array, "..."], d: int, beta: float) -> Float[Array, "..."]:
+    def energy_rate_function(self, u: Float[Array, ...], d: int, beta: float) -> Float[Array, ...]:
         """F(u) of the energy theorem (module docstring), robust near u = 1 where F → −λ̄."""
         return energy_rate_function(self, u, d, beta)
 
@@ -283,7 +287,7 @@ class NoiseKernel(eqx.Module):
         return float(p * (a + 2 * (p - 1) * (k1 + dk1)))
 
     # ------------------------------------------------------------------- quadrature paths
-    def quadrature(self, rho: Float[Array, "..."], order: int | None = None) -> Float[Array, "..."]:
+    def quadrature(self, rho: Float[Array, ...], order: int | None = None) -> Float[Array, ...]:
         """κ(ρ) by a tensor Gauss–Hermite rule (any activation; slow: order² points per ρ)."""
         return self._bivariate(rho, get_activation(self.activation), self.s_a**2, order) + self.s_w**2
 
@@ -316,7 +320,7 @@ def lyapunov_exponent(kernel: NoiseKernel, d: int) -> float:
     return 0.5 * ((d - 3) * kernel.dkappa1 - (d - 1) * kernel.kappa1)
 
 
-def energy_rate_function(kernel: NoiseKernel, u: Float[Array, "..."], d: int, beta: float) -> Float[Array, "..."]:
+def energy_rate_function(kernel: NoiseKernel, u: Float[Array, ...], d: int, beta: float) -> Float[Array, ...]:
     """F(u) = β e^{βu} G(u)/(e^β − e^{βu}) elementwise on [−1, 1], F(1) = −λ̄ (module docstring).
 
     Evaluated through r = 1 − u and ``kernel.deficit`` so that no difference of nearly equal
@@ -352,7 +356,9 @@ def energy_rate(kernel: NoiseKernel, d: int, beta: float, *, grid: int = 4001) -
         if hi > lo:
             res = minimize_scalar(
                 lambda t: float(energy_rate_function(kernel, jnp.asarray(1.0 - t), d, beta)),
-                bounds=(lo, hi), method="bounded", options={"xatol": 1e-12 * max(1.0, hi)},
+                bounds=(lo, hi),
+                method="bounded",
+                options={"xatol": 1e-12 * max(1.0, hi)},
             )
             best = min(best, float(res.fun))  # pyright: ignore[reportAttributeAccessIssue]  (scipy's OptimizeResult)
     return -best

@@ -123,4 +123,3 @@ def estimate_lyapunov(
     samples = np.asarray(jax.jit(jax.vmap(one))(keys), dtype=np.float64)
     mean, half = mean_ci(samples, level)
     return LyapunovEstimate(mean, half, samples)
-

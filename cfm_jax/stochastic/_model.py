@@ -24,8 +24,8 @@ import numpy as np
 from jax.core import Tracer
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._validation import check_save_every
 from .._fields.attention import attention_means
+from .._validation import check_save_every
 from ._kernels import NoiseKernel
 from ._noise import mlp_noise, sample_mlp
 

@@ -67,9 +67,7 @@ def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N
     return jnp.concatenate([top, bottom], axis=0)
 
 
-def exact_increment(
-    key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt
-) -> Float[Array, "N d"]:
+def exact_increment(key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt) -> Float[Array, "N d"]:
     """One exact increment ΔW of the common field at the N positions: Cov = Δt κ(<x_i,x_j>) δ_ab."""
     dB = jnp.sqrt(dt) * jax.random.normal(key, x.shape, x.dtype)
     return field_factor(x, kernel) @ dB

@@ -46,7 +46,8 @@ class SphereSDE(eqx.Module):
         steps: number of time steps (Δt = horizon / steps).
         horizon: T.
         attention: :class:`SphereAttention` (default none).
-        noise: (:data:`NoiseSampler`) ``"exact"`` (eigendecomposition sampler) or ``"features"`` (random MLP, ``width``).
+        noise: (:data:`NoiseSampler`) ``"exact"`` (eigendecomposition sampler) or ``"features"``
+            (random MLP, ``width``).
         width: random-feature width for ``noise="features"``.
     """
 
@@ -163,7 +164,9 @@ def brownian_path(
         return diffrax.UnsafeBrownianPath(shape=struct, key=key)
     if path_type is diffrax.VirtualBrownianTree:
         return diffrax.VirtualBrownianTree(0.0, sde.horizon, tol=sde.dt / 8, shape=struct, key=key)
-    raise ValueError(f"`path_type` must be diffrax.UnsafeBrownianPath or diffrax.VirtualBrownianTree, got {path_type!r}.")
+    raise ValueError(
+        f"`path_type` must be diffrax.UnsafeBrownianPath or diffrax.VirtualBrownianTree, got {path_type!r}."
+    )
 
 
 def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):

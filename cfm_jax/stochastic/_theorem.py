@@ -101,6 +101,7 @@ def attention_epsilon(
     ratios = np.asarray(jax.jit(jax.vmap(one))(x0), dtype=np.float64)
     used = int(np.isfinite(ratios).sum())
     if used == 0:
-        raise ValueError(f"no visited configuration has E_β > `min_energy` ({min_energy}): lower `min_energy` or "
-                         "raise `beta`.")
+        raise ValueError(
+            f"no visited configuration has E_β > `min_energy` ({min_energy}): lower `min_energy` or raise `beta`."
+        )
     return EpsilonEstimate(float(ratios.max()), used)

@@ -1,8 +1,9 @@
 """mkdocs hooks: bring the notebooks, benchmark results and a local MathJax into the site.
 
 The site is built from files that live outside ``docs/`` (``notebooks/*.ipynb``, the tables and
-figures under ``benchmarks/results/``), so that it always shows what is committed there; the topic pages link to those figures as ``../benchmarks/results/...`` so
-that they also work when read in the repository, and the links are rewritten here. MathJax is
+figures under ``benchmarks/results/``), so that it always shows what is committed there; the topic
+pages link to those figures as ``../benchmarks/results/...`` so that they also work when read in
+the repository, and the links are rewritten here. MathJax is
 served from the site itself (copied from the ``jupyter-server-mathjax`` package), so the maths
 renders with no network.
 """

@@ -47,7 +47,7 @@ def _resolve(obj: griffe.Object, target: str) -> str | None:
                 return f"{owner.path}.{target}"
             owner = owner.parent
         raise griffe.NameResolutionError(target)
-    rest = target[len(head):]
+    rest = target[len(head) :]
     return first + rest if first.startswith("cfm_jax") else None
 
 
