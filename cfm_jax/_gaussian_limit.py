@@ -242,6 +242,7 @@ def _ode(model, state, *, solver, steps, stepsize_controller, save_steps, max_st
             return final, (ys, ts, n)
 
         final, (ys, ts, n) = jax.lax.scan(layer, state, jnp.arange(L))
+        assert ys is not None and ts is not None
         ys = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), ys)
         return final, ys, ts.reshape(-1), n.sum()
     return solve(jnp.asarray(0.0, dtype), jnp.asarray(1.0, dtype), steps, state, None)
@@ -316,6 +317,7 @@ def gaussian_flow(
         )
     ss = xs = means = covs = None
     if save:
+        assert ys is not None and ts is not None
         if exact and not saveat.steps:  # keep the layer boundaries only
             k = steps // model.num_layers
             ys = jax.tree.map(lambda a: a[k - 1 :: k], ys)
@@ -366,13 +368,14 @@ def gaussian_token_adjoint(
     dtype = jnp.result_type(x0, mu.mean, *jax.tree.leaves(model.stacked_params()))
     single = x0.ndim == 1
     x, yb = jnp.atleast_2d(x0).astype(dtype), jnp.atleast_2d(y).astype(dtype)
-    if loss is None:
 
-        def loss(a, b):
-            return 0.5 * jnp.mean(jnp.sum((a - b) ** 2, axis=-1))
+    def mean_squared(a, b):
+        return 0.5 * jnp.mean(jnp.sum((a - b) ** 2, axis=-1))
+
+    objective = mean_squared if loss is None else loss
 
     (x1, _, _), _, Ms = _recursion(model, (x, mu.mean.astype(dtype), mu.cov.astype(dtype)), steps, False)
-    p1 = jax.grad(loss)(x1, yb)
+    p1 = jax.grad(objective)(x1, yb)
     h = 1.0 / steps
 
     def back(p, M):

@@ -20,6 +20,7 @@ point still has the law P, and smooth averages over the n points converge faster
 
 from __future__ import annotations
 
+import abc
 from typing import Literal
 
 import equinox as eqx
@@ -64,11 +65,13 @@ class Population(eqx.Module):
             raise ValueError(f"`qmc` must be True or False, got {qmc!r}.")
         return self._sample_qmc(key, n) if qmc else self._sample(key, n)
 
-    def _sample(self, key, n):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _sample(self, key, n: int) -> Array:
+        """``(n, dim)`` i.i.d. points."""
 
-    def _sample_qmc(self, key, n):
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _sample_qmc(self, key, n: int) -> Array:
+        """``(n, dim)`` scrambled-Sobol points of the same law."""
 
 
 class _Gaussian(Population):

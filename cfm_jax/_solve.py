@@ -32,7 +32,7 @@ marked static (``jax.jit(forward, static_argnames="steps")``); ``eqx.filter_jit`
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import diffrax
 import equinox as eqx
@@ -161,6 +161,36 @@ def prepare(
     dtype = jnp.result_type(x0, context.points, *jax.tree.leaves(model.stacked_params()))
     x = jnp.atleast_2d(x0).astype(dtype)
     return Prepared(model, x, context.points.astype(dtype), context.weights.astype(dtype), spec, adjoint, x0.ndim == 1)
+
+
+@overload
+def forward(
+    model: AbstractCFM,
+    x0: Float[Array, "*B d"],
+    context: GaussianMeasure,
+    *,
+    solver: diffrax.AbstractSolver | None = None,
+    steps: int | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    saveat: SaveAt = SaveAt(),
+    adjoint: Adjoint | None = None,
+    max_steps: int = 4096,
+) -> GaussianSolution: ...
+
+
+@overload
+def forward(
+    model: AbstractCFM,
+    x0: Float[Array, "*B d"],
+    context: EmpiricalMeasure | Float[Array, "n d"],
+    *,
+    solver: diffrax.AbstractSolver | None = None,
+    steps: int | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    saveat: SaveAt = SaveAt(),
+    adjoint: Adjoint | None = None,
+    max_steps: int = 4096,
+) -> FlowSolution: ...
 
 
 def forward(

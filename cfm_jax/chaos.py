@@ -61,7 +61,7 @@ from ._gaussian_limit import GaussianMeasure, gaussian_flow, gaussian_token_adjo
 from ._gradients import adjoint_trajectories
 from ._measures import EmpiricalMeasure, as_measure
 from ._paths import CFM, AbstractCFM, Transformer
-from ._populations import make_population
+from ._populations import PopulationName, make_population
 from ._solve import forward
 from ._validation import is_concrete
 from ._wasserstein import wasserstein1
@@ -101,7 +101,7 @@ class ChaosSpec:
     """
 
     field: Field = "attention"
-    population: str = "gaussian"
+    population: PopulationName = "gaussian"
     dim: int = 2
     intrinsic_dim: int | None = None
     ns: tuple = (16, 32, 64, 128)
@@ -406,10 +406,12 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
     floor = {}
     if spec.reference == "gaussian":
         model = build_model(spec, k_model)
-        mu = GaussianMeasure(law.mean.astype(dtype), law.scale**2 * jnp.eye(spec.dim, dtype=dtype))
+        mean, scale = law.mean, law.scale  # pyright: ignore[reportAttributeAccessIssue]  (a Gaussian population)
+        mu = GaussianMeasure(mean.astype(dtype), scale**2 * jnp.eye(spec.dim, dtype=dtype))
         W = w1_size or 1
         q1, q2 = mu.sample(k_ref, W, qmc=True), mu.sample(k_ref2, W, qmc=True)
         xs = gaussian_flow(model, jnp.concatenate([x0, z, q1, q2]), mu, saveat=save).xs
+        assert xs is not None
         ref = {"xs": xs[:, :B], "passive": xs[:, B : B + N], "zs": xs[:, B + N : B + N + W]}
         if w1_size is not None:
             wq = jnp.full((W,), 1.0 / W, dtype)

@@ -166,7 +166,7 @@ def test_continuous_adjoint_through_jax_grad_matches_its_trajectory_api():
 def test_bad_adjoint_arguments_raise_clear_errors():
     model, x0, ctx, _ = problem(0)
     with pytest.raises(ValueError, match="`adjoint`"):
-        cfm_jax.forward(model, x0, ctx, adjoint="discrete_adjoint")  # pyright: ignore[reportArgumentType]  # bad on purpose
+        cfm_jax.forward(model, x0, ctx, adjoint="discrete_adjoint")  # pyright: ignore[reportArgumentType, reportCallIssue]  # bad on purpose
     with pytest.raises(ValueError, match="BacksolveAdjoint.*Backsolve"):
         cfm_jax.forward(model, x0, ctx, adjoint=diffrax.BacksolveAdjoint())
     with pytest.raises(ValueError, match="`solver`.*Euler"):
@@ -182,7 +182,7 @@ def test_bad_adjoint_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="`memory`=Recompute"):
         cfm_jax.forward(model, x0, ctx, adjoint=ContinuousAdjoint(memory=Recompute()))
     with pytest.raises(ValueError, match="`memory`"):
-        cfm_jax.forward(model, x0, ctx, adjoint=DiscreteAdjoint("recompute"))  # pyright: ignore[reportArgumentType]  # bad on purpose
+        cfm_jax.forward(model, x0, ctx, adjoint=DiscreteAdjoint("recompute"))  # pyright: ignore[reportArgumentType, reportCallIssue]  # bad on purpose
 
 
 @pytest.fixture
@@ -269,7 +269,7 @@ def test_forward_is_compiled_once_and_steps_is_static(tiny, monkeypatch):
 
 def test_forward_rejects_non_models():
     with pytest.raises(ValueError, match="model"):
-        forward({"Q": 1}, np.zeros(2), np.zeros((3, 2)))  # pyright: ignore[reportArgumentType]  # bad on purpose
+        forward({"Q": 1}, np.zeros(2), np.zeros((3, 2)))  # pyright: ignore[reportArgumentType, reportCallIssue]  # bad on purpose
 
 
 def test_hand_adjoints_refuse_gradients_in_arrays_outside_theta():
@@ -388,6 +388,7 @@ def test_forward_with_a_gaussian_context_is_the_exact_limit():
     assert isinstance(sol, cfm_jax.GaussianSolution) and isinstance(sol.context, cfm_jax.GaussianMeasure)
     np.testing.assert_allclose(sol.x1, ref.x1, rtol=1e-13)
     np.testing.assert_allclose(sol.context.cov, ref.context.cov, rtol=1e-13)
+    assert sol.xs is not None and ref.xs is not None
     np.testing.assert_allclose(sol.xs, ref.xs, rtol=1e-13)
     g = jax.grad(lambda m: jnp.sum(forward(m, x0, mu).x1 ** 2))(model)
     assert np.isfinite(np.asarray(g.Q)).all() and float(jnp.abs(g.Q).max()) > 0

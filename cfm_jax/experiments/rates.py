@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +110,7 @@ def sweep_configs(grid: dict, *, base_seed: int = 0, layers: int = 4, adjoint: b
     return configs
 
 
-def spec_from_config(config: dict):
+def spec_from_config(config: Mapping[str, Any]):
     """The :class:`cfm_jax.chaos.ChaosSpec` of one :func:`sweep_configs` entry (extra keys such as seeds ignored)."""
     from ..chaos import ChaosSpec
 
@@ -118,7 +120,7 @@ def spec_from_config(config: dict):
     return ChaosSpec(**kw)
 
 
-def run_config(config: dict) -> dict:
+def run_config(config: Mapping[str, Any]) -> dict:
     """One sweep row: per-seed sup deviations (``values[q]``: seeds × ns), floors, wall time."""
     from ..chaos import run_seeds
 
