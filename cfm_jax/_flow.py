@@ -248,10 +248,12 @@ def merge_leading(a):
     return a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:])
 
 
-def step_states(y0: tuple, ys: tuple) -> tuple:
-    """The states at the start of every step, ``(N, ...)``, from ``y0`` and the per-step states
-    ``(L, k, ...)`` of an ``emit="steps"`` loop."""
-    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], merge_leading(b)[:-1]], 0), y0, ys)
+def state_before(y_start: tuple, ys: tuple, j) -> tuple:
+    """The state at the start of step (or layer) ``j`` of a loop from ``y_start``: ``y_start`` for
+    ``j = 0``, else entry ``j − 1`` of the states ``ys (m, ...)`` it emitted after each step. An index
+    into ``ys``, so a backward sweep reads the stored states without a shifted copy of them."""
+    prev = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, jnp.maximum(j - 1, 0), keepdims=False), ys)
+    return jax.tree.map(lambda s, p: jnp.where(j == 0, s, p), y_start, prev)
 
 
 def layer_ends(ys: tuple, emitted: Emit) -> tuple:
@@ -296,6 +298,6 @@ __all__ = [
     "merge_leading",
     "solution",
     "solve_segment",
-    "step_states",
+    "state_before",
     "velocity",
 ]

@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._flow import layer_ends, loop, solution, solve_segment
+from .._flow import layer_ends, loop, solution, solve_segment, state_before
 from .base import AbstractHandAdjoint, cotangent_or_zero, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
 
@@ -77,12 +77,11 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         residuals = None
         if store:
             # the states at every layer's start, to restart the backward state from
-            bounds = None
-            if keep:
+            ends = None
+            if keep:  # the layer ends; the start of layer l is y0 or the end of layer l − 1
                 assert result.ys is not None
                 ends = layer_ends(result.ys, emit)
-                bounds = jax.tree.map(lambda a, e: jnp.concatenate([a[None], e[:-1]], 0), y0, ends)
-            residuals = (result.final, bounds)
+            residuals = (result.final, ends)
         return sol, residuals
 
     def run_backward(self, model, y0, w, spec, residuals, cotangents, *, start=None, trajectories=False):
@@ -95,8 +94,8 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         pc = model.piecewise_constant
         solver = spec.solver if self.solver is None else self.solver
         controller = spec.stepsize_controller if self.stepsize_controller is None else self.stepsize_controller
-        final, bounds = residuals
-        if trajectories and bounds is None:
+        final, ends = residuals
+        if trajectories and ends is None:
             raise ValueError(
                 "adjoint trajectories need the layer-boundary states: `memory`=StoreEvery(1), not Backsolve()."
             )
@@ -145,7 +144,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
 
         def bwd_layer(carry, inputs):
             state, adj = carry
-            l, bound_start, inj = inputs
+            l, inj = inputs
             args = (model.segment_params(l, l / L) if pc else None, l)
             p, b, bz, phi, dlogw, g = adj
             g_in = g_zero if pc else g
@@ -175,8 +174,8 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             (state, (p, b, bz, phi, dlogw, g_out)), (nsteps, tr) = jax.lax.scan(
                 bwd_sub, (state, (p, b, bz, phi, dlogw, g_in)), jnp.arange(sub), reverse=True
             )
-            if bound_start is not None:
-                state = bound_start  # restart from the stored forward state at this layer's start
+            if ends is not None:  # restart from the stored forward state at this layer's start
+                state = state_before(y0, ends, l)
             tr = None if tr is None else jax.tree.map(lambda a: a[0], tr)
             out = (g_out if pc else None, tr, nsteps.sum())
             return (state, (p, b, bz, phi, dlogw, g_out if not pc else g)), out
@@ -187,9 +186,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         if inj_x is not None or inj_z is not None:
             inj = (None if inj_x is None else inj_x[0], None if inj_z is None else inj_z[0])
         adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), jnp.zeros_like(w), g_zero)
-        (_, adj0), (g_layers, traj_bwd, _) = jax.lax.scan(
-            bwd_layer, (final, adj1), (jnp.arange(L), bounds, inj), reverse=True
-        )
+        (_, adj0), (g_layers, traj_bwd, _) = jax.lax.scan(bwd_layer, (final, adj1), (jnp.arange(L), inj), reverse=True)
         p0, b0, bz, phi, dlogw, g_total = adj0
         if pc:
             stacked, pull = eqx.filter_vjp(lambda m: m.stacked_params(), model)
@@ -199,13 +196,13 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         traj = None
         if trajectories:
             x1, z1, _ = final
-            assert traj_bwd is not None and bounds is not None
+            assert traj_bwd is not None and ends is not None
             _, _, ps_b, bs_b = traj_bwd  # values at the layer starts s = l/L
             iw = 1.0 / jnp.where(w > 0, w, 1.0)[None, :, None]
             traj = (
                 jnp.arange(L + 1, dtype=dtype) / L,
-                jnp.concatenate([bounds[0], x1[None]], 0),
-                jnp.concatenate([bounds[1], z1[None]], 0),
+                jnp.concatenate([x[None], ends[0]], 0),
+                jnp.concatenate([z[None], ends[1]], 0),
                 jnp.concatenate([ps_b, p1[None]], 0),
                 jnp.concatenate([bs_b, b1[None]], 0) * iw,
             )

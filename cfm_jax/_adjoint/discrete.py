@@ -25,7 +25,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from .._flow import Loop, advance, loop, merge_leading, solution, step_states
+from .._flow import Loop, advance, loop, merge_leading, solution, state_before
 from .base import AbstractHandAdjoint, cotangent_or_zero, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
@@ -86,7 +86,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
         if seg is None:  # StoreAll: every step's state
             result = loop(model, y0, w, spec, emit="steps", start=start)
             assert result.ys is not None
-            return solution(model, y0, w, spec, result, "steps"), (result.final, step_states(y0, result.ys))
+            return solution(model, y0, w, spec, result, "steps"), (result.final, result.ys)
         recompute = isinstance(self.memory, Recompute)
 
         def segment(state, iseg):
@@ -149,14 +149,19 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             seg_start, iseg = inputs
             first = iseg * seg
             if stored_all:
-                states = stored
+                base, ys = y0, stored
             else:
                 if recompute:  # replay from s = 0 to this segment's start
                     seg_start = advance(model, y0, w, spec, first, start=start)
                 out = loop(model, seg_start, w, spec, emit="steps", start=start, first=first, count=seg)
                 assert out.ys is not None
-                states = step_states(seg_start, out.ys)
-            return jax.lax.scan(backward_step, adj, (states, first * k + jnp.arange(seg * k)), reverse=True)
+                base, ys = seg_start, out.ys
+            ys = jax.tree.map(merge_leading, ys)  # (steps of the segment, ...)
+
+            def step_at(adj, i):
+                return backward_step(adj, (state_before(base, ys, i - first * k), i))
+
+            return jax.lax.scan(step_at, adj, first * k + jnp.arange(seg * k), reverse=True)
 
         adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), jnp.zeros_like(w))
         starts = None if (stored_all or recompute) else stored
