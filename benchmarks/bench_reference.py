@@ -23,6 +23,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import jax
 
@@ -55,12 +56,13 @@ def _one_layer_tokens(model, x0, z):
 
 
 def _deep_tokens(model, x0, z):
-    return cfm_jax.residual_forward(
+    """The L-layer residual network: ``forward`` with its default Euler step, one per layer."""
+    return cfm_jax.forward(
         model, x0, cfm_jax.EmpiricalMeasure.unchecked(z, jnp.full((z.shape[0],), 1.0 / z.shape[0]))
-    )[0]
+    ).x1
 
 
-def panel(layers, ns, n_ref, seeds):
+def panel(layers, ns, n_ref, seeds) -> dict[str, Any]:
     model, mu, x0 = _setup(layers)
     tokens = _one_layer_tokens if layers == 1 else _deep_tokens
     exact_fn = jax.jit(lambda m, S: gaussian_flow(model, x0, GaussianMeasure.unchecked(m, S)).x1)
@@ -154,6 +156,7 @@ def figure(panels, path):
 
 
 def main(argv=None):
+    assert __doc__ is not None  # the module docstring is the description
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=8)
     p.add_argument("--notes", default="")
@@ -168,7 +171,7 @@ def main(argv=None):
         panel(4, [16, 64, 256, 1024, 4096], 8192, args.seeds),
     ]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = dict(panels=panels, wall_seconds=time.perf_counter() - t0, machine=machine(notes=args.notes))
+    out: dict[str, Any] = dict(panels=panels, wall_seconds=time.perf_counter() - t0, machine=machine(notes=args.notes))
     (RESULTS / "reference.json").write_text(json.dumps(out, indent=1))
     figure(panels, RESULTS / "reference.png")
     lines = [

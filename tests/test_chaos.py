@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ import cfm_jax
 from cfm_jax import EmpiricalMeasure, Transformer, chaos
 from cfm_jax.stats import fit_loglog
 
-_EXACT = dict(n_ref=32, layers=2, heads=1, mlp_width=4, batch=2, num_probes=3, w1_size=32)
+_EXACT: dict[str, Any] = dict(n_ref=32, layers=2, heads=1, mlp_width=4, batch=2, num_probes=3, w1_size=32)
 
 
 def test_uniform_attention_closed_form():
@@ -135,7 +136,9 @@ def test_adjoint_states_match_autodiff(small_model):
     np.testing.assert_allclose(ps[-1], (x1 - y) / 2, rtol=1e-12, atol=1e-14)
 
 
-_RATE = dict(ns=(8, 32, 128), n_ref=512, layers=2, heads=1, mlp_width=4, batch=4, adjoint=False, w1=False)
+_RATE: dict[str, Any] = dict(
+    ns=(8, 32, 128), n_ref=512, layers=2, heads=1, mlp_width=4, batch=4, adjoint=False, w1=False
+)
 
 
 @pytest.mark.parametrize("d", [2, 8])
@@ -180,9 +183,9 @@ def test_spec_validation():
     with pytest.raises(ValueError, match="ns"):
         chaos.run_seeds(chaos.ChaosSpec(ns=(8, 64), n_ref=32), seeds=1)
     with pytest.raises(ValueError, match="field"):
-        chaos.run_seeds(chaos.ChaosSpec(field="mlp"), seeds=1)
+        chaos.run_seeds(chaos.ChaosSpec(field="mlp"), seeds=1)  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="population"):
-        chaos.run_seeds(chaos.ChaosSpec(population="cauchy"), seeds=1)
+        chaos.run_seeds(chaos.ChaosSpec(population="cauchy"), seeds=1)  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="seeds"):
         chaos.run_seeds(chaos.ChaosSpec(ns=(4, 8), n_ref=8), seeds=0)
     with pytest.raises(ValueError, match="`seeds`"):
@@ -224,7 +227,7 @@ def test_prefix_weights_and_spec_check_their_ranges():
 
 # --- exact references: the Gaussian limit and QMC ---------------------------------------------
 
-_EXACT_REF = dict(
+_EXACT_REF: dict[str, Any] = dict(
     field="attention",
     dim=2,
     ns=(4, 16, 64),
@@ -252,6 +255,7 @@ def test_gaussian_reference_token_deviation_is_the_direct_one():
     import jax.numpy as jnp
 
     from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
+    from cfm_jax._populations import _Gaussian
 
     spec = chaos.ChaosSpec(**dict(_EXACT_REF, ns=(4, 16, 512)), reference="gaussian")
     key = jax.random.key(5)
@@ -262,10 +266,13 @@ def test_gaussian_reference_token_deviation_is_the_direct_one():
     law = spec.population_law()
     z, x0 = law(k_ctx, 512), law(k_x, spec.batch)
     model = chaos.build_model(spec, k_model)
+    assert isinstance(law, _Gaussian)
     mu = GaussianMeasure(jnp.zeros(2), law.scale**2 * jnp.eye(2))
     exact = gaussian_flow(model, x0, mu, saveat=cfm_jax.SaveAt(layers=True)).xs
+    assert exact is not None
     for i, n in enumerate(spec.ns):
         xs = cfm_jax.forward(model, x0, z[:n], saveat=cfm_jax.SaveAt(layers=True)).xs
+        assert xs is not None
         direct = jnp.mean(jnp.max(jnp.linalg.norm(xs - exact, axis=-1), axis=0))
         np.testing.assert_allclose(res["token"][i], direct, rtol=1e-9)
 
@@ -287,4 +294,4 @@ def test_exact_reference_validation():
     with pytest.raises(ValueError, match="`reference`='gaussian' needs"):
         chaos.run_seeds(chaos.ChaosSpec(**dict(_EXACT_REF, field="control"), reference="gaussian"), seeds=1)
     with pytest.raises(ValueError, match="`reference` must be"):
-        chaos.run_seeds(chaos.ChaosSpec(reference="mc"), seeds=1)
+        chaos.run_seeds(chaos.ChaosSpec(reference="mc"), seeds=1)  # pyright: ignore[reportArgumentType]  # bad on purpose

@@ -100,7 +100,9 @@ def test_figure_has_one_labelled_panel_per_quantity(tmp_path):
     for ax in fig.axes:
         assert ax.get_xlabel() == "context size n" and ax.get_ylabel()
         np.testing.assert_array_equal(ax.get_xticks(), [4, 8])
-        labels = ax.get_legend().get_texts()
+        legend = ax.get_legend()
+        assert legend is not None
+        labels = legend.get_texts()
         assert any("expected slope" in t.get_text() for t in labels)
         # the floor's line style is explained exactly where a floor is drawn (none for the coupled context)
         drawn = any(line.get_linestyle() == ":" for line in ax.get_lines())

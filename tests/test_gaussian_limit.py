@@ -213,12 +213,15 @@ def test_saveat_and_shapes(linear_mlp_model):
     layers = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
     steps = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(steps=True))
     assert isinstance(layers, GaussianSolution) and isinstance(layers.context, GaussianMeasure)
+    assert layers.xs is not None and layers.covs is not None and layers.ss is not None
+    assert steps.xs is not None and steps.means is not None
     assert layers.xs.shape == (L + 1, 4, D) and layers.covs.shape == (L + 1, D, D)
     assert steps.means.shape == (2 * L + 1, D)
     np.testing.assert_allclose(layers.ss, jnp.arange(L + 1) / L)
     np.testing.assert_allclose(steps.xs[::2], layers.xs, atol=1e-15)
     np.testing.assert_allclose(layers.xs[-1], layers.x1, atol=1e-15)
     single = gaussian_flow(model, x[0], mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
+    assert single.xs is not None
     assert single.x1.shape == (D,) and single.xs.shape == (L + 1, D)
     np.testing.assert_allclose(single.x1, layers.x1[0], atol=1e-15)
 
@@ -265,7 +268,7 @@ def test_gaussian_measure_validation_under_jit(cov, match):
 def test_bad_inputs(linear_mlp_model):
     mu = _mu()
     with pytest.raises(ValueError, match="`mu` must be a GaussianMeasure"):
-        gaussian_flow(linear_mlp_model, _x0(), jnp.zeros((5, D)))
+        gaussian_flow(linear_mlp_model, _x0(), jnp.zeros((5, D)))  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="`mu` has dimension 2"):
         gaussian_flow(linear_mlp_model, _x0(), GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
     with pytest.raises(ValueError, match="`steps`=6 must be a multiple"):

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _problems import residual_network
 
 from cfm_jax._populations import (
     embedded_sphere,
@@ -63,7 +64,7 @@ def test_make_population_and_bad_input():
     with pytest.raises(ValueError, match="n"):
         gaussian(2)(KEY, 0)
     with pytest.raises(ValueError):
-        make_population("cauchy", 2)
+        make_population("cauchy", 2)  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 # --- quasi-Monte Carlo samplers ---------------------------------------------------------------
@@ -111,7 +112,7 @@ def test_qmc_mixture_component_frequencies():
 
 def test_qmc_bad_option():
     with pytest.raises(ValueError, match="`qmc` must be True or False"):
-        gaussian(2)(KEY, 8, qmc="yes")
+        gaussian(2)(KEY, 8, qmc="yes")  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 def test_qmc_reference_error_falls_faster_than_iid():
@@ -135,7 +136,7 @@ def test_qmc_reference_error_falls_faster_than_iid():
 
         def at(n):
             w = jnp.where(jnp.arange(N) < n, 1.0 / n, 0.0)
-            x1, _ = cfm_jax.residual_forward(model, x, cfm_jax.EmpiricalMeasure.unchecked(z, w))
+            x1, _ = residual_network(model, x, cfm_jax.EmpiricalMeasure.unchecked(z, w))
             return jnp.mean(jnp.linalg.norm(x1 - exact, axis=-1))
 
         return jax.lax.map(at, jnp.asarray(ns, jnp.float64))

@@ -92,8 +92,8 @@ def test_bad_inputs_raise():
                 StochasticTransformer(layers=4),
                 random_tokens(jax.random.key(0), 2, 3),
                 jax.random.key(0),
-                save_every=bad,
-            )  # pyright: ignore[reportArgumentType]  # bad on purpose
+                save_every=bad,  # pyright: ignore[reportArgumentType]  # bad on purpose
+            )
 
 
 def test_kernel_deficit_is_accurate_near_the_diagonal():
