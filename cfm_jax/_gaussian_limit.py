@@ -21,7 +21,6 @@ adjoint p_i = (I + h M_i)ᵀ p_{i+1} (:func:`gaussian_token_adjoint`).
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 
 import diffrax
@@ -34,7 +33,7 @@ from jaxtyping import Array, Float
 from ._flow import SaveAt, solve_segment
 from ._paths import AbstractCFM
 from ._qmc import sobol_normal
-from ._validation import check_finite, is_concrete
+from ._validation import check_finite, is_concrete, static_int
 
 
 def _symmetric_tolerance(dtype) -> float:
@@ -149,12 +148,7 @@ def _check_inputs(model, x0, mu, steps):
     if mu.dim != d:
         raise ValueError(f"`mu` has dimension {mu.dim} but the model has d = {d}.")
     L = model.num_layers
-    if steps is None:
-        steps = L
-    if isinstance(steps, numbers.Integral) and not isinstance(steps, bool):
-        steps = int(steps)
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"`steps` must be a positive int, got {steps!r}.")
+    steps = L if steps is None else static_int("steps", steps)
     if model.piecewise_constant and steps % L:
         raise ValueError(f"`steps`={steps} must be a multiple of the number of layers L={L}.")
     return x0, steps

@@ -31,14 +31,12 @@ marked static (``jax.jit(forward, static_argnames="steps")``); ``eqx.filter_jit`
 
 from __future__ import annotations
 
-import numbers
 from typing import NamedTuple, overload
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.core import Tracer
 from jaxtyping import Array, Float
 
 from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, solve
@@ -46,6 +44,7 @@ from ._flow import FlowSolution, FlowSpec, SaveAt
 from ._gaussian_limit import GaussianMeasure, GaussianSolution, gaussian_flow
 from ._measures import EmpiricalMeasure, as_measure, checked
 from ._paths import AbstractCFM
+from ._validation import static_int
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""
@@ -57,18 +56,6 @@ def default_adjoint(solver: diffrax.AbstractSolver | None, stepsize_controller) 
     if (solver is None or type(solver) is diffrax.Euler) and fixed:
         return DiscreteAdjoint()
     return diffrax.RecursiveCheckpointAdjoint()
-
-
-def _static_int(name: str, value) -> int:
-    """A positive Python int from ``value`` (numpy integers too); a traced value gets the fix in its error."""
-    if isinstance(value, Tracer):
-        raise ValueError(
-            f"`{name}` must be a static Python int, got a traced value: under jax.jit mark it static "
-            f"(jax.jit(forward, static_argnames={name!r})) or use eqx.filter_jit, which does."
-        )
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return int(value)
 
 
 class Prepared(NamedTuple):
@@ -114,13 +101,13 @@ def prepare(
         raise ValueError(f"`context` has dimension {context.dim} but the model has d = {d}.")
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
-    steps = L if steps is None else _static_int("steps", steps)
+    steps = L if steps is None else static_int("steps", steps)
     if steps % L:
         raise ValueError(
             f"`steps`={steps} must be a multiple of the number of layers L={L} so that no step "
             "straddles a parameter jump or kink."
         )
-    max_steps = _static_int("max_steps", max_steps)
+    max_steps = static_int("max_steps", max_steps)
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
     if stepsize_controller is not None and not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):

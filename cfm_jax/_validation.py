@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from jax.core import Tracer
 
@@ -26,10 +28,20 @@ def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
 
 def check_save_every(save_every, steps: int, steps_name: str = "steps") -> int:
     """``save_every`` as an int: a positive integer dividing ``steps`` (ValueError naming it otherwise)."""
-    import numbers
-
     if not isinstance(save_every, numbers.Integral) or isinstance(save_every, bool) or save_every < 1:
         raise ValueError(f"`save_every` must be a positive integer, got {save_every!r}.")
     if int(steps) % int(save_every):
         raise ValueError(f"`save_every` ({save_every}) must divide {steps_name} ({steps}).")
     return int(save_every)
+
+
+def static_int(name: str, value) -> int:
+    """A positive Python int from ``value`` (numpy integers too); a traced value gets the fix in its error."""
+    if isinstance(value, Tracer):
+        raise ValueError(
+            f"`{name}` must be a static Python int, got a traced value: under jax.jit mark it static "
+            f"(jax.jit(forward, static_argnames={name!r})) or use eqx.filter_jit, which does."
+        )
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    return int(value)
