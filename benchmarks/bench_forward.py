@@ -6,10 +6,11 @@
    a square 2048² matmul and against the same-shape (n, d)·(d, n) product.
 2. Peak memory of one chunked forward step at n = 65536, d = 16 (resident-set high-water mark
    in a fresh process), next to smaller n to show it grows like n, and the dense path's n².
-3. ``forward`` (its one loop: a diffrax solve per layer), run by autodiff and by the default hand
+3. ``forward`` (its one loop: one solve per layer), run by autodiff and by the default hand
    adjoint, vs the same Euler steps written as a bare ``lax.scan``.
 4. The cost of ``forward``'s value checks (``eqx.error_if`` inside the compiled program): the same
-   call with the checks on and with ``EQX_ON_ERROR=off``, each in fresh processes, alternated.
+   call with the checks on (``throw=True``, the default) and off (``throw=False``), each in fresh
+   processes, alternated.
 
 Run: ``python benchmarks/bench_forward.py [--quick]``; writes ``benchmarks/results/forward.{json,md}``.
 """
@@ -164,21 +165,24 @@ def _overhead_problem(n, d=16, layers=16, batch=8):
     return model, x0, z
 
 
-def _default_times(ns) -> dict:
+def _default_times(ns, throw: bool = True) -> dict:
     """Best time of the default ``forward`` per n, in this process (for the check-cost comparison)."""
-    return {str(n): _best_time(lambda m, x, c: cfm_jax.forward(m, x, c).x1, *_overhead_problem(n), reps=10) for n in ns}
+
+    def run(m, x, c):
+        return cfm_jax.forward(m, x, c, throw=throw).x1
+
+    return {str(n): _best_time(run, *_overhead_problem(n), reps=10) for n in ns}
 
 
 def check_cost(ns, rounds=5):
-    """forward with its value checks vs ``EQX_ON_ERROR=off`` (fresh processes, alternated, best of ``rounds``)."""
+    """forward with its value checks vs ``throw=False`` (fresh processes, alternated, best of ``rounds``)."""
     best = {"on": {}, "off": {}}
     for _ in range(rounds):
         for mode in ("on", "off"):
             env = {k: v for k, v in os.environ.items() if k != "EQX_ON_ERROR"}
-            if mode == "off":
-                env["EQX_ON_ERROR"] = "off"
             out = subprocess.run(
-                [sys.executable, __file__, "--child-times", ",".join(map(str, ns))],
+                [sys.executable, __file__, "--child-times", ",".join(map(str, ns))]
+                + (["--child-unchecked"] if mode == "off" else []),
                 env=env,
                 capture_output=True,
                 text=True,
@@ -266,9 +270,10 @@ def to_markdown(result) -> str:
         "",
         "## `forward` vs a bare `lax.scan` of the same Euler loop (d=16, H=2, m=32, L=16, B=8)",
         "",
-        "Both run the one forward loop (a diffrax solve per layer): diffrax: `forward(..., "
-        "adjoint=diffrax.RecursiveCheckpointAdjoint())`; default: `forward(...)`, the loop inside `DiscreteAdjoint()`'s "
-        "custom VJP. scan: the same Euler steps as a bare `lax.scan`, without diffrax or input checks.",
+        "Both run the one forward loop (one solve per layer): diffrax: `forward(..., "
+        "adjoint=diffrax.RecursiveCheckpointAdjoint())`, whose layers `diffrax.diffeqsolve` solves; default: "
+        "`forward(...)`, the loop inside `DiscreteAdjoint()`'s custom VJP, whose layers are a scan of the "
+        "diffrax solver's steps. scan: the same Euler steps as a bare `lax.scan`, without diffrax or input checks.",
         "",
         "| n | diffrax s | default s | scan s | diffrax / scan | default / scan |",
         "|---|---|---|---|---|---|",
@@ -283,8 +288,8 @@ def to_markdown(result) -> str:
             "",
             "## Cost of the value checks (`eqx.error_if` inside `forward`, same problem as above)",
             "",
-            "Best time of the default `forward` with its checks on and with `EQX_ON_ERROR=off` (fresh processes, "
-            "alternated). The checks read x0, the context and the parameters once per call.",
+            "Best time of the default `forward` with its checks on (`throw=True`) and off (`throw=False`) (fresh "
+            "processes, alternated). The checks read x0, the context and the parameters once per call.",
             "",
             "| n | checks on s | checks off s | on / off |",
             "|---|---|---|---|",
@@ -298,6 +303,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--child-times", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-unchecked", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--only-overhead", action="store_true", help="sections 3 and 4 only (merged into the file)")
     parser.add_argument(
         "--note",
@@ -305,7 +311,8 @@ def main():
     )
     args = parser.parse_args()
     if args.child_times:
-        print(json.dumps(_default_times([int(n) for n in args.child_times.split(",")])))
+        ns = [int(n) for n in args.child_times.split(",")]
+        print(json.dumps(_default_times(ns, throw=not args.child_unchecked)))
         return
     ns = [1024, 4096] if args.quick else [1024, 4096, 16384]
     if args.only_overhead:

@@ -9,9 +9,10 @@ evaluated in one call of the field on the stacked queries ``[x; z; ζ]``; the we
 along unchanged.
 
 Every path is cut into its L segments (layers) and :func:`loop` is a ``lax.scan`` over them with
-one diffrax solve per segment, so no step ever straddles a parameter jump or kink and
-higher-order solvers keep their order. With the default ``diffrax.Euler()`` and one step per
-layer this is exactly the L-layer residual transformer x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
+one solve per segment (:func:`solve_segment`: the diffrax solver's own steps on a fixed grid, or
+``diffrax.diffeqsolve`` where diffrax differentiates or adapts the steps), so no step ever
+straddles a parameter jump or kink and higher-order solvers keep their order. With the default ``diffrax.Euler()``
+and one step per layer this is exactly the L-layer residual transformer x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
 
 Every strategy of :func:`cfm_jax.forward` runs this loop: autodiff through it (a diffrax
 adjoint), or a hand adjoint that wraps it in a custom VJP and chooses which states it keeps
@@ -20,6 +21,7 @@ adjoint), or a hand adjoint that wraps it in a custom VJP and chooses which stat
 
 from __future__ import annotations
 
+import functools
 from typing import Literal, NamedTuple
 
 import diffrax
@@ -112,6 +114,42 @@ class Loop(NamedTuple):
     num_steps: Array
 
 
+def vary_alike(tree, *sources):
+    """``tree`` unchanged in value, typed as varying over every manual mesh axis that any array of
+    ``tree`` or ``sources`` varies over (a no-op outside ``shard_map``).
+
+    Inside a caller's ``shard_map`` (``check_vma=True``), a scan carry must keep its type, and a state
+    moved by a field of varying inputs becomes varying; so every carry starts varying like all the
+    inputs. ``any`` over an empty slice of each array is an exact False that carries the array's type.
+    """
+    arrays = [a for a in jax.tree.leaves((tree, sources)) if isinstance(a, jax.Array)]
+    if not arrays:
+        return tree
+    tag = functools.reduce(jnp.logical_or, [jnp.any(a.reshape(-1)[:0] != 0) for a in arrays])
+
+    def tagged(a):
+        return jax.lax.select(jnp.broadcast_to(tag, a.shape), a, a) if isinstance(a, jax.Array) else a
+
+    return jax.tree.map(tagged, tree)
+
+
+def _fixed_steps(term, solver, grid, y0, args, save_steps: bool):
+    """``len(grid) − 1`` steps of ``solver`` through the points of ``grid``: a ``lax.scan`` of the
+    solver's own ``step``, which is what ``diffeqsolve`` runs on a ``StepTo`` grid, without its
+    while loop, its run-time checks (host callbacks, which JAX's persistent compilation cache never
+    stores) or its step-acceptance bookkeeping, none of which a fixed grid needs."""
+    state = solver.init(term, grid[0], grid[1], y0, args)
+    y0, state = vary_alike((y0, state), args, grid)
+
+    def step(carry, tt):
+        y, st = carry
+        y1, _, _, st, _ = solver.step(term, tt[0], tt[1], y, args, st, made_jump=False)
+        return (y1, st), (y1 if save_steps else None)
+
+    (y1, _), ys = jax.lax.scan(step, (y0, state), (grid[:-1], grid[1:]))
+    return ys if save_steps else jax.tree.map(lambda a: a[None], y1)
+
+
 def solve_segment(
     term,
     solver,
@@ -126,16 +164,24 @@ def solve_segment(
     save_steps: bool = False,
     adjoint: diffrax.AbstractAdjoint | None = None,
 ):
-    """One diffrax solve over [t0, t1] (one layer): ``k`` fixed steps, or adaptive from dt0 = (t1 − t0)/k.
+    """One solve over [t0, t1] (one layer): ``k`` fixed steps, or adaptive from dt0 = (t1 − t0)/k.
 
-    Fixed steps go through ``StepTo`` on a grid whose end points are pinned exactly (t0 + (t1 − t0)
-    need not round to t1, and StepTo checks them). Returns ``(ys, ts, accepted steps)`` with the
-    states after every step (``save_steps``) or at t1 only.
+    Fixed steps run on a grid whose end points are pinned exactly (t0 + (t1 − t0) need not round to
+    t1). Without ``adjoint`` (a hand adjoint's forward, the backward sweep of the continuous adjoint,
+    the Gaussian limit) an explicit solver steps that grid in a plain ``lax.scan`` (:func:`_fixed_steps`);
+    with a diffrax ``adjoint`` (autodiff through diffrax, which the caller asked for), an implicit
+    solver or an adaptive controller, ``diffrax.diffeqsolve`` runs it. Both evaluate the same solver
+    steps at the same times. Returns ``(ys, ts, accepted steps)`` with the states after every step
+    (``save_steps``) or at t1 only.
     """
     controller: diffrax.AbstractStepSizeController
     if stepsize_controller is None or isinstance(stepsize_controller, (diffrax.ConstantStepSize, diffrax.StepTo)):
         grid = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=jnp.result_type(t0)) / k
-        controller, dt0, cap = diffrax.StepTo(ts=grid.at[0].set(t0).at[-1].set(t1)), None, k
+        grid = grid.at[0].set(t0).at[-1].set(t1)
+        if adjoint is None and not isinstance(solver, diffrax.AbstractImplicitSolver):
+            ys = _fixed_steps(term, solver, grid, y0, args, save_steps)
+            return ys, (grid[1:] if save_steps else grid[-1:]), jnp.asarray(k)
+        controller, dt0, cap = diffrax.StepTo(ts=grid), None, k
     else:
         controller, dt0, cap = stepsize_controller, (t1 - t0) / k, max_steps
     sol = diffrax.diffeqsolve(
@@ -171,7 +217,7 @@ def velocity(model: AbstractCFM, state: tuple, w, params, start=None, step=None)
 def _layer_fn(
     model: AbstractCFM, w, spec: FlowSpec, *, emit: Emit, start=None, adjoint: diffrax.AbstractAdjoint | None = None
 ):
-    """``layer(state, l) -> (state after layer l, per-layer output)``: one diffrax solve of segment l."""
+    """``layer(state, l) -> (state after layer l, per-layer output)``: one solve of segment l."""
     L = model.num_layers
     k = spec.steps // L
 
@@ -226,6 +272,7 @@ def loop(
     """
     count = model.num_layers if count is None else count
     layer = _layer_fn(model, w, spec, emit=emit, start=start, adjoint=adjoint)
+    y0 = vary_alike(y0, model, w, start, first)
     final, (out, nsteps) = jax.lax.scan(layer, y0, first + jnp.arange(count))
     ys, ts = out if emit == "steps" else (out, None)
     return Loop(final, ys, ts, nsteps.sum())
@@ -240,7 +287,7 @@ def advance(model: AbstractCFM, y0: tuple, w, spec: FlowSpec, layers, *, start=N
     def body(l, st):
         return jax.lax.cond(l < layers, lambda: layer(st, l)[0], lambda: st)
 
-    return jax.lax.fori_loop(0, model.num_layers, body, y0)
+    return jax.lax.fori_loop(0, model.num_layers, body, vary_alike(y0, model, w, start, layers))
 
 
 def merge_leading(a):
@@ -299,5 +346,6 @@ __all__ = [
     "solution",
     "solve_segment",
     "state_before",
+    "vary_alike",
     "velocity",
 ]

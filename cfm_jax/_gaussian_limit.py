@@ -33,7 +33,7 @@ from jaxtyping import Array, Float
 from ._flow import SaveAt, solve_segment
 from ._paths import AbstractCFM
 from ._qmc import sobol_normal
-from ._validation import check_finite, is_concrete, static_int
+from ._validation import check_finite, finite, finite_params, is_concrete, static_int
 
 
 def _symmetric_tolerance(dtype) -> float:
@@ -257,6 +257,7 @@ def gaussian_flow(
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     saveat: SaveAt = SaveAt(),
     max_steps: int = 4096,
+    throw: bool = True,
 ) -> GaussianSolution:
     """The infinite-context flow of tokens ``x0`` through the Gaussian context ``mu`` (module docstring).
 
@@ -272,11 +273,15 @@ def gaussian_flow(
         steps: total steps over [0, 1] (default one per layer; a multiple of L for
             piecewise-constant paths); stepsize_controller, max_steps: as in ``cfm_jax.forward``.
         saveat: :class:`~cfm_jax.SaveAt` (layer boundaries or every step).
+        throw: check inside compiled code that ``x0`` and the parameters are finite (as
+            ``cfm_jax.forward``; ``False`` leaves the checks out).
 
     Returns:
         :class:`GaussianSolution`. Differentiable by ``jax.grad`` in the model, ``x0`` and ``mu``.
     """
     x0, steps = _check_inputs(model, x0, mu, steps)
+    if throw:
+        x0, model = finite("x0", x0), finite_params(model)
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
     if not isinstance(saveat, SaveAt):

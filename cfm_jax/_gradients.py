@@ -24,6 +24,7 @@ from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, probe_rows
 from ._flow import FlowSolution
 from ._paths import AbstractCFM
 from ._solve import forward, prepare
+from ._validation import finite
 
 
 class AdjointSolution(eqx.Module):
@@ -64,28 +65,29 @@ def mean_squared_loss(x1, y):
     return sq / x1.shape[0] if x1.ndim == 2 else sq
 
 
-def _check_loss(loss, x0, y):
+def _check_loss(loss, x0, y, throw: bool = True):
     if loss is not None and not callable(loss):
         raise ValueError(f"`loss` must be None or a callable loss(x1, y) -> scalar, got {loss!r}.")
     if loss is None:
         y = jnp.asarray(y)
         if y.shape != jnp.shape(x0):
             raise ValueError(f"`y` must have the shape of `x0` {jnp.shape(x0)} for the default loss, got {y.shape}.")
-        y = eqx.error_if(y, ~jnp.all(jnp.isfinite(y)), "`y` contains non-finite values (nan/inf).")
+        y = finite("y", y) if throw else y
     return mean_squared_loss if loss is None else loss, y
 
 
 @eqx.filter_jit
-def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None = None, **options):
+def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None = None, throw: bool = True, **options):
     """Loss of the final tokens and its gradient with respect to the model's parameters; compiled.
 
     Exactly ``eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, **options).x1, y))``;
-    ``options`` are [`forward`][cfm_jax.forward]'s (default: the exact hand adjoint of Euler).
+    ``options`` are [`forward`][cfm_jax.forward]'s (default: the exact hand adjoint of Euler);
+    ``throw`` as there (also for ``y``).
     ``loss(x1, y) -> scalar`` defaults to ½‖x_1 − y‖² averaged over the batch. Returns
     ``(loss, grads)``, ``grads`` model-shaped (∂L/∂θ_l per layer).
     """
-    loss, y = _check_loss(loss, x0, y)
-    return eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, **options).x1, y))(model)
+    loss, y = _check_loss(loss, x0, y, throw)
+    return eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, throw=throw, **options).x1, y))(model)
 
 
 def value_and_grad(model: AbstractCFM, x0, context, y, **kwargs):
@@ -137,13 +139,15 @@ def adjoint_trajectories(
     loss: Callable | None = None,
     probes=None,
     adjoint: AbstractHandAdjoint | None = None,
+    throw: bool = True,
     **options,
 ) -> AdjointSolution:
     """States, token covector p_s, particle adjoints a_i(s) and probe gradients ∇φ_s(probes).
 
     ``adjoint`` is a hand adjoint: ``DiscreteAdjoint()`` (default; saved at every Euler step)
     or ``ContinuousAdjoint(...)`` (saved at layer boundaries; ``memory=StoreEvery(1)``), with any
-    memory policy; ``options`` are [`forward`][cfm_jax.forward]'s other options (``saveat`` excepted).
+    memory policy; ``options`` are [`forward`][cfm_jax.forward]'s other options (``saveat`` excepted;
+    ``throw`` also covers ``y`` and ``probes``).
     The loss is ``loss(x1, y)``. ``probes: (P, d)`` are fixed points: ``probe_grads[k, j]`` is
     ∇φ_{ss[k]}(probes[j]), obtained from a passive characteristic started at (ss[k], probes[j]).
     Cost: every probe adds S characteristics (one per saved depth) to the adjoint.
@@ -155,14 +159,16 @@ def adjoint_trajectories(
         )
     if "saveat" in options:
         raise ValueError("`saveat` does not apply: adjoint_trajectories saves every depth it returns.")
-    loss, y = _check_loss(loss, x0, y)
+    loss, y = _check_loss(loss, x0, y, throw)
     if probes is not None:
         probes = jnp.asarray(probes)
         d = model.dim if isinstance(model, AbstractCFM) else None
         if probes.ndim != 2 or probes.shape[-1] != d or probes.shape[0] < 1:
             raise ValueError(f"`probes` must have shape (P, d) with P >= 1 and d = {d}, got {probes.shape}.")
-        probes = eqx.error_if(probes, ~jnp.all(jnp.isfinite(probes)), "`probes` contains non-finite values (nan/inf).")
-    value, res = _trajectories(model, x0, context, y, probes, loss=loss, options=dict(options, adjoint=adjoint))
+        probes = finite("probes", probes) if throw else probes
+    value, res = _trajectories(
+        model, x0, context, y, probes, loss=loss, options=dict(options, adjoint=adjoint, throw=throw)
+    )
     assert res.traj is not None
     ss, xs, zs, ps, a = res.traj
     if jnp.ndim(x0) == 1:

@@ -24,9 +24,11 @@ arrays are traced, and a repeated call with the same shapes reuses the compiled 
 types and shapes are checked when it is traced (``ValueError`` naming the argument); values — finite
 tokens, points and parameters, context weights that are non-negative and sum to one — are checked
 inside the compiled program with ``eqx.error_if``, so they hold under a caller's own ``jax.jit``,
-``vmap`` and ``grad`` too (``EQX_ON_ERROR=off`` removes them; they cost nothing measurable,
-``benchmarks/results/forward.md``). Under a plain ``jax.jit``, ``steps`` and ``max_steps`` must be
-marked static (``jax.jit(forward, static_argnames="steps")``); ``eqx.filter_jit`` does that itself.
+``vmap`` and ``grad`` too. They cost 1–2 % of a solve (``benchmarks/results/forward.md``), but a
+program containing them is never stored by JAX's persistent compilation cache (they are host
+callbacks): ``throw=False`` leaves them out, as sweeps over inputs they generate themselves do.
+Under a plain ``jax.jit``, ``steps`` and ``max_steps`` must be marked static
+(``jax.jit(forward, static_argnames="steps")``); ``eqx.filter_jit`` does that itself.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from ._flow import FlowSolution, FlowSpec, SaveAt
 from ._gaussian_limit import GaussianMeasure, GaussianSolution, gaussian_flow
 from ._measures import EmpiricalMeasure, as_measure, checked
 from ._paths import AbstractCFM
-from ._validation import static_int
+from ._validation import finite, finite_params, static_int
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""
@@ -81,11 +83,12 @@ def prepare(
     saveat: SaveAt = SaveAt(),
     adjoint: Adjoint | None = None,
     max_steps: int = 4096,
+    throw: bool = True,
 ) -> Prepared:
     """Check the arguments of :func:`forward` and bring them to one dtype (see its docstring).
 
     Types, shapes and options raise ``ValueError`` naming the argument when traced; values are
-    checked inside the compiled program (``eqx.error_if``).
+    checked inside the compiled program (``eqx.error_if``) unless ``throw`` is False.
     """
     if not isinstance(model, AbstractCFM):
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
@@ -140,11 +143,8 @@ def prepare(
         raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
     if isinstance(adjoint, AbstractHandAdjoint):
         adjoint.validate(model, spec)
-    context = checked(context)
-    params = eqx.filter(model, eqx.is_inexact_array)
-    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree.leaves(params)] or [jnp.array(True)]))
-    model = eqx.error_if(model, ~finite, "`model` parameters contain non-finite values (nan/inf).")
-    x0 = eqx.error_if(x0, ~jnp.all(jnp.isfinite(x0)), "`x0` contains non-finite values (nan/inf).")
+    if throw:
+        context, model, x0 = checked(context), finite_params(model), finite("x0", x0)
     dtype = jnp.result_type(x0, context.points, *jax.tree.leaves(model.stacked_params()))
     x = jnp.atleast_2d(x0).astype(dtype)
     return Prepared(model, x, context.points.astype(dtype), context.weights.astype(dtype), spec, adjoint, x0.ndim == 1)
@@ -162,6 +162,7 @@ def forward(
     saveat: SaveAt = SaveAt(),
     adjoint: Adjoint | None = None,
     max_steps: int = 4096,
+    throw: bool = True,
 ) -> GaussianSolution: ...
 
 
@@ -177,6 +178,7 @@ def forward(
     saveat: SaveAt = SaveAt(),
     adjoint: Adjoint | None = None,
     max_steps: int = 4096,
+    throw: bool = True,
 ) -> FlowSolution: ...
 
 
@@ -191,6 +193,7 @@ def forward(
     saveat: SaveAt = SaveAt(),
     adjoint: Adjoint | None = None,
     max_steps: int = 4096,
+    throw: bool = True,
 ) -> FlowSolution | GaussianSolution:
     """Integrate the contextual flow map over s ∈ [0, 1], differentiable by ``adjoint``; compiled.
 
@@ -210,6 +213,10 @@ def forward(
         adjoint: how the solve is differentiated (module docstring); default: the exact hand
             adjoint for Euler with fixed steps, ``diffrax.RecursiveCheckpointAdjoint()`` otherwise.
         max_steps: step cap per layer for adaptive solves. Static.
+        throw: check the values of the inputs inside the compiled program (default), raising an
+            error that names the argument. ``False`` leaves the checks out, for inputs a program
+            generated itself: JAX's persistent compilation cache never stores a program containing
+            host callbacks, which ``eqx.error_if`` is (``diffrax.diffeqsolve(throw=...)`` likewise). Static.
 
     Returns:
         [`FlowSolution`][cfm_jax.FlowSolution] (``x1`` shaped like ``x0``; ``xs`` ``(S,) + x0.shape``).
@@ -229,6 +236,7 @@ def forward(
             stepsize_controller=stepsize_controller,
             saveat=saveat,
             max_steps=max_steps,
+            throw=throw,
         )
     try:
         return _forward(
@@ -241,6 +249,7 @@ def forward(
             saveat=saveat,
             adjoint=adjoint,
             max_steps=max_steps,
+            throw=throw,
         )
     except TypeError as e:
         # forward mode met a reverse-mode strategy: name the fix instead of JAX's generic custom_vjp message

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numbers
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
@@ -17,6 +20,19 @@ def check_finite(name: str, x) -> None:
     """Raise `ValueError` naming `name` if a concrete array has nan/inf entries."""
     if is_concrete(x) and not bool(np.isfinite(np.asarray(x)).all()):
         raise ValueError(f"`{name}` contains non-finite values (nan/inf).")
+
+
+def finite(name: str, x):
+    """``x`` with a check, inside compiled code (``eqx.error_if``), that its entries are finite; the
+    error names ``name``."""
+    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains non-finite values (nan/inf).")
+
+
+def finite_params(model):
+    """``model`` with a check, inside compiled code, that its floating parameters are finite."""
+    leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves])) if leaves else jnp.array(True)
+    return eqx.error_if(model, ~ok, "`model` parameters contain non-finite values (nan/inf).")
 
 
 def check_positive(name: str, value, *, allow_zero: bool = False) -> None:

@@ -394,3 +394,73 @@ def test_forward_with_a_gaussian_context_is_the_exact_limit():
     assert np.isfinite(np.asarray(g.Q)).all() and float(jnp.abs(g.Q).max()) > 0
     with pytest.raises(ValueError, match="`adjoint`"):
         forward(model, x0, mu, adjoint=DiscreteAdjoint())
+
+
+def _has_host_callback(fn, *args) -> bool:
+    return "callback" in jax.jit(fn).lower(*args).as_text()
+
+
+def test_throw_false_leaves_the_value_checks_out_of_the_program(tiny):
+    """throw=True puts the value checks (host callbacks, which JAX's persistent compilation cache never
+    stores) into the compiled program; throw=False leaves them out, on the default hand-adjoint path
+    (the fixed-step Euler scan has no run-time checks of diffrax's) and through jax.grad; bad values
+    then pass through unchecked, as documented."""
+    ctx = cfm_jax.EmpiricalMeasure(jnp.arange(8.0).reshape(4, 2) / 8)
+    x0 = jnp.ones((1, 2))
+
+    def value(x, throw):
+        return forward(tiny, x, ctx, steps=4, throw=throw).x1
+
+    def grad(m, throw):
+        return cfm_jax.loss_and_grad(m, x0, ctx, jnp.zeros((1, 2)), throw=throw)[1]
+
+    assert _has_host_callback(lambda x: value(x, True), x0)
+    assert not _has_host_callback(lambda x: value(x, False), x0)
+    assert _has_host_callback(lambda m: grad(m, True), tiny)
+    assert not _has_host_callback(lambda m: grad(m, False), tiny)
+    np.testing.assert_array_equal(value(x0, False), value(x0, True))
+    assert np.isnan(np.asarray(value(jnp.full((1, 2), jnp.nan), False))).all()
+    mu, attention = cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2)), _attention_only()
+    assert _has_host_callback(lambda x: forward(attention, x, mu).x1, x0)
+    assert not _has_host_callback(lambda x: forward(attention, x, mu, throw=False).x1, x0)
+
+
+def _attention_only():
+    return Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=0, layers=2)
+
+
+@pytest.mark.parametrize("wrap", ["jax.jit", "eqx.filter_jit"])
+def test_gaussian_context_values_are_checked_under_jit(wrap):
+    """The exact Gaussian path checks x0 and the parameters inside the compiled program too."""
+    tiny = _attention_only()
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2))
+    jit = jax.jit if wrap == "jax.jit" else eqx.filter_jit
+    f = jit(lambda m, x: forward(m, x, mu).x1)
+    nan_model = eqx.tree_at(lambda m: m.V, tiny, tiny.V.at[0, 0, 0, 0].set(np.nan))
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+    with pytest.raises(errors, match="`x0`"):
+        jax.block_until_ready(f(tiny, jnp.array([[np.nan, 0.0]])))
+    with pytest.raises(errors, match="`model`"):
+        jax.block_until_ready(f(nan_model, jnp.zeros((1, 2))))
+
+
+def test_forward_inside_a_shard_map_with_varying_inputs(tiny):
+    """Inside a caller's jax.shard_map (check_vma=True) on inputs that vary over its axis, the forward's
+    carries are typed as varying (vary_alike): it runs with throw=False and equals the unsharded solve.
+    (With throw=True, equinox's checks cannot be typed over varying axes.)"""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    k = len(jax.devices())
+    mesh = jax.make_mesh((k,), ("b",))
+    x0 = jnp.linspace(-1.0, 1.0, 2 * k * 2).reshape(2 * k, 2)
+    z = jax.random.normal(jax.random.key(1), (k, 4, 2))
+
+    def body(x, zz):
+        return forward(tiny, x, cfm_jax.EmpiricalMeasure.unchecked(zz[0], jnp.full((4,), 0.25)), throw=False).x1
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("b"), P("b")), out_specs=P("b")))
+    put = lambda a: jax.device_put(a, NamedSharding(mesh, P("b")))  # noqa: E731
+    out = f(put(x0), put(z))
+    for i in range(k):
+        want = forward(tiny, x0[2 * i : 2 * i + 2], cfm_jax.EmpiricalMeasure(z[i])).x1
+        np.testing.assert_allclose(out[2 * i : 2 * i + 2], want, rtol=1e-12, atol=1e-14)

@@ -25,7 +25,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from .._flow import Loop, advance, loop, merge_leading, solution, state_before
+from .._flow import Loop, advance, loop, merge_leading, solution, state_before, vary_alike
 from .base import AbstractHandAdjoint, cotangent_or_zero, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
 
@@ -164,6 +164,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             return jax.lax.scan(step_at, adj, first * k + jnp.arange(seg * k), reverse=True)
 
         adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), jnp.zeros_like(w))
+        adj1 = vary_alike(adj1, model, y0, w, stored, ct)
         starts = None if (stored_all or recompute) else stored
         adj0, outs = jax.lax.scan(backward_segment, adj1, (starts, jnp.arange(L // seg)), reverse=True)
         gtheta, traj_out = jax.tree.map(merge_leading, outs)
