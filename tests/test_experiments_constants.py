@@ -51,10 +51,14 @@ def test_fixed_norm_transformer_has_the_norms_asked_for():
 
 @pytest.mark.parametrize("qmc", [False, True])
 def test_samplers_have_their_laws_moments(qmc):
-    """Gaussian: E‖z‖² = σ²; ball of radius R in d = 3: inside it, E‖z‖ = 3R/4, E‖z‖² = 3R²/5, mean 0."""
+    """Gaussian: E‖z‖² = σ², the covariance of the exact reference; ball of radius R in d = 3: inside
+    it, E‖z‖ = 3R/4, E‖z‖² = 3R²/5, mean 0."""
     n, key = 4096, jax.random.key(1)
     g = np.asarray(C.sample_law("gaussian", key, n, 4, 1.5, qmc=qmc))
     assert abs((g**2).sum(1).mean() / 1.5**2 - 1) < 0.05
+    law = C.gaussian_law(4, 1.5)  # the exact reference is the law the contexts are drawn from
+    np.testing.assert_allclose(np.cov(g.T), np.asarray(law.cov), atol=0.04)
+    np.testing.assert_allclose(g.mean(0), np.asarray(law.mean), atol=0.05)
     b = np.asarray(C.sample_law("ball", key, n, 3, 2.0, qmc=qmc))
     r = np.linalg.norm(b, axis=1)
     assert r.max() <= 2.0 and abs(r.mean() / 1.5 - 1) < 0.02 and abs((r**2).mean() / 2.4 - 1) < 0.03

@@ -135,6 +135,18 @@ def sample_law(law: Law, key, n: int, dim: int, scale, *, qmc: bool = False, dty
     return jnp.asarray(scale, dtype) * (r / jnp.linalg.norm(g, axis=-1))[:, None] * g
 
 
+def gaussian_law(dim: int, scale, dtype=None):
+    """The :class:`~cfm_jax.GaussianMeasure` N(0, scale²I/d) that ``sample_law("gaussian", …)`` draws
+    from (built unchecked: ``scale`` may be traced, and the arrays are made here)."""
+    import jax.numpy as jnp
+
+    from .._gaussian_limit import GaussianMeasure
+
+    dtype = dtype or jnp.result_type(float)
+    cov = jnp.asarray(scale, dtype) ** 2 / dim * jnp.eye(dim, dtype=dtype)
+    return GaussianMeasure.unchecked(jnp.zeros((dim,), dtype), cov)
+
+
 @dataclasses.dataclass(frozen=True)
 class Structure:
     """What one compiled program depends on: shapes and kinds. The scalars (scale, qk, v), the
@@ -159,7 +171,6 @@ def _seed_deviations(st: Structure, key, model_key, scale, qk, v, v_sum):
     import jax.numpy as jnp
 
     from .._flow import SaveAt
-    from .._gaussian_limit import GaussianMeasure
     from .._measures import EmpiricalMeasure
     from .._solve import forward
 
@@ -182,8 +193,7 @@ def _seed_deviations(st: Structure, key, model_key, scale, qk, v, v_sum):
         return jnp.max(jnp.linalg.norm(a - b, axis=-1))
 
     if st.law == "gaussian":
-        cov = jnp.asarray(scale, dtype) ** 2 / st.dim * jnp.eye(st.dim, dtype=dtype)
-        ref = xs(GaussianMeasure.unchecked(jnp.zeros((st.dim,), dtype), cov))
+        ref = xs(gaussian_law(st.dim, scale, dtype))
         floor = jnp.zeros((), dtype)
     else:
         ref = xs(EmpiricalMeasure(sample_law(st.law, k_r1, st.n_ref, st.dim, scale, qmc=True, dtype=dtype)))
@@ -1041,6 +1051,7 @@ __all__ = [
     "claims_table",
     "deviations",
     "fixed_norm_transformer",
+    "gaussian_law",
     "growth_fit",
     "large_n_slope",
     "log_prefactors",
