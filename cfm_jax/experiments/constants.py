@@ -10,8 +10,10 @@ dimension d nor the parameter count p. This module measures each part of that st
 
 - **prefactors**: C in sup_s ‖x_s − x̂_s‖ ≈ C n^{-1/2} against d ∈ {2, …, 64}, the number of heads H
   and the width m of a linear MLP, at fixed operator norms (every initialised Q_h, K_h rescaled to
-  ‖Q_h‖ = ‖K_h‖ = √b, so ‖Q_h‖‖K_h‖ = b; the heads' concatenated value map [V_1 … V_H] to norm v;
-  W1, W2 to norm 1);
+  ‖Q_h‖ = ‖K_h‖ = √b, so ‖Q_h‖‖K_h‖ = b; the heads' concatenated value map [V_1 … V_H] to norm v,
+  or, in a second heads sweep, Σ_h ‖V_h‖ = v; W1, W2 to norm 1). C is the fit with the slope
+  fixed at −1/2, exp(mean over models and n of log(√n · deviation)); the free slope (over all n
+  and over the largest n) is reported beside it;
 - **scales**: C against the context scale (Gaussian N(0, σ²I/d), so E‖z‖² = σ²; the uniform ball of
   radius R, the paper's compact support) and against b = ‖Q‖‖K‖, through the effective inverse
   temperature β = b σ² (Gaussian) or b R² (ball). Attention with no bias is homogeneous: scaling
@@ -30,7 +32,8 @@ or with a linear MLP), floor 0. The ball has no closed form: its reference is a 
 context of ``n_ref`` points, and its floor is the same deviation between two independent ones.
 The n-point contexts are i.i.d. draws, independent of the reference; the n-sweep uses the first n
 points of one sample of max(ns) (common random numbers). Deviations are taken at the layer
-boundaries (one Euler step per layer: the residual network).
+boundaries (one Euler step per layer: the residual network). Confidence intervals are percentile
+bootstraps over seeds (each seed: one random model, token and context; in the tails one context).
 
 Each part is an object with ``configs(quick, seed)``, ``run_config(config)``,
 ``summarize(rows)`` (claim lines: claim, command, figure, measured, verdict) and
