@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rates": ("cfm_jax.experiments.rates", "finite vs infinite context: fitted rates in n and d"),
     "ogd": ("cfm_jax.experiments.ogd_ablation", "ridge-regularised OGD ablation over lambda and n"),
     "sync": ("cfm_jax.experiments.sync", "stochastic transformer: synchronisation and Lyapunov table"),
+    "constants": ("cfm_jax.experiments.constants", "the first paper's constants and tails vs the exact limit"),
 }
 
 DESCRIPTION = (

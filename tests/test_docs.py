@@ -143,7 +143,7 @@ def test_strict_build_offline(tmp_path):
     for ident in api_entries():
         assert f'id="{ident}"' in all_html, ident
     assert not re.search(r":(class|func|mod|meth|attr|data|obj|exc):`", all_html)
-    for name in ("quickstart", "chaos", "ogd", "sync", "paper"):  # notebooks with their committed figures
+    for name in ("quickstart", "chaos", "ogd", "sync", "paper", "constants"):  # notebooks with their figures
         page = (site / "notebooks" / name / "index.html").read_text()
         assert "data:image/png;base64" in page, name
 

@@ -3,6 +3,7 @@
 
 import re
 
+import pytest
 from conftest import execute_notebook, notebook_images, printed_intervals
 
 
@@ -30,4 +31,33 @@ def test_ogd_notebook_reports_the_three_ridge_regimes(tmp_path):
     assert all(m[-1] < m[0] for m in means.values()), means
     (zero,) = printed_intervals(text, "zero ")
     assert -1.3 < zero[0] < -0.7, zero
+    assert len(notebook_images(outputs)) == 1
+
+
+@pytest.mark.slow  # about a minute on 2 loaded cores (three compiled programs)
+def test_constants_notebook_text_matches_its_output(tmp_path):
+    """The text says: every C/C(d=2) interval contains 1 and every slope interval −1/2 (section 1); the σ
+    and ‖Q‖‖K‖ sweeps agree, slopes contain −1/2 up to β = 4 but not at β = 16, κ's interval lies
+    below 2 (section 2); quantiles ordered, curvature intervals contain 0, q slopes −0.48 … −0.50 (3)."""
+    outputs, text = execute_notebook("constants.ipynb", tmp_path)
+    dims = re.findall(
+        r"C/C\(d=2\) = [\d.]+ \[([\d.]+), ([\d.]+)\]\s+slope ([+-][\d.]+) \[([+-][\d.]+), ([+-][\d.]+)\]", text
+    )
+    assert len(dims) == 3 and all(
+        float(a) <= 1 <= float(b) and float(lo) <= -0.5 <= float(hi) for a, b, _, lo, hi in dims
+    )
+    beta_line = (
+        r"beta=\s*([\d.]+): C/sigma = ([\d.]+) \(qk sweep\), ([\d.]+) \(sigma sweep\); "
+        r"slope [+-][\d.]+ \[([+-][\d.]+), ([+-][\d.]+)\]"
+    )
+    betas = re.findall(beta_line, text)
+    assert len(betas) == 4 and all(a == b for _, a, b, _, _ in betas)
+    assert all((float(lo) <= -0.5 <= float(hi)) == (float(beta) <= 4) for beta, _, _, lo, hi in betas), betas
+    kappa = re.search(r"kappa = ([\d.]+) \[([\d.]+), ([\d.]+)\]", text)
+    assert kappa is not None and float(kappa.group(3)) < 2
+    assert "quantiles ordered in delta at every n: True" in text
+    curv = re.findall(r"curvature [+-][\d.]+ \[([+-][\d.]+), ([+-][\d.]+)\]", text)
+    assert len(curv) == 5 and all(float(lo) <= 0 <= float(hi) for lo, hi in curv)
+    slopes = [float(v) for v in re.findall(r"slope of q in n ([+-][\d.]+)", text)]
+    assert len(slopes) == 5 and all(-0.505 <= v <= -0.475 for v in slopes), slopes
     assert len(notebook_images(outputs)) == 1

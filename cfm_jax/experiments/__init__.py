@@ -1,6 +1,6 @@
 """Experiments: a shared resumable sweep runner, its command-line options, and the paper's experiments.
 
-The experiment modules (``rates``, ``ogd_ablation``, ``gradcheck``, ``sync``) are imported on
+The experiment modules (``rates``, ``ogd_ablation``, ``gradcheck``, ``sync``, ``constants``) are imported on
 demand, not here, so that ``cfm-jax --help`` stays fast.
 """
 
