@@ -18,9 +18,12 @@ Rows (one per (d, regime), all seeds vmapped; part ``"ogd"``):
 * ``weak`` (λ = λ_c/8, at d0 only) and ``strong`` (λ = min(1.5 λ_c, 0.9/η), at every d): the
   same, with λ from the ``zero`` row of that d (recomputed in-process when absent).
 
-Each row keeps, per seed and n: the sup over all k, the sup over k ≤ k_c = 1/η, and the maxima
-over consecutive windows of k_c steps after k_c (their log-log trend in k is the growth exponent
-β: 0 for a bounded deviation, 1 for linear growth); plus the seed-mean curve for the figure.
+Each row keeps, per seed and n: the sup over all k, the sup over k ≤ k_c = 1/η (the paper's
+horizon) and over k ≤ 1/(ηC) (where the worst-case factor (1 + ηC)^k reaches e), and the maxima
+over 8 equal windows of k spanning [k_c, K] (their log-log trend in k is the growth exponent β: 0
+for a bounded deviation, 1 for linear growth); plus the seed-mean curve for the figure. η is
+chosen so that ηC is a few percent at d0: the ridge acts on the time scale 1/(ηλ), which K must
+exceed several times for a bounded-or-not verdict.
 
 Summary (:func:`summarize`): the n-slope (claim −1/2), the d-exponent at fixed n (claim +1/2,
 i.e. √(d/n)), C and λ_c, and the growth exponent after k_c per regime, with 95 % bootstrap CIs
@@ -45,10 +48,10 @@ DEFAULTS = dict(
     dims=(2, 4, 8, 16),
     layers=2,
     batch=4,
-    ns=(4, 16, 64, 256, 1024),
+    ns=(4, 16, 64, 256, 512),
     context_scale=0.5,
-    eta=0.05,
-    steps=320,
+    eta=0.5,
+    steps=400,
     seeds=6,
     weak=1 / 8,
     strong=1.5,
@@ -61,8 +64,8 @@ QUICK = dict(
     batch=4,
     ns=(4, 16, 64, 256),
     context_scale=0.5,
-    eta=0.1,
-    steps=60,
+    eta=0.5,
+    steps=64,
     seeds=3,
     weak=1 / 8,
     strong=1.5,
@@ -241,7 +244,7 @@ def _pilot(shape_key: str) -> dict:
     devs, losses, norms, params = _runs(config, np.zeros(config["seeds"]))
     Cs = _region_C(config, params)
     return {
-        **_measure(config, np.asarray(devs), np.asarray(losses), np.asarray(norms)),
+        **_measure(config, np.asarray(devs), np.asarray(losses), np.asarray(norms), Cs),
         "lam": [0.0] * config["seeds"],
         "C_seeds": Cs,
         "region_C_seeds": Cs,
@@ -256,27 +259,36 @@ def ridges(C: float, eta: float, weak: float = 1 / 8, strong: float = 1.5) -> di
 
 
 def _windows(config: dict, devs: np.ndarray):
-    """Window maxima after k_c: (centres (W,), maxima (S, W, len(ns)))."""
+    """Maxima over 8 equal windows of k spanning [k_c, K]: (centres (8,), maxima (S, 8, len(ns)))."""
     K = devs.shape[1]
-    kc = max(1, round(1 / config["eta"]))
-    edges = np.arange(kc, K + 1, kc)
-    if len(edges) < 3:
-        raise ValueError(f"steps = {K} must reach at least 3/η = {3 * kc} to measure the growth after k_c.")
-    centres = 0.5 * (edges[:-1] + edges[1:])
+    kc = _kc(config)
+    if K < kc + 16:
+        raise ValueError(f"steps = {K} must exceed k_c + 16 = {kc + 16} to measure the growth after k_c.")
+    edges = np.linspace(kc, K, 9).round().astype(int)
+    centres = 0.5 * (edges[:-1] + edges[1:] + 1)  # window [a, b) holds steps a + 1 … b
     maxima = np.stack([devs[:, a:b].max(1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
     return centres, maxima
 
 
-def _measure(config: dict, devs: np.ndarray, losses: np.ndarray, norms: np.ndarray) -> dict:
-    """Per-seed statistics of deviations ``devs (S, K, len(ns))`` (JSON-able lists)."""
+def _kc(config: dict) -> int:
+    """k_c = 1/η (rounded, >= 1): the paper's horizon."""
+    return max(1, round(1 / config["eta"]))
+
+
+def _measure(config: dict, devs: np.ndarray, losses: np.ndarray, norms: np.ndarray, Cs) -> dict:
+    """Per-seed statistics of deviations ``devs (S, K, len(ns))`` (JSON-able lists); ``Cs`` the
+    seeds' C on their λ = 0 region (for the horizon 1/(ηC))."""
     S, K, _ = devs.shape
-    kc = max(1, round(1 / config["eta"]))
+    kc = _kc(config)
+    kC = [int(min(K, max(1, round(1 / (config["eta"] * c))))) for c in Cs]
     centres, maxima = _windows(config, devs)
     stride = max(1, K // config["curve_points"])
     curve = np.exp(np.log(np.maximum(devs, 1e-300)).mean(0))[stride - 1 :: stride]  # (P, len(ns)) geometric mean
     return {
         "sup_dev": devs.max(1).tolist(),  # (S, len(ns))
         "sup_dev_kc": devs[:, :kc].max(1).tolist(),
+        "k_C": kC,  # 1/(ηC) per seed, capped at K
+        "sup_dev_kC": [devs[s, : kC[s]].max(0).tolist() for s in range(S)],
         "argmax_k": (devs.argmax(1) + 1).tolist(),
         "window_k": centres.tolist(),
         "window_max": maxima.tolist(),  # (S, W, len(ns))
@@ -296,7 +308,7 @@ def run_config(config: dict) -> dict:
     t0 = time.perf_counter()
     devs, losses, norms, params = _runs(config, lams)
     return {
-        **_measure(config, np.asarray(devs), np.asarray(losses), np.asarray(norms)),
+        **_measure(config, np.asarray(devs), np.asarray(losses), np.asarray(norms), pilot["C_seeds"]),
         "lam": lams,
         "C_seeds": pilot["C_seeds"],
         "region_C_seeds": _region_C(config, params),
@@ -355,14 +367,18 @@ def summarize(rows: list[dict]) -> list[dict]:
     cfg = zero[0]["config"]
     ns = np.asarray(cfg["ns"], float)
     d0, eta = cfg["d0"], cfg["eta"]
-    kc = max(1, round(1 / eta))
+    kc = _kc(cfg)
     lines = []
     by = {reg: {r["config"]["dim"]: r for r in _rows(rows, reg)} for reg in REGIMES}
 
     # 1. n-slope, strong ridge (all k) and λ = 0 up to k_c
     parts = []
     verdicts = []
-    for reg, key, what in (("strong", "sup_dev", "sup over all k"), ("zero", "sup_dev_kc", f"sup over k ≤ k_c = {kc}")):
+    for reg, key, what in (
+        ("strong", "sup_dev", "sup over all k"),
+        ("zero", "sup_dev_kc", f"sup over k ≤ k_c = 1/η = {kc}"),
+        ("zero", "sup_dev_kC", "sup over k ≤ 1/(ηC)"),
+    ):
         r = by[reg].get(d0)
         if r is None:
             continue
@@ -469,7 +485,7 @@ def summarize(rows: list[dict]) -> list[dict]:
 def _ratios(row) -> str:
     """λ/λ_c over the seeds (λ_c = 2C of each seed's λ = 0 region): one value or a range."""
     r = np.asarray(row["lam"]) / (2 * np.asarray(row["C_seeds"]))
-    return f"{r.min():.3g}" if np.ptp(r) < 1e-6 * r.max() else f"{r.min():.3g}…{r.max():.3g}"
+    return f"{r.min():.3g}" if np.ptp(r) <= 1e-6 * r.max() else f"{r.min():.3g}…{r.max():.3g}"
 
 
 def _worst(verdicts: list[str]) -> str:
@@ -507,13 +523,14 @@ def _figure_n(rows, cfg):
     from .plotting import COLORS, figure, log_ticks, log_values, reference_slope
 
     ns = np.asarray(cfg["ns"], float)
-    kc = max(1, round(1 / cfg["eta"]))
+    kc = _kc(cfg)
     fig, axes = figure(1, ncols=1, width=6.4, height=4.4)
     ax = axes[0]
     series = [
         ("strong", "sup_dev", "λ > λ_c, sup over all k", "o"),
         ("weak", "sup_dev", "0 < λ < λ_c, sup over all k", "s"),
-        ("zero", "sup_dev_kc", f"λ = 0, sup over k ≤ k_c = {kc}", "^"),
+        ("zero", "sup_dev_kc", f"λ = 0, sup over k ≤ k_c = 1/η = {kc}", "^"),
+        ("zero", "sup_dev_kC", "λ = 0, sup over k ≤ 1/(ηC)", "D"),
         ("zero", "sup_dev", "λ = 0, sup over all k", "v"),
     ]
     anchor = None
@@ -542,7 +559,7 @@ def _figure_n(rows, cfg):
     log_values(ax, "y")
     log_ticks(ax, ns, "x")
     ax.set_xlabel("context size n")
-    ax.set_ylabel("‖θ_k^(n) − θ̂_k‖_L∞ (geometric mean over seeds; bars: range)")
+    ax.set_ylabel("sup ‖θ_k^(n) − θ̂_k‖_L∞ (bars: range over seeds)")
     ax.set_title(f"OGD against the exact population gradient, d = {cfg['d0']}")
     ax.legend(fontsize=7, title="markers: data; lines: fits [95 % CI]", title_fontsize=7)
     fig.tight_layout()
@@ -575,8 +592,8 @@ def _figure_d(rows, cfg):
     log_values(ax, "y")
     log_ticks(ax, dims, "x")
     ax.set_xlabel("dimension d")
-    ax.set_ylabel("sup_k ‖θ_k^(n) − θ̂_k‖_L∞ (λ > λ_c; geometric mean)")
-    ax.set_title("d-dependence at fixed n (markers: data, lines: fits)")
+    ax.set_ylabel("sup_k ‖θ_k^(n) − θ̂_k‖_L∞ (geometric mean)")
+    ax.set_title(f"λ = {cfg['strong']:g}·λ_c: d-dependence at fixed n (dots: data, lines: fits)", fontsize=9)
     ax.legend(fontsize=7)
     ax = axes[1]
     zero = {r["config"]["dim"]: r for r in _rows(rows, "zero")}
@@ -591,7 +608,6 @@ def _figure_d(rows, cfg):
         color=COLORS[0],
         label="C on the λ = 0 region (mean; bars: range over seeds)",
     )
-    ax.axhline(0.9 / cfg["eta"] / 2 / cfg["strong"], color="0.4", ls=":", label="largest C with 1.5·2C < 0.9/η")
     log_values(ax, "y")
     log_ticks(ax, dz, "x")
     ax.set_xlabel("dimension d")
@@ -617,8 +633,11 @@ def _figure_k(rows, cfg):
         for i, n in enumerate(cfg["ns"]):
             ax.plot(k, curve[:, i], color=COLORS[i % len(COLORS)], lw=1.3, label=f"n = {n}")
         ax.axvline(kc, color="0.3", ls=":", lw=1.2, label="k_c = 1/η")
+        kC = np.exp(np.mean(np.log(r["k_C"])))
+        ax.axvline(kC, color="0.3", ls="--", lw=1.0, label="1/(ηC) (geometric mean over seeds)")
         log_values(ax, "y")
-        ax.set_title(f"{reg}: λ = {_ratios(r)}·λ_c (λ_c = 2C per seed)", fontsize=9)
+        lam = "λ = 0" if reg == "zero" else f"λ = {_ratios(r)}·λ_c (λ_c = 2C per seed)"
+        ax.set_title(f"{reg}: {lam}, d = {cfg['d0']}", fontsize=9)
         ax.set_xlabel("OGD step k")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("‖θ_k^(n) − θ̂_k‖_L∞ (geometric mean over seeds)")
