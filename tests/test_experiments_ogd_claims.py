@@ -11,6 +11,7 @@
 """
 
 import json
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +23,7 @@ from cfm_jax import ogd
 from cfm_jax.experiments import ogd_claims as oc
 from cfm_jax.stats import fit_loglog
 
-TINY = dict(
+TINY: dict[str, Any] = dict(
     part="ogd",
     dim=2,
     regime="zero",
@@ -32,8 +33,8 @@ TINY = dict(
     batch=4,
     ns=[4, 16, 64, 256],
     context_scale=0.5,
-    eta=0.1,
-    steps=30,
+    eta=0.5,
+    steps=24,
     seeds=8,
     weak=0.125,
     strong=1.5,
@@ -68,11 +69,13 @@ def test_population_trajectory_is_hand_written_ridge_ogd_on_the_moment_recursion
     grad = jax.jit(jax.grad(_moment_loss))
     theta = (student.Q, student.K, student.V)
     L = student.num_layers
+    ref = res.ref_params
+    assert isinstance(ref, cfm_jax.Transformer)
     for k in range(K):
         s = stream(jnp.asarray(k))
         g = grad(theta, s.x0, s.y, mu.mean, mu.cov)
         theta = tuple(t - eta * (L * gi + lam * t) for t, gi in zip(theta, g))
-        got = (res.ref_params.Q[k], res.ref_params.K[k], res.ref_params.V[k])
+        got = (ref.Q[k], ref.K[k], ref.V[k])
         for a, b in zip(got, theta):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     # and the n-point trajectories do see n points: at n = 4 they are not the population one
@@ -90,6 +93,24 @@ def test_stream_labels_are_the_teachers_exact_population_output():
     np.testing.assert_allclose(np.cov(np.asarray(stream(jnp.asarray(0)).context).T).shape, (2, 2))
 
 
+def test_measure_windows_and_horizons_on_a_known_curve():
+    """devs = c_s·k (k = 1…K): every window's maximum is its last step, sup over k ≤ h is c_s·h."""
+    cfg = dict(TINY, eta=0.25, steps=36, curve_points=12)  # k_c = 4; windows of 4 steps over [4, 36]
+    K = cfg["steps"]
+    k = np.arange(1, K + 1, dtype=float)
+    c = np.array([[1.0, 2.0], [3.0, 5.0]])  # (S, len(ns))
+    devs = c[:, None, :] * k[None, :, None]
+    out = oc._measure(cfg, devs, np.zeros((2, K, 3)), np.ones((2, K)), Cs=[0.4, 40.0])
+    np.testing.assert_array_equal(out["window_k"], np.arange(8, 37, 4))  # each window's last step
+    np.testing.assert_array_equal(np.asarray(out["window_max"]), c[:, None, :] * np.arange(8, 37, 4)[None, :, None])
+    np.testing.assert_array_equal(out["sup_dev"], c * K)
+    np.testing.assert_array_equal(out["sup_dev_kc"], c * 4)
+    assert out["k_C"] == [10, 1]  # 1/(ηC) = 1/(0.25·0.4), and at least one step
+    np.testing.assert_array_equal(out["sup_dev_kC"], c * np.array([[10], [1]]))
+    fits = oc.growth_fit(out)
+    np.testing.assert_allclose([f.slope for f in fits], 1.0, rtol=1e-9)  # a linear ramp: growth exponent 1
+
+
 @pytest.fixture(scope="module")
 def tiny_rows():
     """The zero row of the tiny configuration and the weak row (λ from the zero row's C)."""
@@ -98,6 +119,7 @@ def tiny_rows():
     return zero, weak
 
 
+@pytest.mark.slow
 def test_runner_with_traced_ridge_matches_plain_coupled_run(tiny_rows):
     _, weak = tiny_rows
     s = 1
@@ -113,6 +135,7 @@ def test_runner_with_traced_ridge_matches_plain_coupled_run(tiny_rows):
     np.testing.assert_allclose(weak["lam"][s], 2 * weak["C_seeds"][s] / 8, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_n_slope_at_small_sizes_contains_minus_one_half(tiny_rows):
     zero, _ = tiny_rows
     fit = fit_loglog(np.asarray(TINY["ns"], float), np.asarray(zero["sup_dev_kc"]).T)
@@ -147,6 +170,8 @@ def _synthetic_rows(a_n=-0.5, a_d=0.5, beta_strong=0.0, beta_weak=0.0, beta_zero
                     "config": {**cfg, "dim": d, "regime": regime},
                     "sup_dev": sup.tolist(),
                     "sup_dev_kc": sup.tolist(),
+                    "sup_dev_kC": sup.tolist(),
+                    "k_C": [20] * S,
                     "window_k": k.tolist(),
                     "window_max": windows.tolist(),
                     "curve_k": list(range(1, 81)),

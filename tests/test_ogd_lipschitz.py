@@ -48,7 +48,7 @@ def test_population_gradient_is_the_gradient_at_the_population(setup):
     np.testing.assert_allclose(est.ratios_pairs, ref.ratios_pairs, rtol=1e-12)
     np.testing.assert_allclose(est.ratios_local, ref.ratios_local, rtol=1e-12)
     with pytest.raises(ValueError, match="population"):
-        ogd.estimate_lipschitz(student, visited, stream, key, population=jnp.eye(2))
+        ogd.estimate_lipschitz(student, visited, stream, key, population=jnp.eye(2))  # pyright: ignore[reportArgumentType]
 
 
 def test_bad_arguments(setup):

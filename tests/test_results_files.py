@@ -65,6 +65,8 @@ def test_every_results_folder_records_what_wrote_it(path):
     the summary and the figures (what a later --overwrite removes)."""
     folder = path.parent
     run = json.loads((folder / MANIFEST).read_text(), parse_constant=_refuse)
-    assert run["experiment"].split()[0] in ("rates", "ogd", "gradcheck", "sync") and isinstance(run["config"], dict)
+    assert run["experiment"].split()[0] in ("rates", "ogd", "gradcheck", "sync", "constants") and isinstance(
+        run["config"], dict
+    )
     written = {p.name for p in folder.iterdir() if p.suffix in (".jsonl", ".png", ".txt") or p.name == "summary.json"}
     assert set(run["files"]) == written

@@ -43,7 +43,7 @@ import numpy as np
 PART = "ogd"
 COMMAND = "cfm-jax constants --parts ogd"
 REGIMES = ("zero", "weak", "strong")
-DEFAULTS = dict(
+DEFAULTS: dict[str, Any] = dict(
     d0=4,
     dims=(2, 4, 8, 16),
     layers=2,
@@ -57,15 +57,15 @@ DEFAULTS = dict(
     strong=1.5,
     curve_points=160,
 )
-QUICK = dict(
+QUICK: dict[str, Any] = dict(
     d0=2,
     dims=(2, 4),
     layers=2,
     batch=4,
-    ns=(4, 16, 64, 256),
+    ns=(4, 16, 64),
     context_scale=0.5,
     eta=0.5,
-    steps=64,
+    steps=48,
     seeds=3,
     weak=1 / 8,
     strong=1.5,
@@ -259,15 +259,15 @@ def ridges(C: float, eta: float, weak: float = 1 / 8, strong: float = 1.5) -> di
 
 
 def _windows(config: dict, devs: np.ndarray):
-    """Maxima over 8 equal windows of k spanning [k_c, K]: (centres (8,), maxima (S, 8, len(ns)))."""
+    """Maxima over 8 equal windows of k spanning (k_c, K]: (each window's last step (8,), maxima
+    (S, 8, len(ns))); against the last step, a growth ∝ k^β has log-log slope exactly β."""
     K = devs.shape[1]
     kc = _kc(config)
     if K < kc + 16:
         raise ValueError(f"steps = {K} must exceed k_c + 16 = {kc + 16} to measure the growth after k_c.")
     edges = np.linspace(kc, K, 9).round().astype(int)
-    centres = 0.5 * (edges[:-1] + edges[1:] + 1)  # window [a, b) holds steps a + 1 … b
-    maxima = np.stack([devs[:, a:b].max(1) for a, b in zip(edges[:-1], edges[1:])], axis=1)
-    return centres, maxima
+    maxima = np.stack([devs[:, a:b].max(1) for a, b in zip(edges[:-1], edges[1:])], axis=1)  # steps a+1 … b
+    return edges[1:].astype(float), maxima
 
 
 def _kc(config: dict) -> int:
@@ -281,7 +281,7 @@ def _measure(config: dict, devs: np.ndarray, losses: np.ndarray, norms: np.ndarr
     S, K, _ = devs.shape
     kc = _kc(config)
     kC = [int(min(K, max(1, round(1 / (config["eta"] * c))))) for c in Cs]
-    centres, maxima = _windows(config, devs)
+    ends, maxima = _windows(config, devs)
     stride = max(1, K // config["curve_points"])
     curve = np.exp(np.log(np.maximum(devs, 1e-300)).mean(0))[stride - 1 :: stride]  # (P, len(ns)) geometric mean
     return {
@@ -290,7 +290,7 @@ def _measure(config: dict, devs: np.ndarray, losses: np.ndarray, norms: np.ndarr
         "k_C": kC,  # 1/(ηC) per seed, capped at K
         "sup_dev_kC": [devs[s, : kC[s]].max(0).tolist() for s in range(S)],
         "argmax_k": (devs.argmax(1) + 1).tolist(),
-        "window_k": centres.tolist(),
+        "window_k": ends.tolist(),
         "window_max": maxima.tolist(),  # (S, W, len(ns))
         "curve_k": list(range(stride, K + 1, stride)),
         "curve": curve.tolist(),
@@ -639,7 +639,7 @@ def _figure_k(rows, cfg):
         lam = "λ = 0" if reg == "zero" else f"λ = {_ratios(r)}·λ_c (λ_c = 2C per seed)"
         ax.set_title(f"{reg}: {lam}, d = {cfg['d0']}", fontsize=9)
         ax.set_xlabel("OGD step k")
-        ax.legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="lower right")  # the same line styles in every panel
     axes[0].set_ylabel("‖θ_k^(n) − θ̂_k‖_L∞ (geometric mean over seeds)")
     fig.tight_layout()
     return fig
@@ -655,9 +655,12 @@ def run_part(quick: bool, seed: int, out_dir, *, resume: bool = True, progress: 
 
     cfgs = configs(quick, seed)
     folder = ResultsFolder(
-        out_dir, "constants_ogd", {"quick": bool(quick), "seed": int(seed)}, mode="resume" if resume else "overwrite"
+        out_dir,
+        "constants",
+        {"parts": [PART], "quick": bool(quick), "seed": int(seed)},
+        mode="resume" if resume else "overwrite",
     )
-    rows = folder.sweep(progress=progress).run(cfgs, run_config, desc="ogd")
+    rows = folder.sweep(progress=progress).run(cfgs, lambda c: run_config(dict(c)), desc="ogd")
     figs = figures(rows, folder.path)
     folder.record(*[p.name for p in figs])
     claims = summarize(rows)
