@@ -401,16 +401,17 @@ def summarize(rows: list[dict]) -> list[dict]:
     if len(dims) >= 2:
         sup = np.asarray([by["strong"][d]["sup_dev"] for d in dims])  # (D, S, len(ns))
         fits = [fit_loglog(np.asarray(dims, float), sup[:, :, i]) for i in range(len(ns))]
-        ver = []
-        for f in fits:
-            ver.append("holds" if f.ci_low <= 0.5 else "refuted at these sizes")
+        n_fits = [fit_loglog(ns, sup[j].T) for j in range(len(dims))]
+        ver = ["holds" if f.ci_low <= 0.5 else "refuted at these sizes" for f in fits]
         lines.append(
             dict(
                 claim="sup_k ‖θ_k − θ̂_k‖_L∞ = O(√(d/n)): d-exponent ≤ +1/2 at fixed n (λ > λ_c)",
                 command=COMMAND,
                 figure=FIGURES[1],
                 measured=f"d = {dims[0]}…{dims[-1]}, d-exponent: "
-                + ", ".join(f"n={int(n)} {_fmt(f)}" for n, f in zip(ns, fits)),
+                + ", ".join(f"n={int(n)} {_fmt(f)}" for n, f in zip(ns, fits))
+                + "; n-slope per d: "
+                + ", ".join(f"d={d} {_fmt(f)}" for d, f in zip(dims, n_fits)),
                 verdict=_worst(ver),
             )
         )
