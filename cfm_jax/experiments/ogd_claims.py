@@ -1,33 +1,38 @@
 """The first paper's OGD claims measured against the exact infinite-context limit (``docs/ogd.md``).
 
 The population trajectory θ̂_k follows the *exact* infinite-context loss: its context is the
-Gaussian law μ = N(0, I/d) itself, through ``cfm_jax.forward``'s Gaussian limit (the moment
-recursion, differentiated by autodiff; ``coupled_run(..., population=μ)``). The n-context
-trajectories θ^{(n)}_k see n i.i.d. points of μ (the first n of each sample's context); all of
-them see the same stream (x_0^k ~ N(0, I), y^k = the teacher's exact population output). The
-ridge OGD step is θ ← (1 − ηλ)θ − η L·∂ℓ/∂θ_l. Students and teacher: attention-only
-transformers (H = 1, L layers, ``Transformer.init`` scales). The context scale Σ = I/d keeps the
-attention logits' variance uᵀΣu = O(1) at every d, so that d does not also change the softmax's
-effective temperature.
+Gaussian law μ = N(0, (s²/d) I) itself (s = ``context_scale``), through ``cfm_jax.forward``'s
+Gaussian limit (the moment recursion, differentiated by autodiff; ``coupled_run(...,
+population=μ)``). The n-context trajectories θ^{(n)}_k see n i.i.d. points of μ (the first n of
+each sample's context); all of them see the same stream (x_0^k ~ N(0, I), y^k = the teacher's
+exact population output). The ridge OGD step is θ ← (1 − ηλ)θ − η L·∂ℓ/∂θ_l. Students and
+teachers: attention-only transformers (H = 1, L layers, ``Transformer.init`` scales). The context
+covariance ∝ I/d keeps the attention logits' variance uᵀΣu = O(1) at every d, so that d does not
+also change the softmax's effective temperature.
 
-Rows (one per (d, regime), all seeds vmapped; part ``"ogd"``):
+Rows (one per (d, regime), part ``"ogd"``; the seeds are vmapped, each drawing its own teacher,
+student and stream from ``fold_in(key(seed), d)``):
 
 * regime ``zero`` (λ = 0) at every d: the deviations ‖θ^{(n)}_k − θ̂_k‖_{L∞} and, per seed, C
   estimated on the region θ̂ visited (:func:`cfm_jax.ogd.estimate_lipschitz` with the exact
-  population gradient); λ_c = 2C (C: mean over seeds);
-* ``weak`` (λ = λ_c/8, at d0 only) and ``strong`` (λ = min(1.5 λ_c, 0.9/η), at every d): the
-  same, with λ from the ``zero`` row of that d (recomputed in-process when absent).
+  population gradient); λ_c = 2C per seed;
+* ``weak`` (λ = weak·λ_c, at d0 only) and ``strong`` (λ = min(strong·λ_c, 0.9/η), at every d):
+  the same, each seed with its own λ from the ``zero`` computation of that d (cached in-process;
+  recomputed when the ``zero`` row was written by an earlier process). λ is traced: one
+  compilation per d serves every regime.
 
 Each row keeps, per seed and n: the sup over all k, the sup over k ≤ k_c = 1/η (the paper's
 horizon) and over k ≤ 1/(ηC) (where the worst-case factor (1 + ηC)^k reaches e), and the maxima
-over 8 equal windows of k spanning [k_c, K] (their log-log trend in k is the growth exponent β: 0
-for a bounded deviation, 1 for linear growth); plus the seed-mean curve for the figure. η is
+over 8 equal windows of k spanning (k_c, K] (their log-log trend in k is the growth exponent β:
+0 for a bounded deviation, 1 for linear growth); plus the seed-mean curve for the figure. η is
 chosen so that ηC is a few percent at d0: the ridge acts on the time scale 1/(ηλ), which K must
 exceed several times for a bounded-or-not verdict.
 
 Summary (:func:`summarize`): the n-slope (claim −1/2), the d-exponent at fixed n (claim +1/2,
 i.e. √(d/n)), C and λ_c, and the growth exponent after k_c per regime, with 95 % bootstrap CIs
-over seeds (the seeds are the streams; teacher, student and μ are fixed per d).
+over seeds. Verdicts: a decay exponent at least as steep as the bound's holds, a slower decay is
+"not observed", none is "refuted"; a d-exponent whose CI lies above +1/2 is "refuted"; "bounded"
+means every n's growth-exponent CI reaches 0 or lies below it.
 """
 
 from __future__ import annotations
