@@ -174,9 +174,11 @@ def PopulationStream(teacher, population, key, *, batch: int, context_size: int)
 
 @functools.lru_cache(maxsize=8)
 def _runner(shape_key: str):
-    """The compiled all-seeds run ``(keys (S,), λ (S,)) -> (deviations, losses, ‖θ̂‖, θ̂ path)``.
+    """The compiled all-seeds run ``(μ, keys (S,), λ (S,)) -> (deviations, losses, ‖θ̂‖, C)``.
 
-    λ is traced (one per seed), so one compilation serves every regime of a d.
+    Per seed: the coupled run at its λ, then C on the region its θ̂ visited (16 points along the
+    path, 16 pairs, samples after the ones the run used, exact population gradients). λ is traced,
+    so one compilation serves every regime of a d.
     """
     import equinox as eqx
     import jax
@@ -186,55 +188,40 @@ def _runner(shape_key: str):
 
     config = json.loads(shape_key)
     ns, eta, K = tuple(config["ns"]), config["eta"], config["steps"]
+    stride = max(1, K // 16)
 
     @eqx.filter_jit
     def all_seeds(population, keys, lams):
-        def one(key, lam):
+        def one(key, lam, s):
             _, student, stream = _models(config, key, population)
             # ogd.ridge_sgd's step θ ← (1 − ηλ)θ − η g, with λ traced
             opt = optax.chain(optax.add_decayed_weights(lam), optax.sgd(eta))
             r = ogd.coupled_run(student, stream, ns, opt, K, record_params=True, population=population)
-            return r.deviations, r.losses, r.ref_norms, r.ref_params
+            visited = jax.tree.map(lambda a: a[stride - 1 :: stride], r.ref_params)
+            est = ogd.estimate_lipschitz(
+                student,
+                visited,
+                stream,
+                jax.random.fold_in(jax.random.key(0), s),
+                num_pairs=16,
+                first_step=K,
+                population=population,
+            )
+            return r.deviations, r.losses, r.ref_norms, est.C
 
-        return jax.vmap(one)(keys, lams)
+        return jax.vmap(one)(keys, lams, jax.numpy.arange(lams.shape[0]))
 
     return all_seeds
 
 
 def _runs(config: dict, lams):
-    """All seeds' coupled runs, seed s at ridge ``lams[s]`` (vmapped)."""
+    """All seeds' coupled runs, seed s at ridge ``lams[s]`` (vmapped), and C on their regions."""
     import jax
     import jax.numpy as jnp
 
     fn = _runner(_shape_key(config))
     lams = jnp.asarray(lams, jnp.result_type(float))
     return jax.block_until_ready(fn(_population(config), seed_keys(config), lams))
-
-
-def _region_C(config: dict, ref_params) -> list[float]:
-    """C per seed on the region its θ̂ visited (16 points along the path, 16 pairs, fresh samples)."""
-    import jax
-
-    from .. import ogd
-
-    population = _population(config)
-    K = config["steps"]
-    stride = max(1, K // 16)
-    out = []
-    for s, key in enumerate(seed_keys(config)):
-        _, student, stream = _models(config, key, population)
-        visited = jax.tree.map(lambda a: a[s, stride - 1 :: stride], ref_params)
-        est = ogd.estimate_lipschitz(
-            student,
-            visited,
-            stream,
-            jax.random.key(s),
-            num_pairs=16,
-            first_step=K,  # samples after the ones the run used
-            population=population,
-        )
-        out.append(float(est.C))
-    return out
 
 
 def _shape_key(config: dict) -> str:
@@ -246,8 +233,8 @@ def _pilot(shape_key: str) -> dict:
     """The λ = 0 row of a configuration (cached: the weak and strong rows need its λ_c)."""
     config = json.loads(shape_key)
     t0 = time.perf_counter()
-    devs, losses, norms, params = _runs(config, np.zeros(config["seeds"]))
-    Cs = _region_C(config, params)
+    devs, losses, norms, C = _runs(config, np.zeros(config["seeds"]))
+    Cs = [float(c) for c in np.asarray(C)]
     return {
         **_measure(config, np.asarray(devs), np.asarray(losses), np.asarray(norms), Cs),
         "lam": [0.0] * config["seeds"],
@@ -311,12 +298,12 @@ def run_config(config: dict) -> dict:
         return pilot
     lams = [ridges(C, config["eta"], config["weak"], config["strong"])[config["regime"]] for C in pilot["C_seeds"]]
     t0 = time.perf_counter()
-    devs, losses, norms, params = _runs(config, lams)
+    devs, losses, norms, C = _runs(config, lams)
     return {
         **_measure(config, np.asarray(devs), np.asarray(losses), np.asarray(norms), pilot["C_seeds"]),
         "lam": lams,
         "C_seeds": pilot["C_seeds"],
-        "region_C_seeds": _region_C(config, params),
+        "region_C_seeds": [float(c) for c in np.asarray(C)],
         "seconds": time.perf_counter() - t0,
     }
 
