@@ -123,6 +123,45 @@ def test_coupled_run_with_the_whole_reference_is_the_reference_bit_for_bit(setup
     np.testing.assert_array_equal(res.losses[:, 0], res.losses[:, -1])
 
 
+# --- the exact population reference ----------------------------------------------------------------------
+
+
+def _linear_student():
+    """A student with a Gaussian closed form (attention + linear MLP), float64."""
+    return cfm_jax.Transformer.init(
+        jax.random.key(2), D, heads=1, mlp_width=M, layers=L, activation=cfm_jax.linear, dtype=jnp.float64
+    )
+
+
+@pytest.mark.slow
+def test_population_reference_follows_the_exact_gaussian_loss(setup):
+    """``population=μ``: the reference trajectory is OGD on the loss at μ itself (the same as a
+    single trajectory whose gradient source substitutes μ for the sample context). Slow (two
+    compilations); tests/test_experiments_ogd_claims.py checks the same path against a
+    hand-written moment recursion in the fast set."""
+    _, _, stream = setup
+    student = _linear_student()
+    mu = cfm_jax.GaussianMeasure(jnp.array([0.1, -0.2]), jnp.array([[0.5, 0.1], [0.1, 0.3]]))
+    opt = ogd.ridge_sgd(ETA, CK_LAM)
+    res = ogd.coupled_run(student, stream, (8,), opt, 4, population=mu)
+    at_mu = lambda m, x0, context, y: cfm_jax.loss_and_grad(m, x0, mu, y)  # noqa: E731
+    alone = ogd.run_ogd(student, stream, opt, 4, grad_fn=at_mu)
+    for a, b in zip(jax.tree.leaves(res.state.params[-1]), jax.tree.leaves(alone.state.params[0])):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(res.losses[:, -1], alone.losses[:, 0], rtol=1e-13)
+    assert float(res.deviations[-1, 0]) > 1e-3  # the n = 8 trajectory sees the sample, not μ
+
+
+def test_population_must_be_a_gaussian_measure_of_the_model_dimension(setup):
+    _, _, stream = setup
+    student = _linear_student()
+    opt = ogd.ridge_sgd(ETA, CK_LAM)
+    with pytest.raises(ValueError, match="population.*GaussianMeasure"):
+        ogd.coupled_run(student, stream, (8,), opt, 1, population=jnp.zeros((4, D)))
+    with pytest.raises(ValueError, match="population.*dimension 3"):
+        ogd.coupled_run(student, stream, (8,), opt, 1, population=cfm_jax.GaussianMeasure(jnp.zeros(3), jnp.eye(3)))
+
+
 # --- checkpoints ---------------------------------------------------------------------------------------
 
 

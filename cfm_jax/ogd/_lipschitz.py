@@ -8,11 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
 from .._streams import as_stream, check_stream
 from ._norms import sup_distance, sup_norm
-from ._state import check_model
-from ._updates import GradFn, context_head, default_grad_fn, functional_scale
+from ._state import check_model, check_population
+from ._updates import GradFn, default_grad_fn, functional_scale, trajectory_context
 
 
 class LipschitzEstimate(eqx.Module):
@@ -45,6 +46,7 @@ def estimate_lipschitz(
     grad_fn: GradFn | None = None,
     functional: bool = True,
     first_step: int = 0,
+    population: GaussianMeasure | None = None,
 ) -> LipschitzEstimate:
     """Estimate C on the visited region.
 
@@ -57,9 +59,12 @@ def estimate_lipschitz(
         num_pairs: number of pairs of each kind: two distinct visited points (global ratio on the
             region) and a visited point with a random perturbation of relative size
             ``rel_perturbation`` (local ratio, the linearised contraction).
-        context_size: context points used (None: all of the sample's).
+        context_size: context points used (None: all of the sample's, or ``population``).
+        population: a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: with ``context_size=None``
+            the gradient is the exact infinite-context one of this law (as in ``run_ogd``).
     """
     check_model(model)
+    check_population(population, model)
     stream = as_stream(stream)
     if int(num_pairs) < 1:
         raise ValueError(f"`num_pairs` must be >= 1, got {num_pairs}.")
@@ -81,14 +86,15 @@ def estimate_lipschitz(
         grad_fn,
         bool(functional),
         int(first_step),
+        population,
     )
 
 
 @eqx.filter_jit
-def _lipschitz(static, visited, stream, key, S, num_pairs, rel, n, grad_fn, functional, first_step):
+def _lipschitz(static, visited, stream, key, S, num_pairs, rel, n, grad_fn, functional, first_step, population):
     def grad_at(params, sample):
         model = eqx.combine(params, static)
-        _, g = grad_fn(model, sample.x0, context_head(sample.context, n), sample.y)
+        _, g = grad_fn(model, sample.x0, trajectory_context(sample.context, n, population), sample.y)
         g = functional_scale(model, g) if functional else g
         return eqx.combine(eqx.filter(g, eqx.is_inexact_array), static)
 

@@ -10,23 +10,24 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
 from .._streams import as_stream, check_stream
 from .._validation import is_concrete
 from ._norms import sup_distance, sup_norm
-from ._state import OGDResult, OGDState, check_model, check_optimizer, check_state, init_state
+from ._state import OGDResult, OGDState, check_model, check_optimizer, check_population, check_state, init_state
 from ._updates import GradFn, default_grad_fn, ogd_update
 
 
 @eqx.filter_jit
-def _scan(static, state, stream, optimizer, num_steps, grad_fn, functional, record_params):
+def _scan(static, state, stream, optimizer, num_steps, grad_fn, functional, record_params, population):
     sizes = state.context_sizes
 
     def body(carry, _):
         params, opts, k = carry
         sample = stream(k)
         new = [
-            ogd_update(static, p, o, sample, n, optimizer, grad_fn, functional)
+            ogd_update(static, p, o, sample, n, optimizer, grad_fn, functional, population)
             for p, o, n in zip(params, opts, sizes)  # a few trajectories, unrolled on purpose
         ]
         params = tuple(u[0] for u in new)
@@ -59,6 +60,7 @@ def run_ogd(
     grad_fn: GradFn | None = None,
     functional: bool = True,
     record_params: bool = False,
+    population: GaussianMeasure | None = None,
 ) -> OGDResult:
     """Run ``num_steps`` OGD steps from ``state`` (default: a fresh :func:`init_state`).
 
@@ -74,9 +76,14 @@ def run_ogd(
         grad_fn: ``(model, x0, context, y) -> (loss, grads)`` with plain per-layer grads.
         functional: multiply the grads by L (the L²([0, 1]) functional gradient).
         record_params: also return the reference parameters after every step.
+        population: the population law as a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: the
+            trajectories whose context size is None see it instead of the sample's context, i.e.
+            the exact infinite-context loss (``grad_fn`` is called with the measure; the default
+            differentiates ``forward``'s Gaussian limit). None: they see the whole sample context.
     """
     check_model(model)
     check_optimizer(optimizer)
+    check_population(population, model)
     stream = as_stream(stream)
     if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
         raise ValueError(f"`num_steps` must be a positive int, got {num_steps!r}.")
@@ -93,7 +100,7 @@ def run_ogd(
         raise ValueError("`grad_fn` must be callable (model, x0, context, y) -> (loss, grads).")
     static = eqx.filter(model, eqx.is_inexact_array, inverse=True)
     new_state, losses, devs, norms, traj = _scan(
-        static, state, stream, optimizer, int(num_steps), grad_fn, bool(functional), bool(record_params)
+        static, state, stream, optimizer, int(num_steps), grad_fn, bool(functional), bool(record_params), population
     )
     return OGDResult(new_state, losses, devs, norms, traj)
 
@@ -109,11 +116,14 @@ def coupled_run(
     grad_fn=None,
     functional=True,
     record_params=False,
+    population=None,
 ) -> OGDResult:
     """n-context trajectories θ^{(n)}_k coupled with the population trajectory θ̂_k (docs/theory.md §3).
 
-    All see the same (x_0^k, y^k); θ̂ uses the whole sample context (the reference sample,
-    n_ref points), θ^{(n)} its first n points. ``result.deviations[:, i]`` is
+    All see the same (x_0^k, y^k); θ^{(n)} uses the first n points of the sample context; θ̂ uses
+    the whole sample context (the reference sample, n_ref points), or, with ``population`` (a
+    [`GaussianMeasure`][cfm_jax.GaussianMeasure], the law the sample contexts are drawn from), the
+    exact infinite-context loss of the population itself. ``result.deviations[:, i]`` is
     ‖θ^{(n_i)}_k − θ̂_k‖_{L∞}, k = 1..K.
     """
     ns = (context_sizes,) if isinstance(context_sizes, (int, np.integer)) else tuple(context_sizes)
@@ -129,6 +139,7 @@ def coupled_run(
         grad_fn=grad_fn,
         functional=functional,
         record_params=record_params,
+        population=population,
     )
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import optax
 from jaxtyping import Array
 
+from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
 
 
@@ -58,6 +59,19 @@ def check_model(model):
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
 
 
+def check_population(population, model):
+    """None or a GaussianMeasure of the model's dimension (the exact infinite-context law)."""
+    if population is None:
+        return
+    if not isinstance(population, GaussianMeasure):
+        raise ValueError(
+            "`population` must be None or a cfm_jax.GaussianMeasure (the law of the contexts, whose "
+            f"infinite-context loss is exact), got {type(population).__name__}."
+        )
+    if population.dim != model.dim:
+        raise ValueError(f"`population` has dimension {population.dim} but the model has d = {model.dim}.")
+
+
 def check_optimizer(optimizer):
     if not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(
@@ -101,4 +115,13 @@ def check_state(state, model, optimizer):
             raise ValueError(f"`state.opt_states[{t}]` does not match the optimiser's state structure.")
 
 
-__all__ = ["OGDResult", "OGDState", "check_model", "check_optimizer", "check_sizes", "check_state", "init_state"]
+__all__ = [
+    "OGDResult",
+    "OGDState",
+    "check_model",
+    "check_optimizer",
+    "check_population",
+    "check_sizes",
+    "check_state",
+    "init_state",
+]

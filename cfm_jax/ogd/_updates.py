@@ -13,7 +13,7 @@ from .._measures import EmpiricalMeasure
 from .._paths import AbstractCFM
 from .._streams import Sample
 
-GradFn: TypeAlias = Callable[..., tuple]  # (model, x0 (B, d), context EmpiricalMeasure, y (B, d)) -> (loss, grads)
+GradFn: TypeAlias = Callable[..., tuple]  # (model, x0 (B, d), context measure, y (B, d)) -> (loss, grads)
 
 
 def autodiff_value_and_grad(model, x0, context, y):
@@ -37,9 +37,15 @@ def context_head(points, n):
     return EmpiricalMeasure(points if n is None else points[:n])
 
 
-def ogd_update(static, params, opt_state, sample: Sample, n, optimizer, grad_fn, functional):
+def trajectory_context(points, n, population):
+    """The context trajectory t sees: the population law when given and n is None, else the
+    first ``n`` sample points (:func:`context_head`)."""
+    return population if (n is None and population is not None) else context_head(points, n)
+
+
+def ogd_update(static, params, opt_state, sample: Sample, n, optimizer, grad_fn, functional, population=None):
     model = eqx.combine(params, static)
-    loss, grads = grad_fn(model, sample.x0, context_head(sample.context, n), sample.y)
+    loss, grads = grad_fn(model, sample.x0, trajectory_context(sample.context, n, population), sample.y)
     if functional:
         grads = functional_scale(model, grads)
     grads = eqx.filter(grads, eqx.is_inexact_array)
@@ -47,4 +53,12 @@ def ogd_update(static, params, opt_state, sample: Sample, n, optimizer, grad_fn,
     return eqx.apply_updates(params, updates), opt_state, loss
 
 
-__all__ = ["GradFn", "autodiff_value_and_grad", "context_head", "default_grad_fn", "functional_scale", "ogd_update"]
+__all__ = [
+    "GradFn",
+    "autodiff_value_and_grad",
+    "context_head",
+    "default_grad_fn",
+    "functional_scale",
+    "ogd_update",
+    "trajectory_context",
+]
