@@ -175,7 +175,7 @@ def test_claim_lines_resume_and_outputs(tmp_path):
 
 def test_parts_selection_and_bad_names():
     assert [C.part_name(p) for p in C.select_parts(["tails", "prefactors"])] == ["prefactors", "tails"]
-    assert [C.part_name(p) for p in C.select_parts(None)] == ["prefactors", "scales", "tails"]
+    assert [C.part_name(p) for p in C.select_parts(None)] == ["prefactors", "scales", "tails", "ogd"]
     with pytest.raises(ValueError, match="--parts: unknown part 'nope'"):
         C.select_parts(["nope"])
     for p in C.PARTS:  # every configuration names its part, and quick is smaller than the default

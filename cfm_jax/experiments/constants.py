@@ -54,6 +54,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from . import ogd_claims
 from .runner import ResultsFolder, read_rows
 
 #: the tail levels δ (quantile at 1 − δ).
@@ -916,7 +917,7 @@ scales = Scales()
 tails = Tails()
 
 #: the parts ``cfm-jax constants`` runs, in order.
-PARTS: tuple[Part, ...] = (prefactors, scales, tails)
+PARTS: tuple[Part, ...] = (prefactors, scales, tails, ogd_claims)
 
 
 # ----------------------------------------------------------------------------------------------
