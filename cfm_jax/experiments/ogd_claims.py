@@ -184,9 +184,8 @@ def _runner(shape_key: str):
     import jax
     import optax
 
-    import cfm_jax
-
     from .. import ogd
+    from .._gradients import loss_and_grad
 
     config = json.loads(shape_key)
     ns, eta, K = tuple(config["ns"]), config["eta"], config["steps"]
@@ -199,7 +198,7 @@ def _runner(shape_key: str):
             # ogd.ridge_sgd's step θ ← (1 − ηλ)θ − η g, with λ traced
             opt = optax.chain(optax.add_decayed_weights(lam), optax.sgd(eta))
             # inputs generated here: the gradient without value checks keeps the program cacheable
-            grad_fn = functools.partial(cfm_jax.loss_and_grad, throw=False)
+            grad_fn = functools.partial(loss_and_grad, throw=False)
             r = ogd.coupled_run(student, stream, ns, opt, K, record_params=True, population=population, grad_fn=grad_fn)
             visited = jax.tree.map(lambda a: a[stride - 1 :: stride], r.ref_params)
             est = ogd.estimate_lipschitz(
@@ -645,29 +644,6 @@ def _figure_k(rows, cfg):
     return fig
 
 
-# --- a standalone run --------------------------------------------------------------------------
-
-
-def run_part(quick: bool, seed: int, out_dir, *, resume: bool = True, progress: bool = True) -> list[dict]:
-    """Run every row through a resumable :class:`~cfm_jax.experiments.runner.Sweep` in
-    ``out_dir`` (``rows.jsonl``), then write the figures and ``claims.json``; return the claims."""
-    from .runner import ResultsFolder
-
-    cfgs = configs(quick, seed)
-    folder = ResultsFolder(
-        out_dir,
-        "constants",
-        {"parts": [PART], "quick": bool(quick), "seed": int(seed)},
-        mode="resume" if resume else "overwrite",
-    )
-    rows = folder.sweep(progress=progress).run(cfgs, lambda c: run_config(dict(c)), desc="ogd")
-    figs = figures(rows, folder.path)
-    folder.record(*[p.name for p in figs])
-    claims = summarize(rows)
-    folder.write_summary({"claims": claims, "figures": [p.name for p in figs]})
-    return claims
-
-
 __all__ = [
     "COMMAND",
     "DEFAULTS",
@@ -677,6 +653,5 @@ __all__ = [
     "figures",
     "ridges",
     "run_config",
-    "run_part",
     "summarize",
 ]
