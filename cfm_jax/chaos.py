@@ -24,16 +24,24 @@ flow but act on nothing), so one compiled n-system serves every n through ``lax.
 deviations equal those of the unpadded n-point system to round-off. The seeds are vmapped and,
 with several local devices, split across them (:func:`run_seeds`).
 
-Exact references (``ChaosSpec.reference``): ``"sample"`` (default) is the i.i.d. reference above.
-``"gaussian"`` (attention fields with no MLP or a linear one, Gaussian population) compares with
-the exact infinite-context flow (:func:`cfm_jax._gaussian_limit.gaussian_flow`): tokens, the
-passive motion of the n context particles in the population field (``context``) and the token
-adjoint are exact (floor 0); W1 is taken against ``w1_size`` scrambled-Sobol points of the
-Gaussian pushed by the exact flow (whose floor, two such samples, is reported); ``grad_phi`` has
-no closed form and is not reported. ``"qmc"`` compares with a scrambled-Sobol reference of
-``n_ref`` points. In both, the n-point contexts are i.i.d. draws independent of the reference
-(prefixes of one sample of max(ns) points), coupled by moving them passively in the reference
-field, so max(ns) may exceed n_ref and no nested-sample correction is needed.
+Exact references (``ChaosSpec.reference``, the default of ``cfm-jax rates``): ``"gaussian"``
+(attention fields with no MLP or a linear one, Gaussian population) compares with the exact
+infinite-context flow (:func:`cfm_jax._gaussian_limit.gaussian_flow`): tokens, the passive motion
+of the n context particles in the population field (``context``) and the token adjoint
+(:func:`cfm_jax.gaussian_token_adjoint`: the limit's token map is a product of affine maps, so its
+Jacobian is too) are exact (floor 0); W1 in d = 1 is the exact quantile formula against the
+limit's law N(m_s, Σ_s) (:func:`wasserstein1_to_normal_1d`, floor 0), in d >= 2 Sinkhorn against
+``w1_size`` scrambled-Sobol points of the Gaussian pushed by the exact flow (floor: two such
+samples); ``grad_phi`` has no closed form (∇φ̂_s involves the particle adjoints over the whole
+Gaussian) and is compared with a QMC reference of ``n_ref`` points (floor: two of them), so it
+keeps n_ref solves: only up to ``grad_phi_max_n``. :func:`quantity_reference` names the reference of
+every quantity. ``"qmc"`` compares with a scrambled-Sobol reference of ``n_ref`` points. In both,
+the n-point contexts are i.i.d. draws independent of the reference (prefixes of one sample of
+max(ns) points), coupled by moving them passively in the reference field, so max(ns) may exceed
+n_ref and no nested-sample correction is needed. Each quantity has its own sizes
+(:meth:`ChaosSpec.quantity_ns`: ``w1_ns`` for W1, n <= ``grad_phi_max_n`` for ∇φ). The token adjoint
+of every n-point system is the token-only discrete adjoint (:func:`token_adjoint_states`, O(B·n)
+a layer); the particle adjoints (O(n²) a layer) run only where ∇φ is measured.
 
 Expected (paper's table): transformer token quantities ~ n^{-1/2} whatever d; W1 between
 measures ~ n^{-1/d'} (d' the intrinsic dimension of P; n^{-1/2} up to a log at d' ≤ 2); the
