@@ -42,7 +42,7 @@ def test_sweep_configs_rules():
         gaussian = c["field"] == "attention" and c["population"] == "gaussian"
         assert c["reference"] == ("gaussian" if gaussian else "qmc")
         assert (c.get("mlp_activation") == "linear") == gaussian
-        assert max(c["ns"]) / min(c["ns"]) >= (100 if c["field"] == "attention" else 30)
+        assert max(c["ns"]) / min(c["ns"]) >= (100 if c["field"] == "attention" else 16)
         assert c["w1"] == (dk <= 3)
         if c["w1"] and dk == 1:
             assert spec.quantity_ns("w1") == spec.ns

@@ -47,7 +47,8 @@ POLICY = (
 def default_grid(quick: bool = False, reference: str = "exact") -> dict:
     """Built-in sizes of ``cfm-jax rates`` (``quick``: about a minute on 2 CPU cores).
 
-    ``reference="exact"`` (default): n over 2.4 decades (16…4096; control 8…256), W1 with
+    ``reference="exact"`` (default): n over 2.4 decades (16…4096; control 8…128, its reference of
+    512 QMC points >= 4n: the control field is itself a Sinkhorn W1 to it), W1 with
     Sinkhorn over its own sizes 16…128 against 512 QMC points, ∇φ up to n = 256 against a QMC
     reference of ``n_ref`` points (see :func:`sweep_configs`). ``"sample"``: the i.i.d.
     references of n_ref points, n = 16…128 (control 8…64), for comparison.
@@ -86,9 +87,9 @@ def default_grid(quick: bool = False, reference: str = "exact") -> dict:
         attention_dims=[1, 2, 4, 8, 16],
         control_dims=[1, 2, 4, 8],
         ns=[16, 64, 256, 1024, 4096],
-        control_ns=[8, 16, 32, 64, 128, 256],
+        control_ns=[8, 16, 32, 64, 128],
         n_ref=2048,
-        control_n_ref=1024,
+        control_n_ref=512,
         seeds=8,
         subspace=(8, 2),
         reference="exact",
@@ -342,8 +343,10 @@ def plot_rates(fits: list[dict], path) -> Path:
 def rates_figure(fits: list[dict]):
     """Log-log deviation vs n, one panel per (field, quantity) in :func:`fit_rates`.
 
-    Solid lines with markers: mean over seeds; dashed, same colour: the expected slope drawn
-    through the curve's last point; dotted, same colour: the reference floor.
+    Solid lines with markers: mean over seeds, with the Student-t 95 % interval over seeds;
+    dashed, same colour: the expected slope drawn through the curve's last point; dotted, same
+    colour: the reference floor (none where the reference is exact). The panel title names the
+    references of its rows other than ``sample``.
     """
     from matplotlib.lines import Line2D
 
@@ -351,13 +354,16 @@ def rates_figure(fits: list[dict]):
     from .plotting import COLORS, figure, log_ticks, log_values
 
     panels = _panels(fits)
+    # one colour per (population, d) in every panel, so a curve keeps its colour across panels
+    rows = list(dict.fromkeys((f["population"], f["dim"]) for f in fits))
+    colour = {r: COLORS[i % len(COLORS)] for i, r in enumerate(rows)}
     fig, axes = figure(len(panels), ncols=min(4, len(panels)), width=4.0, height=4.8)
     for ax, (field, q) in zip(axes, panels):
         sel = [f for f in fits if f["field"] == field and f["quantity"] == q]
         all_ns = sorted({n for f in sel for n in f["ns"]})
         floors = False
-        for i, f in enumerate(sel):
-            color = COLORS[i % len(COLORS)]
+        for f in sel:
+            color = colour[(f["population"], f["dim"])]
             ns, m = np.array(f["ns"]), np.array(f["mean"])
             lab = f"d={f['dim']}" + (f" (dʹ={f['intrinsic_dim']})" if f["intrinsic_dim"] != f["dim"] else "")
             lab += f": {f['slope']:+.2f}" + ("" if f["meaningful"] else " (floor-limited)")
@@ -380,7 +386,8 @@ def rates_figure(fits: list[dict]):
                 floors = True
         log_values(ax, "y")
         log_ticks(ax, all_ns, "x")
-        ax.set_title(f"{field}: {q}", fontsize=10)
+        refs = sorted({f.get("reference", "sample") for f in sel} - {"sample"})
+        ax.set_title(f"{field}: {q}" + (f" (vs {', '.join(refs)})" if refs else ""), fontsize=10)
         ax.set_xlabel("context size n")
         ax.set_ylabel(QUANTITIES[q].replace(" (coupled context)", "") + " (token units)", fontsize=9)
         handles, labels = ax.get_legend_handles_labels()
