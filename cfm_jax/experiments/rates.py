@@ -441,8 +441,15 @@ def add_arguments(parser):
     parser.add_argument(
         "--control-ns", type=int, nargs="+", metavar="N", help=f"context sizes n, control {dflt('control_ns')}"
     )
-    parser.add_argument("--n-ref", type=int, help=f"reference sample size, attention {dflt('n_ref')}")
-    parser.add_argument("--control-n-ref", type=int, help=f"reference sample size, control {dflt('control_n_ref')}")
+    parser.add_argument(
+        "--n-ref",
+        type=int,
+        help=f"reference size, attention: QMC points for the subspace row and ∇φ (i.i.d. with --reference "
+        f"sample) {dflt('n_ref')}",
+    )
+    parser.add_argument(
+        "--control-n-ref", type=int, help=f"reference size (QMC points), control {dflt('control_n_ref')}"
+    )
     parser.add_argument(
         "--w1-ns",
         type=int,
