@@ -24,16 +24,24 @@ flow but act on nothing), so one compiled n-system serves every n through ``lax.
 deviations equal those of the unpadded n-point system to round-off. The seeds are vmapped and,
 with several local devices, split across them (:func:`run_seeds`).
 
-Exact references (``ChaosSpec.reference``): ``"sample"`` (default) is the i.i.d. reference above.
-``"gaussian"`` (attention fields with no MLP or a linear one, Gaussian population) compares with
-the exact infinite-context flow (:func:`cfm_jax._gaussian_limit.gaussian_flow`): tokens, the
-passive motion of the n context particles in the population field (``context``) and the token
-adjoint are exact (floor 0); W1 is taken against ``w1_size`` scrambled-Sobol points of the
-Gaussian pushed by the exact flow (whose floor, two such samples, is reported); ``grad_phi`` has
-no closed form and is not reported. ``"qmc"`` compares with a scrambled-Sobol reference of
-``n_ref`` points. In both, the n-point contexts are i.i.d. draws independent of the reference
-(prefixes of one sample of max(ns) points), coupled by moving them passively in the reference
-field, so max(ns) may exceed n_ref and no nested-sample correction is needed.
+Exact references (``ChaosSpec.reference``, the default of ``cfm-jax rates``): ``"gaussian"``
+(attention fields with no MLP or a linear one, Gaussian population) compares with the exact
+infinite-context flow (:func:`cfm_jax._gaussian_limit.gaussian_flow`): tokens, the passive motion
+of the n context particles in the population field (``context``) and the token adjoint
+(:func:`cfm_jax.gaussian_token_adjoint`: the limit's token map is a product of affine maps, so its
+Jacobian is too) are exact (floor 0); W1 in d = 1 is the exact quantile formula against the
+limit's law N(m_s, Σ_s) (:func:`wasserstein1_to_normal_1d`, floor 0), in d >= 2 Sinkhorn against
+``w1_size`` scrambled-Sobol points of the Gaussian pushed by the exact flow (floor: two such
+samples); ``grad_phi`` has no closed form (∇φ̂_s involves the particle adjoints over the whole
+Gaussian) and is compared with a QMC reference of ``n_ref`` points (floor: two of them), so it
+keeps n_ref solves: only up to ``grad_phi_max_n``. :func:`quantity_reference` names the reference of
+every quantity. ``"qmc"`` compares with a scrambled-Sobol reference of ``n_ref`` points. In both,
+the n-point contexts are i.i.d. draws independent of the reference (prefixes of one sample of
+max(ns) points), coupled by moving them passively in the reference field, so max(ns) may exceed
+n_ref and no nested-sample correction is needed. Each quantity has its own sizes
+(:meth:`ChaosSpec.quantity_ns`: ``w1_ns`` for W1, n <= ``grad_phi_max_n`` for ∇φ). The token adjoint
+of every n-point system is the token-only discrete adjoint (:func:`token_adjoint_states`, O(B·n)
+a layer); the particle adjoints (O(n²) a layer) run only where ∇φ is measured.
 
 Expected (paper's table): transformer token quantities ~ n^{-1/2} whatever d; W1 between
 measures ~ n^{-1/d'} (d' the intrinsic dimension of P; n^{-1/2} up to a log at d' ≤ 2); the
@@ -121,6 +129,17 @@ class ChaosSpec:
     control_strength: float = 1.0
     reference: Reference = "sample"
     mlp_activation: Literal["gelu", "linear"] = "gelu"
+    w1_ns: tuple | None = None
+    grad_phi_max_n: int | None = None
+
+    def quantity_ns(self, quantity: str) -> tuple:
+        """The context sizes at which ``quantity`` is measured (module docstring, W1 policy):
+        ``w1_ns`` for W1 (default ``ns``), the ns <= ``grad_phi_max_n`` for ∇φ, else ``ns``."""
+        if quantity == "w1" and self.w1_ns is not None:
+            return tuple(int(n) for n in self.w1_ns)
+        if quantity == "grad_phi" and self.grad_phi_max_n is not None:
+            return tuple(int(n) for n in self.ns if int(n) <= int(self.grad_phi_max_n))
+        return tuple(int(n) for n in self.ns)
 
     def population_law(self):
         d = self.dim
@@ -165,6 +184,17 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
         raise ValueError(f"`reference` must be 'sample', 'qmc' or 'gaussian', got {spec.reference!r}.")
     if spec.mlp_activation not in ("gelu", "linear"):
         raise ValueError(f"`mlp_activation` must be 'gelu' or 'linear', got {spec.mlp_activation!r}.")
+    if spec.reference == "sample" and (spec.w1_ns is not None or spec.grad_phi_max_n is not None):
+        raise ValueError(
+            "`w1_ns` and `grad_phi_max_n` need an exact reference ('gaussian' or 'qmc'): with "
+            "reference='sample' every quantity is measured at every n of `ns`."
+        )
+    if spec.w1_ns is not None and (
+        not isinstance(spec.w1_ns, tuple) or not spec.w1_ns or any(int(n) < 1 for n in spec.w1_ns)
+    ):
+        raise ValueError(f"`w1_ns` must be None or a non-empty tuple of positive context sizes, got {spec.w1_ns!r}.")
+    if spec.grad_phi_max_n is not None and int(spec.grad_phi_max_n) < 1:
+        raise ValueError(f"`grad_phi_max_n` must be None or >= 1, got {spec.grad_phi_max_n!r}.")
     if spec.reference == "gaussian" and (
         spec.field != "attention"
         or spec.population != "gaussian"
@@ -214,6 +244,30 @@ def adjoint_states(model, x0, context, y, probes=None):
     return sol.ps, sol.probe_grads
 
 
+def token_adjoint_states(model, xs, zs, weights, y) -> jax.Array:
+    """``(L + 1, B, d)`` token covectors p_l of the batch-mean loss ½ mean_b ‖x_1 − y_b‖², one Euler
+    step per layer, with the context held on its own trajectory (it does not depend on the tokens):
+
+        p_L = (x_1 − y)/B,   p_l = p_{l+1} + h D_xV(x_l, μ_l)ᵀ p_{l+1},   h = 1/L,
+
+    from the saved layer states ``xs (L + 1, B, d)``, ``zs (L + 1, n, d)`` and the context
+    ``weights (n,)``. O(B·n) a layer, against O(n²) for the particle adjoints of
+    :func:`cfm_jax.adjoint_trajectories`, whose ``ps`` it equals (``tests/test_chaos.py``).
+    """
+    L = model.num_layers
+    h = 1.0 / L
+    p1 = (xs[-1] - y) / xs.shape[1]
+
+    def back(p, layer):
+        mu = EmpiricalMeasure.unchecked(zs[layer], weights)
+        _, vjp = jax.vjp(lambda x: model.velocity(x, mu, model.layer_params(layer)), xs[layer])
+        p = p + h * vjp(p)[0]
+        return p, p
+
+    _, ps = jax.lax.scan(back, p1, jnp.arange(L), reverse=True)
+    return jnp.concatenate([ps, p1[None]], axis=0)
+
+
 def _system(model, x0, context: EmpiricalMeasure, y=None, probes=None, adjoint: bool = False) -> dict:
     """Trajectories of one system at the layer boundaries: xs, zs, the weights (and ps, pg)."""
     sol = forward(model, x0, context, saveat=SaveAt(layers=True))
@@ -248,7 +302,7 @@ def _compare(a: dict, b: dict, *, coupled: bool, w1_size, relative_epsilon) -> d
     if "ps" in a and "ps" in b:
         B = a["xs"].shape[1]
         out["adjoint"] = B * jnp.linalg.norm(a["ps"] - b["ps"], axis=-1)
-        if a["pg"] is not None and b["pg"] is not None:
+        if a.get("pg") is not None and b.get("pg") is not None:
             out["grad_phi"] = jnp.max(jnp.linalg.norm(a["pg"] - b["pg"], axis=-1), axis=-1)
     return out
 
@@ -383,78 +437,166 @@ def size_buckets(ns) -> list[list[int]]:
     return out
 
 
+def wasserstein1_to_normal_1d(points, weights, mean, std) -> jax.Array:
+    """Exact W1 between a weighted 1-D point measure and N(mean, std²), with no sample of the law.
+
+    W1 = ∫₀¹ |F_μ^{-1}(u) − Q(u)| du with Q(u) = mean + std·Φ^{-1}(u): atom k (sorted) holds
+    u ∈ [c_{k−1}, c_k] (cumulative weights), split where Q crosses it, at u* = Φ((x_k − mean)/std),
+    and ∫_a^b Q du = mean·(b − a) + std·(g(a) − g(b)) with g = φ∘Φ^{-1} (g(0) = g(1) = 0).
+    ``points``: ``(n, 1)`` or ``(n,)``; ``weights``: ``(n,)`` summing to 1 (zero-weight atoms
+    allowed: they add nothing). Jit/vmap-able; O(n log n).
+    """
+    from jax.scipy.special import ndtr, ndtri
+
+    x = jnp.reshape(points, (-1,))
+    order = jnp.argsort(x)
+    x, w = x[order], jnp.asarray(weights, x.dtype)[order]
+    c = jnp.clip(jnp.cumsum(w), 0.0, 1.0)
+    b = c
+    a = jnp.concatenate([jnp.zeros((1,), x.dtype), c[:-1]])
+
+    def g(u):  # φ(Φ^{-1}(u)), 0 at u ∈ {0, 1}
+        q = ndtri(jnp.clip(u, 0.0, 1.0))
+        return jnp.where((u <= 0) | (u >= 1), 0.0, jnp.exp(-0.5 * q * q) / math.sqrt(2 * math.pi))
+
+    def integral_q(lo, hi):
+        return mean * (hi - lo) + std * (g(lo) - g(hi))
+
+    us = jnp.clip(ndtr((x - mean) / std), a, b)
+    below = x * (us - a) - integral_q(a, us)  # Q < x_k on [a, u*]
+    above = integral_q(us, b) - x * (b - us)  # Q > x_k on [u*, b]
+    return jnp.sum(below + above)
+
+
+def quantity_reference(spec: ChaosSpec, quantity: str) -> str:
+    """What ``quantity`` of ``spec`` is compared with: ``gaussian`` (the exact limit, floor 0),
+    ``qmc`` (scrambled-Sobol points: ∇φ, and W1 in d >= 2, on Gaussian rows) or ``sample``."""
+    if spec.reference == "gaussian" and (quantity == "grad_phi" or (quantity == "w1" and spec.dim > 1)):
+        return "qmc"
+    return spec.reference
+
+
 def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
     """:func:`seed_deviations` against the exact Gaussian limit or a QMC reference (module docstring).
 
     The n-point contexts are prefixes of one i.i.d. sample of max(ns) points (padded per
-    :func:`size_buckets`); the reference moves those points passively for ``context``. Floors:
-    0 for the exact quantities, else two independent references (QMC) or QMC samples of μ̂_s (W1).
+    :func:`size_buckets`); the reference moves those points passively for ``context``. Each
+    quantity is measured at :meth:`ChaosSpec.quantity_ns` (W1 and ∇φ over their own sizes).
+    Floors: 0 for the exact quantities, else two independent references (QMC) or QMC samples
+    of μ̂_s (W1 in d >= 2).
+
+    Gaussian rows: token, context, adjoint exact; W1 exact in d = 1
+    (:func:`wasserstein1_to_normal_1d` against N(m_s, Σ_s)), else Sinkhorn against ``w1_size``
+    Sobol points pushed by the exact flow; ∇φ (no closed form) against a QMC reference of
+    ``n_ref`` points, with the same model.
     """
     dtype = jnp.result_type(float)
     k_model, k_ctx, k_ref, k_ref2, k_x, k_y, k_probe = jax.random.split(key, 7)
     law = spec.population_law()
     N = max(spec.ns)
-    z = law(k_ctx, N).astype(dtype)
+    use_adj = spec.adjoint and spec.field == "attention"
+    w1_ns = spec.quantity_ns("w1") if spec.w1 else ()
+    probe_ns = spec.quantity_ns("grad_phi") if use_adj and spec.num_probes else ()
+    z = law(k_ctx, max((N, *w1_ns))).astype(dtype)
     x0 = law(k_x, spec.batch).astype(dtype)
     y = law(k_y, spec.batch).astype(dtype)
     probes = ball_probes(k_probe, spec.num_probes, spec.dim, spec.radius, dtype)
-    use_adj = spec.adjoint and spec.field == "attention"
     w1_size = min(spec.w1_size, spec.n_ref) if spec.w1 else None
     eps = spec.relative_epsilon
     B = spec.batch
     save = SaveAt(layers=True)
     floor = {}
+    exact_w1 = spec.reference == "gaussian" and spec.dim == 1
     if spec.reference == "gaussian":
         model = build_model(spec, k_model)
         mean, scale = law.mean, law.scale  # pyright: ignore[reportAttributeAccessIssue]  (a Gaussian population)
         mu = GaussianMeasure(mean.astype(dtype), scale**2 * jnp.eye(spec.dim, dtype=dtype))
-        W = w1_size or 1
-        q1, q2 = mu.sample(k_ref, W, qmc=True), mu.sample(k_ref2, W, qmc=True)
-        xs = gaussian_flow(model, jnp.concatenate([x0, z, q1, q2]), mu, saveat=save).xs
-        assert xs is not None
+        W = 0 if (w1_size is None or exact_w1) else w1_size
+        q = [mu.sample(k, W, qmc=True) for k in (k_ref, k_ref2)] if W else []
+        sol = gaussian_flow(model, jnp.concatenate([x0, z[:N], *q]), mu, saveat=save)
+        xs = sol.xs
+        assert xs is not None and sol.means is not None and sol.covs is not None
         ref = {"xs": xs[:, :B], "passive": xs[:, B : B + N], "zs": xs[:, B + N : B + N + W]}
-        if w1_size is not None:
+        ref["means"], ref["stds"] = sol.means[:, 0], jnp.sqrt(sol.covs[:, 0, 0])
+        if W:
             wq = jnp.full((W,), 1.0 / W, dtype)
             floor["w1"] = jnp.max(_w1_path(xs[:, B + N + W :], wq, ref["zs"], wq, eps))
-        if use_adj:
-            ref["ps"] = gaussian_token_adjoint(model, x0, mu, y)[1]
+        elif w1_size is not None:
+            floor["w1"] = jnp.zeros((), dtype)
         floor.update(token=jnp.zeros((), dtype), context=jnp.zeros((), dtype))
         if use_adj:
+            ref["ps"] = gaussian_token_adjoint(model, x0, mu, y)[1]
             floor["adjoint"] = jnp.zeros((), dtype)
+        if probe_ns:  # ∇φ̂ has no closed form: a QMC reference of n_ref points (two, for its floor)
+            r1 = law(jax.random.fold_in(k_ref, 1), spec.n_ref, qmc=True).astype(dtype)
+            r2 = law(jax.random.fold_in(k_ref2, 1), spec.n_ref, qmc=True).astype(dtype)
+            g1 = _system(model, x0, EmpiricalMeasure(r1), y, probes, True)
+            g2 = _system(model, x0, EmpiricalMeasure(r2), y, probes, True)
+            ref["pg"] = g1["pg"]
+            floor["grad_phi"] = _sups(_compare(g2, g1, coupled=False, w1_size=None, relative_epsilon=eps))["grad_phi"]
     else:
         r1 = law(k_ref, spec.n_ref, qmc=True).astype(dtype)
         r2 = law(k_ref2, spec.n_ref, qmc=True).astype(dtype)
         model = build_model(spec, k_model, r1)
-        ref = _system(model, x0, EmpiricalMeasure(r1), y, probes, use_adj)
-        ref["passive"] = forward(model, z, EmpiricalMeasure(r1), saveat=save).xs
-        ref2 = _system(model, x0, EmpiricalMeasure(r2), y, probes, use_adj)
+        systems = []
+        for r in (r1, r2):  # the particle adjoints only where ∇φ is wanted, else the token adjoint alone
+            sys_r = _system(model, x0, EmpiricalMeasure(r), y, probes, bool(probe_ns))
+            if use_adj and not probe_ns:
+                sys_r["ps"] = token_adjoint_states(model, sys_r["xs"], sys_r["zs"], sys_r["w"], y)
+            systems.append(sys_r)
+        ref, ref2 = systems
+        ref["passive"] = forward(model, z[:N], EmpiricalMeasure(r1), saveat=save).xs
         floor = _sups(_compare(ref2, ref, coupled=False, w1_size=w1_size, relative_epsilon=eps))
 
-    def one(context, size):
-        a = _system(model, x0, context, y, probes, use_adj)
+    def one(context, size, with_probes):
+        a = _system(model, x0, context, y, probes, with_probes)
+        if use_adj:
+            a["ps"] = token_adjoint_states(model, a["xs"], a["zs"], context.weights, y)
         out = {
             "token": jnp.linalg.norm(a["xs"] - ref["xs"], axis=-1),
             "context": jnp.linalg.norm(a["zs"] - ref["passive"][:, :size], axis=-1) @ a["w"],
         }
-        if w1_size is not None:
-            wb = jnp.full((w1_size,), 1.0 / w1_size, dtype)
-            out["w1"] = _w1_path(a["zs"], a["w"], ref["zs"][:, :w1_size], wb, eps)
-        if "ps" in a and "ps" in ref:
+        if use_adj:
             out["adjoint"] = B * jnp.linalg.norm(a["ps"] - ref["ps"], axis=-1)
-            if a["pg"] is not None and "pg" in ref and ref["pg"] is not None:
+            if with_probes:
                 out["grad_phi"] = jnp.max(jnp.linalg.norm(a["pg"] - ref["pg"], axis=-1), axis=-1)
         return _sups(out)
 
-    per_n = {}
-    for bucket in size_buckets(spec.ns):
-        size = bucket[-1]
-        res = jax.lax.map(
-            lambda n, size=size: one(EmpiricalMeasure(z[:size], prefix_weights(n, size, dtype)), size),
-            jnp.asarray(bucket),
-        )
-        for i, n in enumerate(bucket):
-            per_n[n] = {k: v[i] for k, v in res.items()}
-    out = {k: jnp.stack([per_n[int(n)][k] for n in spec.ns]) for k in per_n[int(spec.ns[0])]}
+    def one_w1(context):
+        zs = forward(model, x0, context, saveat=save).zs
+        if exact_w1:
+            path = jax.vmap(wasserstein1_to_normal_1d, in_axes=(0, None, 0, 0))(
+                zs, context.weights, ref["means"], ref["stds"]
+            )
+        else:
+            assert w1_size is not None
+            wb = jnp.full((w1_size,), 1.0 / w1_size, dtype)
+            path = _w1_path(zs, context.weights, ref["zs"][:, :w1_size], wb, eps)
+        return {"w1": jnp.max(path)}
+
+    def over(ns, fn):
+        """fn(context, size) for every n of ``ns`` (padded per size bucket): n -> results."""
+        per_n = {}
+        for bucket in size_buckets(ns):
+            size = bucket[-1]
+            res = jax.lax.map(
+                lambda n, size=size: fn(EmpiricalMeasure(z[:size], prefix_weights(n, size, dtype)), size),
+                jnp.asarray(bucket),
+            )
+            per_n.update({n: {k: v[i] for k, v in res.items()} for i, n in enumerate(bucket)})
+        return per_n
+
+    cut = max(probe_ns) if probe_ns else 0
+    per_n = over([n for n in spec.ns if n <= cut], lambda c, size: one(c, size, True))
+    per_n.update(over([n for n in spec.ns if n > cut], lambda c, size: one(c, size, False)))
+    if w1_ns:
+        for n, r in over(w1_ns, lambda c, size: one_w1(c)).items():
+            per_n.setdefault(n, {}).update(r)
+    out = {
+        q: jnp.stack([per_n[n][q] for n in spec.quantity_ns(q)])
+        for q in QUANTITIES
+        if spec.quantity_ns(q) and all(q in per_n.get(n, {}) for n in spec.quantity_ns(q))
+    }
     out.update({f"floor_{k}": v for k, v in floor.items() if k in out})
     return out
 
@@ -541,6 +683,7 @@ __all__ = [
     "build_model",
     "coupled_deviations",
     "exact_reference_deviations",
+    "quantity_reference",
     "expected_slope",
     "prefix_weights",
     "run_seeds",
@@ -551,5 +694,6 @@ __all__ = [
     "size_buckets",
     "uniform_attention_deviation",
     "validate_spec",
+    "wasserstein1_to_normal_1d",
     "wasserstein_slope",
 ]

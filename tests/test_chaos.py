@@ -250,18 +250,18 @@ def test_size_buckets():
 
 def test_gaussian_reference_token_deviation_is_the_direct_one():
     """Against the Gaussian limit: the token deviation of each n equals ‖forward(first n i.i.d.
-    points) − gaussian_flow‖ computed directly (an unpadded forward per n), the exact floors are 0,
-    and max(ns) may exceed n_ref."""
+    points) − gaussian_flow‖ computed directly (an unpadded forward per n), the exact floors are 0
+    (W1 in d = 2, against QMC points, has a floor > 0), and max(ns) may exceed n_ref."""
     import jax.numpy as jnp
 
     from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
     from cfm_jax._populations import _Gaussian
 
-    spec = chaos.ChaosSpec(**dict(_EXACT_REF, ns=(4, 16, 512)), reference="gaussian")
+    spec = chaos.ChaosSpec(**dict(_EXACT_REF, ns=(4, 16, 512), adjoint=False), reference="gaussian")
     key = jax.random.key(5)
     res = chaos.exact_reference_deviations(spec, key)
-    assert res["floor_token"] == 0 and res["floor_context"] == 0 and res["floor_adjoint"] == 0
-    assert "grad_phi" not in res and res["floor_w1"] > 0
+    assert res["floor_token"] == 0 and res["floor_context"] == 0 and "adjoint" not in res
+    assert res["floor_w1"] > 0  # Sinkhorn in d = 2 against QMC points of the pushed Gaussian
     k_model, k_ctx, _, _, k_x, _, _ = jax.random.split(key, 7)
     law = spec.population_law()
     z, x0 = law(k_ctx, 512), law(k_x, spec.batch)
@@ -280,7 +280,7 @@ def test_gaussian_reference_token_deviation_is_the_direct_one():
 def test_gaussian_and_qmc_references_agree():
     """A QMC reference of n_ref = 1024 points stands in for the exact limit: the n-point deviations
     (same i.i.d. contexts) agree to a few per cent of their size, and the QMC floors are small."""
-    base = dict(_EXACT_REF, n_ref=1024, w1=False)
+    base = dict(_EXACT_REF, n_ref=1024, w1=False, grad_phi_max_n=4)  # ∇φ (QMC on both) is not compared here
     g = chaos.run_seeds(chaos.ChaosSpec(**base, reference="gaussian"), seeds=2)
     q = chaos.run_seeds(chaos.ChaosSpec(**base, reference="qmc"), seeds=2)
     for k in ("token", "context", "adjoint"):
@@ -295,3 +295,86 @@ def test_exact_reference_validation():
         chaos.run_seeds(chaos.ChaosSpec(**dict(_EXACT_REF, field="control"), reference="gaussian"), seeds=1)
     with pytest.raises(ValueError, match="`reference` must be"):
         chaos.run_seeds(chaos.ChaosSpec(reference="mc"), seeds=1)  # pyright: ignore[reportArgumentType]  # bad on purpose
+
+
+def test_w1_to_normal_1d_is_the_integral_of_the_cdf_gap():
+    """W1(μ, N(m, σ²)) = ∫|F_μ(t) − Φ((t − m)/σ)| dt: the closed form vs a fine trapezoid rule on the CDF
+    gap (an independent path), with unequal and zero weights; and the exact special case of one atom at
+    the mean, W1 = E|σZ| = σ√(2/π)."""
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.3, 0.7, 40)
+    w = rng.uniform(size=40)
+    w[25:] = 0.0  # padding atoms: no mass, no contribution
+    w /= w.sum()
+    got = chaos.wasserstein1_to_normal_1d(jnp.asarray(x)[:, None], jnp.asarray(w), 0.1, 0.9)
+    edges = np.concatenate([[-9.0], np.sort(x), [9.0]])
+    want = 0.0
+    for lo, hi in zip(edges[:-1], edges[1:]):  # F is constant between atoms: a smooth integrand on each piece
+        F = w[x <= 0.5 * (lo + hi)].sum()
+        want += quad(lambda t, F=F: abs(F - norm.cdf(t, 0.1, 0.9)), lo, hi, epsabs=1e-13, limit=200)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    one = chaos.wasserstein1_to_normal_1d(jnp.array([[0.4]]), jnp.ones(1), 0.4, 2.0)
+    np.testing.assert_allclose(one, 2.0 * np.sqrt(2 / np.pi), rtol=1e-12)
+
+
+def test_token_adjoint_states_equal_the_particle_adjoint(small_model):
+    """The token-only adjoint (context held on its trajectory) = the p of adjoint_trajectories, on a
+    padded context (zero-weight atoms)."""
+    kx, kz, ky = jax.random.split(jax.random.key(4), 3)
+    x0 = jax.random.normal(kx, (2, 3), jnp.float64)
+    ctx = EmpiricalMeasure(jax.random.normal(kz, (9, 3), jnp.float64), chaos.prefix_weights(6, 9, jnp.float64))
+    y = jax.random.normal(ky, (2, 3), jnp.float64)
+    sol = cfm_jax.forward(small_model, x0, ctx, saveat=cfm_jax.SaveAt(layers=True))
+    assert sol.xs is not None and sol.zs is not None
+    ps = chaos.token_adjoint_states(small_model, sol.xs, sol.zs, ctx.weights, y)
+    want, _ = chaos.adjoint_states(small_model, x0, ctx, y)
+    assert ps.shape == want.shape == (5, 2, 3)
+    np.testing.assert_allclose(ps, want, rtol=1e-10, atol=1e-13)
+
+
+def test_gaussian_rows_w1_and_grad_phi_references():
+    """Gaussian row in d = 1: W1 is the exact quantile formula against the limit's law N(m_s, Σ_s) at
+    every n (= a direct computation, floor 0); ∇φ is measured only at n <= grad_phi_max_n, against a
+    QMC reference (its floor > 0); each quantity names its reference."""
+    from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
+
+    spec = chaos.ChaosSpec(**dict(_EXACT_REF, dim=1, ns=(4, 16, 64), n_ref=64, grad_phi_max_n=16), reference="gaussian")
+    assert spec.quantity_ns("w1") == (4, 16, 64) and spec.quantity_ns("grad_phi") == (4, 16)
+    key = jax.random.key(2)
+    res = jax.jit(functools.partial(chaos.exact_reference_deviations, spec))(key)
+    assert res["w1"].shape == (3,) and res["grad_phi"].shape == (2,) and res["token"].shape == (3,)
+    assert res["floor_w1"] == res["floor_adjoint"] == 0 and res["floor_grad_phi"] > 0
+    assert [chaos.quantity_reference(spec, q) for q in ("token", "w1", "adjoint", "grad_phi")] == [
+        "gaussian",
+        "gaussian",
+        "gaussian",
+        "qmc",
+    ]
+    k_model, k_ctx, _, _, k_x, _, _ = jax.random.split(key, 7)
+    law = spec.population_law()
+    z, x0 = law(k_ctx, 64), law(k_x, spec.batch)
+    model = chaos.build_model(spec, k_model)
+    lim = gaussian_flow(model, x0, GaussianMeasure(jnp.zeros(1), jnp.eye(1)), saveat=cfm_jax.SaveAt(layers=True))
+    assert lim.means is not None and lim.covs is not None
+    for i, n in enumerate(spec.ns):
+        zs = cfm_jax.forward(model, x0, z[:n], saveat=cfm_jax.SaveAt(layers=True)).zs
+        assert zs is not None
+        direct = max(
+            chaos.wasserstein1_to_normal_1d(
+                zs[s], jnp.full((n,), 1.0 / n), lim.means[s, 0], jnp.sqrt(lim.covs[s, 0, 0])
+            )
+            for s in range(zs.shape[0])
+        )
+        np.testing.assert_allclose(res["w1"][i], direct, rtol=1e-9)
+
+
+def test_quantity_sizes_need_an_exact_reference():
+    with pytest.raises(ValueError, match="`w1_ns` and `grad_phi_max_n` need an exact reference"):
+        chaos.validate_spec(chaos.ChaosSpec(ns=(4, 8), n_ref=16, w1_ns=(4,)))
+    with pytest.raises(ValueError, match="`w1_ns` must be"):
+        chaos.validate_spec(chaos.ChaosSpec(**dict(_EXACT_REF, w1_ns=(0, 4)), reference="gaussian"))
+    with pytest.raises(ValueError, match="`grad_phi_max_n`"):
+        chaos.validate_spec(chaos.ChaosSpec(**dict(_EXACT_REF, grad_phi_max_n=0), reference="gaussian"))

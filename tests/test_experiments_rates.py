@@ -26,15 +26,41 @@ def _tiny_configs():
 
 
 def test_sweep_configs_rules():
-    """One configuration per (field, population, d); W1 only where dʹ <= 3; the subspace pair."""
+    """The default grid: one configuration per (field, population, d); exact references (the Gaussian
+    limit, MLP declared linear, for Gaussian attention; QMC for the rest); attention over >= 2 decades
+    of n; the W1 policy (dʹ = 1 at every n, dʹ = 2 over its own sizes against >= 4n QMC points, none
+    above dʹ = 3); ∇φ only up to grad_phi_max_n, against QMC. The sample grid keeps n <= n_ref."""
+    from cfm_jax import chaos
+
     configs = rates.sweep_configs(rates.default_grid(False))
     keys = [(c["field"], c["population"], c["dim"]) for c in configs]
     assert len(keys) == len(set(keys)) == 5 + 4 + 2
     for c in configs:
-        assert c["w1"] == ((c["intrinsic_dim"] or c["dim"]) <= 3)
-        assert max(c["ns"]) <= c["n_ref"]
+        spec = rates.spec_from_config(c)
+        chaos.validate_spec(spec)
+        dk = c["intrinsic_dim"] or c["dim"]
+        gaussian = c["field"] == "attention" and c["population"] == "gaussian"
+        assert c["reference"] == ("gaussian" if gaussian else "qmc")
+        assert (c.get("mlp_activation") == "linear") == gaussian
+        assert max(c["ns"]) / min(c["ns"]) >= (100 if c["field"] == "attention" else 16)
+        assert c["w1"] == (dk <= 3)
+        if c["w1"] and dk == 1:
+            assert spec.quantity_ns("w1") == spec.ns
+            assert chaos.quantity_reference(spec, "w1") == ("gaussian" if gaussian else "qmc")
+        elif c["w1"]:
+            w1_ns = spec.quantity_ns("w1")
+            assert 4 * max(w1_ns) <= spec.w1_size <= spec.n_ref and len(w1_ns) >= 4
+            assert chaos.quantity_reference(spec, "w1") == "qmc"
+        if c["field"] == "attention":
+            assert 2 <= len(spec.quantity_ns("grad_phi")) < len(spec.ns)
+            assert chaos.quantity_reference(spec, "grad_phi") == "qmc"
+            assert (
+                chaos.quantity_reference(spec, "token") == chaos.quantity_reference(spec, "adjoint") == c["reference"]
+            )
     sub = [c for c in configs if c["population"] == "subspace_gaussian"]
     assert {(c["dim"], c["intrinsic_dim"]) for c in sub} == {(8, 2)}
+    for c in rates.sweep_configs(rates.default_grid(False, "sample")):
+        assert max(c["ns"]) <= c["n_ref"] and c.get("reference", "sample") == "sample" and "w1_ns" not in c
 
 
 def test_sweep_resume_matches_uninterrupted(tmp_path):
@@ -49,31 +75,37 @@ def test_sweep_resume_matches_uninterrupted(tmp_path):
     assert len(lines) == len(configs)  # no duplicates
 
 
-def test_fitted_rates_and_floor_flag(tmp_path):
-    """Attention d = 4, n ∈ {8, 32, 128}, n_ref = 2048, 8 seeds: the token slope's bootstrap 95 % CI
-    lies below 0 and contains −1/2 (sign and size of the rate), and the fit is meaningful: the
-    coupled deviation at n = 128 is ~(1/n − 1/n_ref)^{1/2}, the reference error ~n_ref^{-1/2},
-    ratio 1/√15 ≈ 0.26 < 0.5. With n_ref = 2·max n that ratio is ≈ 1: floor-limited, and
-    fit_rates must say so."""
+def test_exact_reference_rates_and_floor_flag(tmp_path):
+    """Against the exact Gaussian limit (attention d = 8, one layer, n ∈ {8, …, 512}, 8 seeds): the token
+    and coupled-context deviations fall with a fitted slope whose bootstrap 95 % CI lies below 0,
+    contains −1/2 and is narrower than 0.6; their floor is exactly 0 and the fit is meaningful. A
+    sample reference of n_ref = 256 = 2·max n has floor/dev ≈ 1: fit_rates must call it floor-limited."""
     grid = dict(
-        attention_dims=[4],
+        attention_dims=[8],
         control_dims=[],
-        ns=[8, 32, 128],
+        ns=[8, 32, 128, 512],
         control_ns=[4, 8],
-        n_ref=2048,
+        n_ref=64,
         control_n_ref=32,
         seeds=8,
         subspace=None,
+        reference="exact",
+        w1_ns=[4, 8],
+        w1_size=32,
     )
     configs = rates.sweep_configs(grid, layers=1, adjoint=False)
     fits = rates.fit_rates(rates.run_sweep(configs, tmp_path / "a", progress=False))
-    tok = next(f for f in fits if f["quantity"] == "token")
-    assert tok["ci_high"] < 0 and tok["ci_low"] <= -0.5 <= tok["ci_high"] and tok["meaningful"], tok
-    assert tok["expected"] == -0.5 and tok["ns"] == [8.0, 32.0, 128.0]
-    coarse = rates.sweep_configs(dict(grid, n_ref=256), layers=1, adjoint=False)
-    cfits = rates.fit_rates(rates.run_sweep(coarse, tmp_path / "b", progress=False))
+    for q in ("token", "context"):
+        f = next(f for f in fits if f["quantity"] == q)
+        assert f["ci_high"] < 0 and f["ci_low"] <= -0.5 <= f["ci_high"] and f["ci_high"] - f["ci_low"] < 0.6, f
+        assert f["floor"] == 0 and f["meaningful"] and f["reference"] == "gaussian", f
+        assert f["expected"] == -0.5 and f["ns"] == [8.0, 32.0, 128.0, 512.0]
+    coarse = dict(grid, ns=[8, 32, 128], n_ref=256, reference="sample")
+    cfits = rates.fit_rates(
+        rates.run_sweep(rates.sweep_configs(coarse, layers=1, adjoint=False), tmp_path / "b", progress=False)
+    )
     ctok = next(f for f in cfits if f["quantity"] == "token")
-    assert not ctok["meaningful"], ctok
+    assert not ctok["meaningful"] and ctok["reference"] == "sample", ctok
 
 
 def test_table_and_summary_have_no_nan_strings(tmp_path):
@@ -118,11 +150,20 @@ def test_grid_from_args_rejects_bad_sizes():
     with pytest.raises(ValueError, match="--ns"):
         rates.grid_from_args(parser.parse_args(["--ns", "8"]))
     with pytest.raises(ValueError, match="--n-ref"):
-        rates.grid_from_args(parser.parse_args(["--ns", "8", "64", "--n-ref", "32"]))
+        rates.grid_from_args(parser.parse_args(["--reference", "sample", "--ns", "8", "64", "--n-ref", "32"]))
+    rates.grid_from_args(
+        parser.parse_args(["--ns", "8", "64", "--n-ref", "32", "--w1-ns", "4", "8"])
+    )  # exact: n > n_ref
     with pytest.raises(ValueError, match="--seeds"):
         rates.grid_from_args(parser.parse_args(["--seeds", "1"]))
+    with pytest.raises(ValueError, match="--w1-ns: the largest size"):
+        rates.grid_from_args(parser.parse_args(["--w1-ns", "16", "256"]))
+    with pytest.raises(ValueError, match="--w1-ns: needs --reference exact"):
+        rates.grid_from_args(parser.parse_args(["--reference", "sample", "--w1-ns", "16", "32"]))
     assert math.isclose(rates.grid_from_args(parser.parse_args(["--quick"]))["n_ref"], 1024)
-    np.testing.assert_array_equal(rates.grid_from_args(parser.parse_args([]))["ns"], [16, 32, 64, 128])
+    np.testing.assert_array_equal(rates.grid_from_args(parser.parse_args([]))["ns"], [16, 64, 256, 1024, 4096])
+    sample = rates.grid_from_args(parser.parse_args(["--reference", "sample"]))
+    assert sample["ns"] == [16, 32, 64, 128] and sample["reference"] == "sample"
 
 
 def test_exact_reference_grid_and_table(tmp_path):
@@ -132,11 +173,9 @@ def test_exact_reference_grid_and_table(tmp_path):
 
     parser = argparse.ArgumentParser()
     rates.add_arguments(parser)
-    grid = rates.grid_from_args(
-        parser.parse_args(["--quick", "--reference", "exact", "--ns", "4", "64", "--n-ref", "32"])
-    )
+    grid = rates.grid_from_args(parser.parse_args(["--quick", "--ns", "4", "64", "--n-ref", "32", "--w1-ns", "4", "8"]))
     assert grid["reference"] == "exact"
-    grid = dict(TINY, reference="exact")
+    grid = dict(TINY, reference="exact", w1_ns=[4, 8], w1_size=32)
     configs = rates.sweep_configs(grid, layers=2, adjoint=False)
     refs = {(c["field"], c["population"]): (c["reference"], c.get("mlp_activation")) for c in configs}
     assert refs == {("attention", "gaussian"): ("gaussian", "linear"), ("control", "gaussian"): ("qmc", None)}

@@ -107,6 +107,7 @@ RULES: dict[str, tuple[str, float, str]] = {
     "control_ns": ("int", 1, ""),
     "n_ref": ("int", 1, ""),
     "control_n_ref": ("int", 1, ""),
+    "w1_ns": ("int", 1, ""),
     "seeds": ("int", 2, "a confidence interval needs two"),
     "realisations": ("int", 2, "a confidence interval needs two"),
     "steps": ("int", 4, ""),
