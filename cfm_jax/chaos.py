@@ -235,12 +235,12 @@ def build_model(spec: ChaosSpec, key, reference=None) -> AbstractCFM:
     return CFM(field, {"c": jnp.full((spec.layers,), spec.control_strength, dtype)}, spec.dim)
 
 
-def adjoint_states(model, x0, context, y, probes=None):
+def adjoint_states(model, x0, context, y, probes=None, *, throw: bool = True):
     """(ps (S, B, d), probe_grads (S, P, d) or None) at the layer boundaries, batch-mean loss.
 
-    The discrete adjoint of :func:`cfm_jax.adjoint_trajectories` (the default).
+    The discrete adjoint of :func:`cfm_jax.adjoint_trajectories` (the default; ``throw`` as there).
     """
-    sol = adjoint_trajectories(model, x0, as_measure(context), y, probes=probes)
+    sol = adjoint_trajectories(model, x0, as_measure(context), y, probes=probes, throw=throw)
     return sol.ps, sol.probe_grads
 
 
@@ -268,12 +268,18 @@ def token_adjoint_states(model, xs, zs, weights, y) -> jax.Array:
     return jnp.concatenate([ps, p1[None]], axis=0)
 
 
-def _system(model, x0, context: EmpiricalMeasure, y=None, probes=None, adjoint: bool = False) -> dict:
-    """Trajectories of one system at the layer boundaries: xs, zs, the weights (and ps, pg)."""
-    sol = forward(model, x0, context, saveat=SaveAt(layers=True))
+def _system(
+    model, x0, context: EmpiricalMeasure, y=None, probes=None, adjoint: bool = False, throw: bool = False
+) -> dict:
+    """Trajectories of one system at the layer boundaries: xs, zs, the weights (and ps, pg).
+
+    ``throw``: value checks (``cfm_jax.forward``); off by default, for the sweeps' own inputs, so
+    that their programs can be stored by the persistent compilation cache.
+    """
+    sol = forward(model, x0, context, saveat=SaveAt(layers=True), throw=throw)
     out = {"xs": sol.xs, "zs": sol.zs, "w": context.weights}
     if adjoint and y is not None:
-        out["ps"], out["pg"] = adjoint_states(model, x0, context, y, probes)
+        out["ps"], out["pg"] = adjoint_states(model, x0, context, y, probes, throw=throw)
     return out
 
 
@@ -319,6 +325,7 @@ def coupled_deviations(
     w1_size: int | None = None,
     relative_epsilon: float = 0.01,
     adjoint: bool = True,
+    throw: bool = True,
 ) -> dict:
     """Deviations between two systems at every layer boundary (trajectories, not sups).
 
@@ -334,6 +341,7 @@ def coupled_deviations(
             particles can be compared one by one.
         w1_size: when set, W1(μ_s, μ̂_s) with μ̂_s the first ``w1_size`` reference particles
             (and, when not ``coupled``, μ_s truncated to its first ``w1_size`` particles too).
+        throw: check the values of the inputs inside compiled code (``cfm_jax.forward``).
 
     Returns:
         dict with ``ss (S,)``, ``token (S, B)``, and where applicable ``context (S,)``,
@@ -355,8 +363,8 @@ def coupled_deviations(
     w1_max = reference.size if coupled else min(reference.size, context.size)
     if w1_size is not None and not 1 <= int(w1_size) <= w1_max:
         raise ValueError(f"`w1_size` must be in [1, {w1_max}], got {w1_size!r}.")
-    a = _system(model, x0, context, y, probes, adjoint)
-    b = _system(model, x0, reference, y, probes, adjoint)
+    a = _system(model, x0, context, y, probes, adjoint, throw)
+    b = _system(model, x0, reference, y, probes, adjoint, throw)
     out = _compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=relative_epsilon)
     out["ss"] = jnp.arange(a["xs"].shape[0], dtype=a["xs"].dtype) / model.num_layers
     return out
@@ -510,10 +518,10 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
     if spec.reference == "gaussian":
         model = build_model(spec, k_model)
         mean, scale = law.mean, law.scale  # pyright: ignore[reportAttributeAccessIssue]  (a Gaussian population)
-        mu = GaussianMeasure(mean.astype(dtype), scale**2 * jnp.eye(spec.dim, dtype=dtype))
+        mu = GaussianMeasure.unchecked(mean.astype(dtype), scale**2 * jnp.eye(spec.dim, dtype=dtype))
         W = 0 if (w1_size is None or exact_w1) else w1_size
         q = [mu.sample(k, W, qmc=True) for k in (k_ref, k_ref2)] if W else []
-        sol = gaussian_flow(model, jnp.concatenate([x0, z[:N], *q]), mu, saveat=save)
+        sol = gaussian_flow(model, jnp.concatenate([x0, z[:N], *q]), mu, saveat=save, throw=False)
         xs = sol.xs
         assert xs is not None and sol.means is not None and sol.covs is not None
         ref = {"xs": xs[:, :B], "passive": xs[:, B : B + N], "zs": xs[:, B + N : B + N + W]}
@@ -545,7 +553,7 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
                 sys_r["ps"] = token_adjoint_states(model, sys_r["xs"], sys_r["zs"], sys_r["w"], y)
             systems.append(sys_r)
         ref, ref2 = systems
-        ref["passive"] = forward(model, z[:N], EmpiricalMeasure(r1), saveat=save).xs
+        ref["passive"] = forward(model, z[:N], EmpiricalMeasure(r1), saveat=save, throw=False).xs
         floor = _sups(_compare(ref2, ref, coupled=False, w1_size=w1_size, relative_epsilon=eps))
 
     def one(context, size, with_probes):
@@ -563,7 +571,7 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
         return _sups(out)
 
     def one_w1(context):
-        zs = forward(model, x0, context, saveat=save).zs
+        zs = forward(model, x0, context, saveat=save, throw=False).zs
         if exact_w1:
             path = jax.vmap(wasserstein1_to_normal_1d, in_axes=(0, None, 0, 0))(
                 zs, context.weights, ref["means"], ref["stds"]
@@ -609,7 +617,8 @@ def _batched(spec: ChaosSpec, padded: bool, devices: tuple = ()):
         return jax.jit(body)
     mesh = Mesh(np.asarray(devices), ("seeds",))
     # Seeds are independent: no collective, each device runs its block of seeds. check_vma is off
-    # because the solvers' scans start their carries from unsharded constants.
+    # because the VJPs inside (adjoints, Sinkhorn) pull varying cotangents back to unvarying
+    # constants of the model.
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("seeds"), out_specs=P("seeds"), check_vma=False))
 
 
