@@ -24,7 +24,7 @@ arrays are traced, and a repeated call with the same shapes reuses the compiled 
 types and shapes are checked when it is traced (``ValueError`` naming the argument); values — finite
 tokens, points and parameters, context weights that are non-negative and sum to one — are checked
 inside the compiled program with ``eqx.error_if``, so they hold under a caller's own ``jax.jit``,
-``vmap`` and ``grad`` too. They cost 1–2 % of a solve (``benchmarks/results/forward.md``), but a
+``vmap`` and ``grad`` too. They cost nothing measurable (``benchmarks/results/forward.md``), but a
 program containing them is never stored by JAX's persistent compilation cache (they are host
 callbacks): ``throw=False`` leaves them out, as sweeps over inputs they generate themselves do.
 Under a plain ``jax.jit``, ``steps`` and ``max_steps`` must be marked static
