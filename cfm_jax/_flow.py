@@ -11,8 +11,9 @@ along unchanged.
 Every path is cut into its L segments (layers) and :func:`loop` is a ``lax.scan`` over them with
 one solve per segment (:func:`solve_segment`: the diffrax solver's own steps on a fixed grid, or
 ``diffrax.diffeqsolve`` where diffrax differentiates or adapts the steps), so no step ever
-straddles a parameter jump or kink and higher-order solvers keep their order. With the default ``diffrax.Euler()``
-and one step per layer this is exactly the L-layer residual transformer x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
+straddles a parameter jump or kink and higher-order solvers keep their order. With the default
+``diffrax.Euler()`` and one step per layer this is exactly the L-layer residual transformer
+x_{l+1} = x_l + (1/L) V(x_l, μ_l; θ_l).
 
 Every strategy of :func:`cfm_jax.forward` runs this loop: autodiff through it (a diffrax
 adjoint), or a hand adjoint that wraps it in a custom VJP and chooses which states it keeps

@@ -133,7 +133,9 @@ class GaussianSolution(eqx.Module):
     num_steps: Array | None = None
 
 
-def _check_inputs(model, x0, mu, steps):
+def _check_inputs(model, x0, mu, steps, throw: bool):
+    """Structural checks when traced; finite ``x0`` and parameters eagerly, and inside compiled code
+    unless ``throw`` is False. Returns ``(model, x0, steps)``."""
     if not isinstance(model, AbstractCFM):
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
     if not isinstance(mu, GaussianMeasure):
@@ -151,7 +153,9 @@ def _check_inputs(model, x0, mu, steps):
     steps = L if steps is None else static_int("steps", steps)
     if model.piecewise_constant and steps % L:
         raise ValueError(f"`steps`={steps} must be a multiple of the number of layers L={L}.")
-    return x0, steps
+    if throw:
+        x0, model = finite("x0", x0), finite_params(model)
+    return model, x0, steps
 
 
 def _euler_step(field, params, state, h):
@@ -279,9 +283,7 @@ def gaussian_flow(
     Returns:
         :class:`GaussianSolution`. Differentiable by ``jax.grad`` in the model, ``x0`` and ``mu``.
     """
-    x0, steps = _check_inputs(model, x0, mu, steps)
-    if throw:
-        x0, model = finite("x0", x0), finite_params(model)
+    model, x0, steps = _check_inputs(model, x0, mu, steps, throw)
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
     if not isinstance(saveat, SaveAt):
@@ -346,6 +348,7 @@ def gaussian_token_adjoint(
     loss: Callable | None = None,
     steps: int | None = None,
     saveat: SaveAt = SaveAt(layers=True),
+    throw: bool = True,
 ) -> tuple[Array, Array]:
     """The token covector p_s = ∂ℓ/∂x_s of the infinite-context (Gaussian) residual network.
 
@@ -353,9 +356,10 @@ def gaussian_token_adjoint(
     convention of :func:`cfm_jax.adjoint_trajectories`), then p_i = (I + h M_i)ᵀ p_{i+1} back
     through the exact Euler recursion (the context is the population law, which the tokens do
     not move). Returns ``(ss (S,), ps (S,) + x0.shape)`` at the depths of ``saveat`` (layer
-    boundaries by default, every step with ``SaveAt(steps=True)``).
+    boundaries by default, every step with ``SaveAt(steps=True)``). ``throw``: as in
+    :func:`gaussian_flow` (also for ``y``).
     """
-    x0, steps = _check_inputs(model, x0, mu, steps)
+    model, x0, steps = _check_inputs(model, x0, mu, steps, throw)
     y = jnp.asarray(y)
     if y.shape != x0.shape:
         raise ValueError(f"`y` must have the shape of `x0` {x0.shape}, got {y.shape}.")
@@ -364,6 +368,8 @@ def gaussian_token_adjoint(
     if saveat.layers and not saveat.steps and not model.piecewise_constant:
         raise ValueError("`saveat`=SaveAt(layers=True) needs a piecewise-constant path; use SaveAt(steps=True).")
     check_finite("y", y)
+    if throw:
+        y = finite("y", y)
     dtype = jnp.result_type(x0, mu.mean, *jax.tree.leaves(model.stacked_params()))
     single = x0.ndim == 1
     x, yb = jnp.atleast_2d(x0).astype(dtype), jnp.atleast_2d(y).astype(dtype)

@@ -33,6 +33,32 @@ from _ogd_problem import setup  # noqa: E402, F401  (the OGD tests' shared probl
 
 import cfm_jax  # noqa: E402
 
+#: a two-row `cfm-jax rates` sweep small enough for subprocess tests (CLI errors, signals, resume)
+TINY_RATES = [
+    "rates",
+    "--dims",
+    "1",
+    "--control-dims",
+    "1",
+    "--ns",
+    "4",
+    "8",
+    "--control-ns",
+    "4",
+    "8",
+    "--n-ref",
+    "32",
+    "--control-n-ref",
+    "32",
+    "--seeds",
+    "2",
+    "--no-subspace",
+    "--no-progress",
+    "--no-adjoint",
+    "--layers",
+    "2",
+]
+
 
 @pytest.fixture(scope="session")
 def small_model():

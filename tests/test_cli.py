@@ -6,34 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TINY_RATES
 
 from cfm_jax import cli
 
 EXPERIMENTS = ("rates", "ogd", "gradcheck", "sync")
-TINY_RATES = [
-    "rates",
-    "--dims",
-    "1",
-    "--control-dims",
-    "1",
-    "--ns",
-    "4",
-    "8",
-    "--control-ns",
-    "4",
-    "8",
-    "--n-ref",
-    "32",
-    "--control-n-ref",
-    "32",
-    "--seeds",
-    "2",
-    "--no-subspace",
-    "--no-progress",
-    "--no-adjoint",
-    "--layers",
-    "2",
-]
 
 
 def _run(*args, timeout=120):

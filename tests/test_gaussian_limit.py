@@ -290,3 +290,19 @@ def test_jit_and_vmap_over_contexts(linear_mlp_model):
     for i in range(3):
         np.testing.assert_allclose(out[i], gaussian_flow(model, x, GaussianMeasure(means[i], mu.cov)).x1, atol=1e-13)
     assert eqx.is_array(out)
+
+
+def test_token_adjoint_checks_values_under_jit(linear_mlp_model):
+    """Under jax.jit, a non-finite x0 or y raises an error naming it (the eager check cannot see
+    tracers); throw=False leaves the checks out of the program."""
+    mu = GaussianMeasure(jnp.zeros(3), jnp.eye(3))
+    f = jax.jit(lambda x, y: gaussian_token_adjoint(linear_mlp_model, x, mu, y)[1])
+    good = jnp.zeros((2, 3))
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+    with pytest.raises(errors, match="`x0`"):
+        jax.block_until_ready(f(good.at[0, 0].set(jnp.nan), good))
+    with pytest.raises(errors, match="`y`"):
+        jax.block_until_ready(f(good, good.at[1, 2].set(jnp.inf)))
+    unchecked = jax.jit(lambda x, y: gaussian_token_adjoint(linear_mlp_model, x, mu, y, throw=False)[1])
+    assert "callback" not in unchecked.lower(good, good).as_text()
+    np.testing.assert_array_equal(unchecked(good, good), f(good, good))

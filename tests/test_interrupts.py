@@ -13,33 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TINY_RATES
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 
-TINY = [
-    "rates",
-    "--dims",
-    "1",
-    "--control-dims",
-    "1",
-    "--ns",
-    "4",
-    "8",
-    "--control-ns",
-    "4",
-    "8",
-    "--n-ref",
-    "32",
-    "--control-n-ref",
-    "32",
-    "--seeds",
-    "2",
-    "--no-subspace",
-    "--no-progress",
-    "--no-adjoint",
-    "--layers",
-    "2",
-]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -83,7 +60,7 @@ def _interrupt(proc, sig):
 def uninterrupted_rows(tmp_path_factory):
     """The rows of the same sweep run to the end without a signal (shared by both signals)."""
     tmp = tmp_path_factory.mktemp("full")
-    assert _start([*TINY, "--out", str(tmp / "full")], tmp / "cache").wait(timeout=300) == 0
+    assert _start([*TINY_RATES, "--out", str(tmp / "full")], tmp / "cache").wait(timeout=300) == 0
     return _rows(tmp / "full" / "rows.jsonl")
 
 
@@ -93,7 +70,7 @@ def test_interrupted_sweep_resumes_to_the_same_rows(tmp_path, sig, uninterrupted
     the row in flight. Either way the finished row is on disk and --resume completes the sweep with
     rows bit-for-bit equal to an uninterrupted run."""
     cache, part = tmp_path / "cache", tmp_path / "part"
-    proc = _start([*TINY, "--out", str(part)], cache)
+    proc = _start([*TINY_RATES, "--out", str(part)], cache)
     _wait_for(lambda: len(_rows(part / "rows.jsonl")) >= 1, proc)
     rc, dt, err = _interrupt(proc, sig)
     if sig == signal.SIGINT:
@@ -101,7 +78,7 @@ def test_interrupted_sweep_resumes_to_the_same_rows(tmp_path, sig, uninterrupted
     else:
         assert rc == -signal.SIGKILL
     assert len(_rows(part / "rows.jsonl")) == 1  # the second row was in flight
-    assert _start([*TINY, "--out", str(part), "--resume"], cache).wait(timeout=300) == 0
+    assert _start([*TINY_RATES, "--out", str(part), "--resume"], cache).wait(timeout=300) == 0
     strip = lambda rows: [(r["key"], r["values"], r["floor"]) for r in rows]  # noqa: E731
     assert strip(_rows(part / "rows.jsonl")) == strip(uninterrupted_rows)
 

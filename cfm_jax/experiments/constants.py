@@ -1012,7 +1012,7 @@ def run(args, parts: Sequence[Part] | None = None) -> int:
 
     from .options import results_mode
 
-    chosen = select_parts(getattr(args, "parts", None), PARTS if parts is None else parts)
+    chosen = select_parts(args.parts, PARTS if parts is None else parts)
     names = [part_name(p) for p in chosen]
     config = {"parts": names, "quick": bool(args.quick), "seed": int(args.seed)}
     folder = ResultsFolder(args.out, "constants", config, mode=results_mode(args))

@@ -35,19 +35,7 @@ DEFAULTS = dict(
     seeds=4,
     population="uniform_sphere",
 )
-QUICK = dict(
-    dim=2,
-    layers=2,
-    heads=1,
-    mlp_width=4,
-    batch=4,
-    n_ref=256,
-    ns=(4, 16, 64),
-    eta=0.03,
-    steps=200,
-    seeds=2,
-    population="uniform_sphere",
-)
+QUICK = dict(DEFAULTS, dim=2, layers=2, mlp_width=4, n_ref=256, steps=200, seeds=2)
 MAX_CURVE_POINTS = 300
 
 

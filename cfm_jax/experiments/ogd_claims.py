@@ -62,20 +62,7 @@ DEFAULTS: dict[str, Any] = dict(
     strong=1.5,
     curve_points=160,
 )
-QUICK: dict[str, Any] = dict(
-    d0=2,
-    dims=(2, 4),
-    layers=2,
-    batch=4,
-    ns=(4, 16, 64),
-    context_scale=0.5,
-    eta=0.5,
-    steps=48,
-    seeds=3,
-    weak=1 / 8,
-    strong=1.5,
-    curve_points=60,
-)
+QUICK: dict[str, Any] = dict(DEFAULTS, d0=2, dims=(2, 4), ns=(4, 16, 64), steps=48, seeds=3, curve_points=60)
 FIGURES = ("ogd_claims_n.png", "ogd_claims_d.png", "ogd_claims_k.png")
 
 
