@@ -27,7 +27,7 @@ from _machine import machine  # noqa: E402
 from _timing import warm_median  # noqa: E402
 
 import cfm_jax  # noqa: E402
-from cfm_jax.experiments.gradcheck import flat, make_problem, references  # noqa: E402
+from cfm_experiments.gradcheck import flat, make_problem, references  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -306,7 +306,7 @@ def bench_accuracy():
         _, g_hand = cfm_jax.loss_and_grad(model, x0, ctx, y)
         import diffrax
 
-        from cfm_jax.experiments.gradcheck import _without_closed_forms
+        from cfm_experiments.gradcheck import _without_closed_forms
 
         generic = cfm_jax.CFM(_without_closed_forms(model.field), model.stacked_params(), model.dim)
         _, g_vjp = cfm_jax.loss_and_grad(generic, x0, ctx, y)

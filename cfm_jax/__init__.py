@@ -2,14 +2,16 @@
 
 Deep transformers as target tokens moving through a context of n tokens carried by the same
 attention flow (a McKean–Vlasov particle system): forward solves differentiable by hand-written
-Eulerian adjoints or autodiff, propagation-of-chaos experiments, ridge-regularised online gradient
-descent and the stochastic (common-noise) transformer on the sphere. The theory and every
-convention the code relies on: ``docs/theory.md``.
+Eulerian adjoints or autodiff, coupled finite- vs infinite-context deviations (propagation of
+chaos), ridge-regularised online gradient descent and the stochastic (common-noise) transformer on
+the sphere. The theory and every convention the code relies on: ``docs/theory.md``. The papers'
+experiments and the ``cfm-jax`` command are a separate package, ``cfm_experiments``, built on this
+public API only.
 
 The public API is the names below (``__all__``) and the subpackages ``chaos``, ``distributed``,
-``experiments``, ``ogd``, ``stats`` and ``stochastic``; modules whose names start with ``_`` are
-implementation. The package root is lazy: a name is imported from its module on first use, so
-``import cfm_jax`` (and ``cfm-jax --help``) does not import JAX until something numerical is asked for.
+``ogd``, ``stats`` and ``stochastic``; modules whose names start with ``_`` are implementation.
+The package root is lazy: a name is imported from its module on first use, so ``import cfm_jax``
+does not import JAX until something numerical is asked for.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "AbstractHandAdjoint": "_adjoint",
     "AbstractMemory": "_adjoint",
     "AbstractPiecewiseConstantCFM": "_paths",
+    "AbstractStream": "_streams",
     "adjoint_trajectories": "_gradients",
     "AdjointSolution": "_gradients",
     "ArrayStream": "_streams",
@@ -92,7 +95,7 @@ _EXPORTS: dict[str, str] = {
     "W1ControlField": "_control",
     "wasserstein1": "_wasserstein",
 }
-_SUBMODULES = ("chaos", "distributed", "experiments", "ogd", "stats", "stochastic")
+_SUBMODULES = ("chaos", "distributed", "ogd", "stats", "stochastic")
 
 
 def __getattr__(name: str):
@@ -112,7 +115,7 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
-    from . import chaos, distributed, experiments, ogd, stats, stochastic
+    from . import chaos, distributed, ogd, stats, stochastic
     from ._adjoint import (
         AbstractHandAdjoint,
         AbstractMemory,
@@ -151,7 +154,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     from ._qmc import sobol, sobol_normal
     from ._sharding import context_mesh, gather, replicate, shard_inputs
     from ._solve import default_adjoint, forward
-    from ._streams import ArrayStream, FunctionStream, Sample, TeacherStudentStream
+    from ._streams import AbstractStream, ArrayStream, FunctionStream, Sample, TeacherStudentStream
     from ._wasserstein import wasserstein1
     from .ogd import (
         LipschitzEstimate,
@@ -174,6 +177,7 @@ __all__ = [
     "AbstractPiecewiseConstantCFM",
     "adjoint_trajectories",
     "AdjointSolution",
+    "AbstractStream",
     "ArrayStream",
     "as_measure",
     "AttentionField",
@@ -190,7 +194,6 @@ __all__ = [
     "embedded_sphere",
     "EmpiricalMeasure",
     "estimate_lipschitz",
-    "experiments",
     "FlowSolution",
     "forward",
     "functional_gradient",

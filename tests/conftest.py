@@ -20,7 +20,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from cfm_jax.experiments.options import default_cache_dir, enable_compilation_cache  # noqa: E402
+from cfm_experiments.options import default_cache_dir, enable_compilation_cache  # noqa: E402
 
 enable_compilation_cache(default_cache_dir())
 # Start the backend now: the session keeps its one CPU device even when a test calls the CLI's

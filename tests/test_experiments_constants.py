@@ -19,8 +19,8 @@ import jax
 import numpy as np
 import pytest
 
-from cfm_jax.experiments import constants as C
-from cfm_jax.experiments.runner import ResultsFolder
+from cfm_experiments import constants as C
+from cfm_experiments.results import ResultsFolder
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = [4, 16, 64]
@@ -190,7 +190,7 @@ def test_parts_selection_and_bad_names():
 def _cli(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "cfm_jax", "constants", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "cfm_experiments", "constants", *args], capture_output=True, text=True, timeout=120, env=env
     )
 
 
@@ -210,7 +210,7 @@ def test_ctrl_c_exits_130_promptly(tmp_path):
     """SIGINT while the command imports, compiles or computes: exit 130 within 2 s, one message naming --resume."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CFM_JAX_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cfm_jax", "constants", "--quick", "--no-progress", "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "cfm_experiments", "constants", "--quick", "--no-progress", "--out", str(tmp_path / "o")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -2,7 +2,7 @@
 
 import json
 
-from cfm_jax.cli import main
+from cfm_experiments.cli import main
 
 
 def test_gradcheck_methods_match_their_references_and_resume(tmp_path):

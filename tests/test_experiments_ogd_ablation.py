@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from cfm_jax.experiments import ogd_ablation
+from cfm_experiments import ogd_ablation
 
 TINY = dict(dim=2, layers=2, mlp_width=4, n_ref=64, ns=(4, 32), steps=30, seeds=2)
 

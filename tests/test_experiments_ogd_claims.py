@@ -1,4 +1,4 @@
-"""The OGD claims against the exact infinite-context limit (cfm_jax.experiments.ogd_claims).
+"""The OGD claims against the exact infinite-context limit (cfm_experiments.ogd_claims).
 
 * the population trajectory of a coupled run with ``population=μ`` is the ridge OGD of the exact
   Gaussian loss: checked against a hand-written ridge step θ ← θ − η(L·∇L̂(θ) + λθ) whose
@@ -20,7 +20,7 @@ import pytest
 
 import cfm_jax
 from cfm_jax import ogd
-from cfm_jax.experiments import ogd_claims as oc
+from cfm_experiments import ogd_claims as oc
 from cfm_jax.stats import fit_loglog
 
 TINY: dict[str, Any] = dict(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cfm_jax.experiments import options
+from cfm_experiments import options
 
 
 def test_cache_dir_resolution(monkeypatch, tmp_path):
@@ -74,7 +74,7 @@ def test_cpu_devices_after_jax_started_is_an_error_only_when_asked_for():
 
 def _numeric_options():
     """(subcommand, dest, type) of every option that takes a number, in every subcommand."""
-    from cfm_jax import cli
+    from cfm_experiments import cli
 
     out = []
     for name in cli.COMMANDS:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from cfm_jax.experiments import plotting
+from cfm_experiments import plotting
 
 
 def test_figure_has_exactly_the_panels_asked_for():

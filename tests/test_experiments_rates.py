@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from cfm_jax.experiments import rates
+from cfm_experiments import rates
 
 TINY = dict(
     attention_dims=[1],
@@ -115,7 +115,7 @@ def test_table_and_summary_have_no_nan_strings(tmp_path):
     assert "nan" not in table.lower()
     for col in rates.COLUMNS:  # every column is explained under the table
         assert f"  {col} " in table
-    from cfm_jax.experiments.runner import write_summary
+    from cfm_experiments.results import write_summary
 
     text = write_summary(tmp_path, {"fits": fits}).read_text()
     loaded = json.loads(text, parse_constant=lambda c: pytest.fail(c))

@@ -6,7 +6,7 @@ import pytest
 def test_sync_convergence_figure_accepts_rows_as_stored(tmp_path):
     """Rows come back from rows.jsonl with NaN stored as the string "nan" (a weak-error fit has
     one mean per size, hence no CI): the default run's figure code must draw them."""
-    from cfm_jax.experiments import sync
+    from cfm_experiments import sync
 
     fit = {"slope": -1.5, "intercept": 0.0, "ci_low": "nan", "ci_high": "nan", "prefactor": 1.0}
     rows = [
@@ -30,7 +30,7 @@ def test_sync_convergence_figure_accepts_rows_as_stored(tmp_path):
 def test_quick_lyapunov_rows_contain_the_closed_form(method):
     """A tiny Lyapunov row (ReLU, d = 3, 48 realisations): its 95% Student-t CI over realisations
     contains λ₁ = ½[(d−3)κ'(1) − (d−1)κ(1)] (a two-sided check at the row's own interval)."""
-    from cfm_jax.experiments import sync
+    from cfm_experiments import sync
 
     row = sync._run_lyapunov(
         dict(section="lyapunov", method=method, act="relu", d=3, attention="none", T=2.0, R=48, seed=0, dt_base=0.02)

@@ -1,4 +1,4 @@
-"""The ``sync --paper`` / ``--figure1`` experiment (cfm_jax.experiments.sync_paper) on tiny sizes.
+"""The ``sync --paper`` / ``--figure1`` experiment (cfm_experiments.sync_paper) on tiny sizes.
 
 Science, not strings: the odd-field symmetry behind Figure 1, its two outcomes (one cluster for
 ReLU, two antipodal points for tanh), the sign of the energy rate in the three attention
@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from cfm_jax.experiments import sync_paper as sp
+from cfm_experiments import sync_paper as sp
 from cfm_jax.stochastic import (
     NoiseKernel,
     StochasticTransformer,
@@ -148,7 +148,7 @@ def test_grid_matches_the_paper():
 def test_cli_figure1_quick(tmp_path):
     """``cfm-jax sync --figure1 --quick`` writes the figure and a valid summary with both runs."""
     r = subprocess.run(
-        [sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "cfm_experiments", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -163,7 +163,7 @@ def test_cli_figure1_quick(tmp_path):
     run = json.loads((tmp_path / "figure1" / "run.json").read_text())
     assert run["experiment"] == "sync --figure1" and set(run["files"]) == {"figure1.png", "summary.json"}
     again = subprocess.run(
-        [sys.executable, "-m", "cfm_jax", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "cfm_experiments", "sync", "--figure1", "--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -213,7 +213,7 @@ def test_chaos_w2_is_zero_at_n_ref_and_decreases_with_n():
 
 def test_cli_bad_width_is_one_line_error(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "cfm_jax", "sync", "--paper", "--width", "0", "--out", str(tmp_path)],
+        [sys.executable, "-m", "cfm_experiments", "sync", "--paper", "--width", "0", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,15 +1,19 @@
-"""The package layout: imports only go down the layers, no private helper crosses a module, every
-library module has its own test file.
+"""The package layout: the library and its experiments apart, imports only going down the layers, no
+private helper crossing a module, every module with its own test file, no module over 450 lines.
 
-Layers (low to high; a module may import its own layer and the ones below):
+Two packages. ``cfm_jax`` is the numerical library; its layers (low to high; a module may import its
+own layer and the ones below):
 
     _validation, stats, _qmc → _measures → _fields → _paths → _flow (_gaussian_limit) → _adjoint → _solve
     → _gradients → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, chaos)
-    → experiments → cli
 
-``stochastic`` sits beside them: it may use the layers up to ``_fields`` (and stats), and only
-the experiments, the CLI and the package root use it. Implementation modules are private (``_name``);
-the public API is ``cfm_jax.__all__`` and the public subpackages' ``__all__``.
+``stochastic`` sits beside them: it may use the layers up to ``_fields`` (and stats), and only the
+package root uses it. Implementation modules are private (``_name``); the public API is
+``cfm_jax.__all__`` and the public subpackages' ``__all__``. The library imports no plotting or
+progress package and nothing of the experiments.
+
+``cfm_experiments`` (the papers' experiments and the ``cfm-jax`` command) sits on top and uses
+``cfm_jax``'s public names only.
 """
 
 import ast
@@ -19,6 +23,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "cfm_jax"
+APP = ROOT / "cfm_experiments"
+#: the longest module either package may hold
+MAX_LINES = 450
 
 LAYERS = [
     ("_validation", "stats", "_qmc"),
@@ -30,12 +37,10 @@ LAYERS = [
     ("_solve",),
     ("_gradients",),
     ("ogd", "_wasserstein", "_populations", "_streams", "_sharding", "distributed", "_control", "chaos"),
-    ("experiments",),
-    ("cli", "__main__", "_demo"),
 ]
 RANK = {name: i for i, group in enumerate(LAYERS) for name in group}
 STOCHASTIC_MAY_USE = {"_validation", "stats", "_measures", "_fields"}
-PUBLIC_SUBPACKAGES = ("chaos", "distributed", "experiments", "ogd", "stats", "stochastic")
+PUBLIC_SUBPACKAGES = ("chaos", "distributed", "ogd", "stats", "stochastic")
 
 
 def _modules():
@@ -91,8 +96,7 @@ def test_imports_only_go_down(path):
                 bad.append(f"line {line}: stochastic imports {target}")
             continue
         if target == "stochastic":
-            if RANK[me] < RANK["experiments"]:
-                bad.append(f"line {line}: {me} imports stochastic")
+            bad.append(f"line {line}: {me} imports stochastic")
             continue
         if target in RANK and RANK[target] > RANK[me]:
             bad.append(f"line {line}: {me} (layer {RANK[me]}) imports {target} (layer {RANK[target]})")
@@ -105,7 +109,7 @@ def _test_file_for(path: Path) -> str:
     return "test_" + "_".join(parts) + ".py"
 
 
-EXEMPT = {"__main__", "_validation", "_demo"}  # entry points and the input checks, tested through their callers
+EXEMPT = {"_validation"}  # the input checks, tested through their callers
 
 
 @pytest.mark.parametrize(
@@ -141,14 +145,13 @@ def test_nothing_points_outside_the_repository():
 
 
 def test_implementation_modules_are_private():
-    """Every module under cfm_jax is private (``_name``) except the public subpackages, the experiments
-    (one module per CLI command), the CLI and the package entry points."""
-    public_ok = set(PUBLIC_SUBPACKAGES) | {"cli", "__main__", "__init__"}
+    """Every module under cfm_jax is private (``_name``) except the public subpackages and the root."""
+    public_ok = set(PUBLIC_SUBPACKAGES) | {"__init__"}
     bad = []
     for path in _modules():
         rel = path.relative_to(PKG).with_suffix("").parts
-        if rel[0] == "experiments" or any(part.startswith("_") for part in rel[:-1]):
-            continue  # one module per CLI command; modules inside a private package
+        if any(part.startswith("_") for part in rel[:-1]):
+            continue  # modules inside a private package
         name = rel[-1]
         if not name.startswith("_") and not (len(rel) == 1 and name in public_ok):
             bad.append(str(path.relative_to(PKG)))
@@ -235,3 +238,74 @@ def test_modules_are_abstract_or_final():
             ):
                 bad.append(f"{cls.__name__} subclasses concrete {base.__name__}")
     assert not bad, bad
+
+
+def _app_modules():
+    return sorted(APP.rglob("*.py"))
+
+
+def _imported_modules(path: Path):
+    """(dotted module, imported names, line) of every absolute import of ``path``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module, [a.name for a in node.names], node.lineno
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, [], node.lineno
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_library_imports_no_plotting_progress_or_experiments(path):
+    bad = [
+        f"line {line}: {module}"
+        for module, _, line in _imported_modules(path)
+        if module.split(".")[0] in ("matplotlib", "tqdm", "cfm_experiments")
+    ]
+    assert not bad, f"{path.relative_to(ROOT)}: " + "; ".join(bad)
+
+
+def test_importing_and_using_the_library_loads_no_plotting_or_progress_package():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, jax, cfm_jax\n"
+        "m = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=0, layers=1)\n"
+        "cfm_jax.forward(m, jax.numpy.ones((1, 2)), jax.numpy.ones((3, 2)))\n"
+        "for sub in ('chaos', 'ogd', 'stats', 'stochastic', 'distributed'):\n"
+        "    getattr(cfm_jax, sub)\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'matplotlib', 'tqdm', 'cfm_experiments'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+@pytest.mark.parametrize("path", _app_modules(), ids=lambda p: str(p.relative_to(APP)))
+def test_experiments_use_only_public_library_names(path):
+    bad = []
+    for module, names, line in _imported_modules(path):
+        parts = module.split(".")
+        if parts[0] != "cfm_jax":
+            continue
+        if any(p.startswith("_") for p in parts[1:]):
+            bad.append(f"line {line}: private module {module}")
+        private = [n for n in names if n.startswith("_") and n != "__version__"]
+        if private:
+            bad.append(f"line {line}: private {private} from {module}")
+    assert not bad, f"{path.relative_to(ROOT)}: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("path", _modules() + _app_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_is_over_the_size_limit(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines (> {MAX_LINES}): split it"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in _app_modules() if p.name not in ("__init__.py", "__main__.py")], ids=lambda p: p.name
+)
+def test_every_experiments_module_has_its_test_file(path):
+    rel = path.relative_to(APP).with_suffix("").parts
+    name = "test_experiments_" + "_".join(p.lstrip("_") for p in rel if p != "__init__") + ".py"
+    assert (ROOT / "tests" / name).exists(), f"{path.relative_to(ROOT)} has no tests/{name}"

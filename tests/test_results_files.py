@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cfm_jax.experiments.runner import MANIFEST, read_rows
+from cfm_experiments.results import MANIFEST, read_rows
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 SUMMARIES = sorted(RESULTS.rglob("summary.json"))

@@ -92,9 +92,9 @@ class _Problem:
         import jax
         import jax.numpy as jnp
 
-        from .. import Transformer
-        from .._populations import make_population
-        from .._streams import TeacherStudentStream
+        from cfm_jax import Transformer
+        from cfm_jax import make_population
+        from cfm_jax import TeacherStudentStream
 
         self.cfg = cfg
         base = jax.random.key(cfg["seed"])
@@ -128,7 +128,7 @@ class _Problem:
 def _lipschitz(problem, result, num_pairs=16):
     import jax
 
-    from .. import ogd
+    from cfm_jax import ogd
 
     K = problem.cfg["steps"]
     stride = max(1, K // 16)
@@ -147,7 +147,7 @@ def _pilot(problem):
 
     import equinox as eqx
 
-    from .. import ogd
+    from cfm_jax import ogd
 
     cfg = problem.cfg
     eta = cfg["eta"]
@@ -181,7 +181,7 @@ def ridges(C: float, eta: float) -> dict:
 def _row(problem, config):
     import jax
 
-    from .. import ogd
+    from cfm_jax import ogd
 
     cfg = problem.cfg
     t0 = time.perf_counter()
@@ -216,7 +216,7 @@ def _row(problem, config):
 
 
 def _summarise(cfg, pilot, rows):
-    from ..stats import fit_loglog, mean_ci
+    from cfm_jax.stats import fit_loglog, mean_ci
 
     ns = np.asarray(cfg["ns"])
     out = {}
@@ -321,7 +321,7 @@ def run_ablation(
     (:class:`~cfm_jax.experiments.ResultsFolder`).
     """
     from .plotting import save
-    from .runner import ResultsFolder
+    from .results import ResultsFolder
 
     if resume and overwrite:
         raise ValueError("`resume` and `overwrite` exclude each other.")

@@ -55,7 +55,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from . import ogd_claims
-from .runner import ResultsFolder, read_rows
+from .results import ResultsFolder, read_rows
 
 #: the tail levels δ (quantile at 1 − δ).
 DELTAS = (0.5, 0.2, 0.1, 0.05, 0.01)
@@ -98,8 +98,8 @@ def fixed_norm_transformer(key, dim: int, *, heads: int, width: int, layers: int
     import equinox as eqx
     import jax.numpy as jnp
 
-    from .._fields import linear
-    from .._paths import Transformer
+    from cfm_jax import linear
+    from cfm_jax import Transformer
 
     m = Transformer.init(key, dim, heads=heads, mlp_width=width, layers=layers, activation=linear, dtype=dtype)
 
@@ -128,7 +128,7 @@ def sample_law(law: Law, key, n: int, dim: int, scale, *, qmc: bool = False, dty
     import jax
     import jax.numpy as jnp
 
-    from .._qmc import sobol
+    from cfm_jax import sobol
 
     dtype = dtype or jnp.result_type(float)
     u = sobol(key, n, dim + 1, dtype) if qmc else jax.random.uniform(key, (n, dim + 1), dtype, 1e-7, 1 - 1e-7)
@@ -144,7 +144,7 @@ def gaussian_law(dim: int, scale, dtype=None):
     from (built unchecked: ``scale`` may be traced, and the arrays are made here)."""
     import jax.numpy as jnp
 
-    from .._gaussian_limit import GaussianMeasure
+    from cfm_jax import GaussianMeasure
 
     dtype = dtype or jnp.result_type(float)
     cov = jnp.asarray(scale, dtype) ** 2 / dim * jnp.eye(dim, dtype=dtype)
@@ -174,9 +174,9 @@ def _seed_deviations(st: Structure, key, model_key, scale, qk, v, v_sum):
     import jax
     import jax.numpy as jnp
 
-    from .._flow import SaveAt
-    from .._measures import EmpiricalMeasure
-    from .._solve import forward
+    from cfm_jax import SaveAt
+    from cfm_jax import EmpiricalMeasure
+    from cfm_jax import forward
 
     dtype = jnp.result_type(float)
     k_model, k_x = jax.random.split(model_key)
@@ -312,7 +312,7 @@ def growth_fit(xs, per_config_logs: Sequence[np.ndarray], *, deg: int = 1, n_boo
 
 def slope_fit(ns, values) -> dict:
     """Fitted log-log slope of the deviation in n with its bootstrap 95 % CI (:func:`cfm_jax.stats.fit_loglog`)."""
-    from ..stats import fit_loglog
+    from cfm_jax.stats import fit_loglog
 
     fit = fit_loglog(np.asarray(ns, np.float64), np.asarray(values, np.float64).T, n_boot=N_BOOT)
     return dict(slope=fit.slope, ci_low=fit.ci_low, ci_high=fit.ci_high)
@@ -970,7 +970,7 @@ def run_parts(
     """
     owner: dict[str, Part] = {}
     configs: list[dict] = []
-    from .runner import config_key
+    from .results import config_key
 
     for p in parts:
         for c in p.configs(quick, seed):

@@ -8,13 +8,13 @@ import sys
 import pytest
 from conftest import TINY_RATES
 
-from cfm_jax import cli
+from cfm_experiments import cli
 
 EXPERIMENTS = ("rates", "ogd", "gradcheck", "sync")
 
 
 def _run(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "cfm_jax", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "cfm_experiments", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def _one_line_error(proc):
@@ -62,10 +62,10 @@ def test_global_options_before_or_after_the_subcommand():
 
 def test_help_imports_no_experiment():
     code = (
-        "import sys; from cfm_jax import cli\n"
+        "import sys; from cfm_experiments import cli\n"
         "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith('cfm_jax.experiments.') and m not in "
-        "('cfm_jax.experiments.options', 'cfm_jax.experiments.runner')))"
+        "print(sorted(m for m in sys.modules if m.startswith('cfm_experiments.') and m not in "
+        "('cfm_experiments.options', 'cfm_experiments.results')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

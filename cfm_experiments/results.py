@@ -1,4 +1,4 @@
-"""A resumable sweep runner shared by every experiment.
+"""Results folders and resumable sweeps: what the driver writes, and how it resumes.
 
 Each finished configuration is appended as one JSON line to ``rows.jsonl`` and flushed to disk
 (``fsync``) before the next one starts, so an interrupted sweep (Ctrl-C, a killed job) loses at
@@ -13,34 +13,26 @@ old files are removed when the first new row or summary is written, never before
 strictly: a row must sit under its own configuration's key, rows of configurations outside the
 sweep are refused, a torn last line (a crash mid-write) is dropped and the sweep resumes after
 the last complete row, and any other bad line is an error naming the file and the line.
-
-Interrupts (:func:`exit_on_signals`): SIGINT and SIGTERM end the process at once with exit code
-128 + signal (130, 143), even while the main thread is inside a long XLA compilation or
-execution, which a Python-level ``KeyboardInterrupt`` only reaches after it returns. The C-level
-signal handler writes the signal number to a pipe (``signal.set_wakeup_fd``); a watcher thread
-reads it, waits for a row being written to reach the disk (:data:`WRITE_LOCK`), says so on
-stderr and calls ``os._exit``. Skipping interpreter finalisation is deliberate: tearing down the
-interpreter while XLA's own threads still run a computation is what crashed with SIGSEGV.
-Finished rows are already on disk, so nothing is lost but the row in flight.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import signal
 import sys
-import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import jax
 import numpy as np
 
-#: held while a row is appended and flushed, so an interrupt never leaves half a row behind.
-WRITE_LOCK = threading.Lock()
+from cfm_jax import __version__
+
+from .signals import WRITE_LOCK
+
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -53,8 +45,7 @@ def _jsonable(x: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
-    jax = sys.modules.get("jax")  # arrays of JAX exist only once it is imported (this module does not import it)
-    if isinstance(x, np.ndarray) or (jax is not None and isinstance(x, jax.Array)):
+    if isinstance(x, (np.ndarray, jax.Array)):
         return _jsonable(np.asarray(x).tolist())
     if isinstance(x, float) and not math.isfinite(x):
         return None  # JSON has no NaN/inf: a missing number is null
@@ -111,10 +102,9 @@ Mode = Literal["new", "resume", "overwrite"]
 MANIFEST = "run.json"
 
 
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
+def _plain(name: str) -> bool:
+    """Whether ``name`` names a file directly in a folder (no separator, not ``.`` or ``..``)."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
 
 
 def _short(value) -> str:
@@ -142,14 +132,12 @@ class ResultsFolder:
     def __init__(self, out: str | os.PathLike, experiment: str, config: Mapping[str, Any], *, mode: Mode = "new"):
         if mode not in ("new", "resume", "overwrite"):
             raise ValueError(f"`mode` must be 'new', 'resume' or 'overwrite', got {mode!r}.")
-        import jax
-
         self.path = Path(out)
         self.mode = mode
         self.identity = {
             "experiment": str(experiment),
             "config": _jsonable(dict(config)),
-            "version": _version(),
+            "version": __version__,
             "float64": bool(jax.config.values["jax_enable_x64"]),
         }
         try:
@@ -158,9 +146,10 @@ class ResultsFolder:
             raise ValueError(f"--out {self.path}: cannot create the folder ({e.strerror or e}).") from None
         if not os.access(self.path, os.W_OK):
             raise ValueError(f"--out {self.path}: the folder is not writable.")
-        old = self._read_manifest()
-        # results: files a run recorded, or (a folder from before run.json) rows or a summary
-        held = bool(old["files"]) if old is not None else any(self._legacy_files())
+        old, corrupt = self._read_manifest(mode)
+        # results: files a run recorded, or (a folder from before run.json, or one whose run.json is
+        # corrupt) rows or a summary
+        held = bool(old["files"]) if old is not None else corrupt or any(self._legacy_files())
         self._pending = False  # an overwrite not yet carried out
         if held and mode == "new":
             what = f" of {self._describe(old, self.identity)}" if old else ""
@@ -181,17 +170,24 @@ class ResultsFolder:
             self._write_manifest({**self.identity, "files": files})  # a resumed older folder is adopted
 
     # -- the record
-    def _read_manifest(self) -> dict | None:
+    def _read_manifest(self, mode: Mode) -> tuple[dict | None, bool]:
+        """(the manifest or None, whether it is corrupt). A corrupt one is an error naming it, except
+        under ``--overwrite``, which replaces it (and removes the rows and summary beside it)."""
         path = self.path / MANIFEST
         if not path.exists():
-            return None
+            return None, False
         try:
             data = json.loads(path.read_text())
             if not isinstance(data, dict) or not {"experiment", "config", "files"} <= set(data):
                 raise ValueError("no experiment/config/files")
-        except ValueError as e:
-            raise ValueError(f"{path} is corrupt ({e}); remove it or start over with --overwrite.") from None
-        return data
+            files = data["files"]
+            if not isinstance(files, list) or not all(isinstance(f, str) and _plain(f) for f in files):
+                raise ValueError("its file list names something other than files directly in the folder")
+        except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            if mode == "overwrite":
+                return None, True
+            raise ValueError(f"{path} is corrupt ({e}); start over with --overwrite, or remove it.") from None
+        return data, False
 
     def _write_manifest(self, data: dict) -> None:
         tmp = self.path / (MANIFEST + ".tmp")
@@ -229,8 +225,8 @@ class ResultsFolder:
         old = self._old
         names = set(old.get("files", [])) if old else {p.name for p in self._legacy_files()}
         for name in names:
-            p = self.path / Path(name).name  # only files directly in the folder
-            if p.is_file():
+            p = self.path / name
+            if _plain(name) and name != MANIFEST and p.is_file():  # only files directly in the folder
                 p.unlink()
         self._pending = False
         self._write_manifest({**self.identity, "files": []})
@@ -326,10 +322,13 @@ class Sweep:
         desc: str = "sweep",
         stop_after: int | None = None,
         valid: Callable[[Mapping[str, Any]], bool] | None = None,
+        describe: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> list[dict]:
         """Run the pending configurations; return all rows (old and new) in sweep order.
 
-        ``stop_after`` runs at most that many new configurations (to test resumption).
+        Every new row records its wall time, ``seconds`` (``fn``'s own ``seconds``, if any, is
+        replaced). ``stop_after`` runs at most that many new configurations (to test resumption).
+        ``describe(config)``: a short text shown beside the progress bar while ``config`` runs.
         ``valid(row)``: rows on disk for which it is False recorded a failure; they are dropped
         from the file and their configurations run again. Rows on disk whose configuration is not
         one of ``configs`` belong to another run: a ValueError naming the file.
@@ -364,8 +363,12 @@ class Sweep:
             bar = tqdm(total=len(pending), desc=desc, leave=False)
         try:
             for config in pending:
+                if bar is not None and describe is not None:
+                    bar.set_postfix_str(describe(config), refresh=True)
+                t0 = time.perf_counter()
                 result = dict(fn(config))
-                row = {"config": _jsonable(config), "key": config_key(config), **_jsonable(result)}
+                seconds = time.perf_counter() - t0  # the one per-row timing: parts do not time themselves
+                row = {"config": _jsonable(config), "key": config_key(config), **_jsonable(result), "seconds": seconds}
                 self._append((json.dumps(row, allow_nan=False) + "\n").encode())
                 if bar is not None:
                     bar.update(1)
@@ -386,65 +389,12 @@ def write_summary(out_dir: str | os.PathLike, summary: Mapping[str, Any]) -> Pat
     return out / "summary.json"
 
 
-@contextlib.contextmanager
-def exit_on_signals(message: str = "", signals=(signal.SIGINT, signal.SIGTERM)):
-    """Within the block, SIGINT/SIGTERM print ``message`` and exit with 128 + signal at once.
-
-    A no-op outside the main thread (signal handlers can only be set there). The previous
-    handlers and wakeup descriptor are restored on leaving the block.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    r, w = os.pipe()
-    os.set_blocking(w, False)
-    watched = {int(s) for s in signals}
-
-    def watch():
-        while True:
-            try:
-                data = os.read(r, 1)
-            except OSError:
-                return
-            if not data:  # write end closed: the block ended normally
-                return
-            signum = data[0]
-            if signum not in watched:
-                continue
-            WRITE_LOCK.acquire(timeout=2.0)  # let a row being written reach the disk; never released
-            try:
-                name = signal.Signals(signum).name
-                sys.stdout.flush()
-                sys.stderr.write(f"\n{name}: {message}\n" if message else f"\n{name}\n")
-                sys.stderr.flush()
-            finally:
-                os._exit(128 + signum)
-
-    old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-    # A Python-level handler must exist for the wakeup byte to be written; it does nothing,
-    # the watcher thread ends the process.
-    old = {s: signal.signal(s, lambda *_: None) for s in signals}
-    thread = threading.Thread(target=watch, name="cfm_jax-signal-watch", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        signal.set_wakeup_fd(old_fd)
-        os.close(w)
-        thread.join(timeout=1.0)
-        os.close(r)
-
-
 __all__ = [
     "MANIFEST",
-    "WRITE_LOCK",
     "Mode",
     "ResultsFolder",
     "Sweep",
     "config_key",
-    "exit_on_signals",
     "read_rows",
     "write_summary",
 ]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..stats import RateFit
+from cfm_jax.stats import RateFit
 
 ACTS = ("relu", "tanh", "linear")
 DIMS = (2, 3, 5, 10)
@@ -153,7 +153,7 @@ def _dt_for(kernel, d, base=0.01):
 def _run_sync(c):
     import jax
 
-    from ..stochastic import (
+    from cfm_jax.stochastic import (
         NoiseKernel,
         SphereAttention,
         SphereSDE,
@@ -189,7 +189,7 @@ def _run_sync(c):
 def _run_lyapunov(c):
     import jax
 
-    from ..stochastic import (
+    from cfm_jax.stochastic import (
         NoiseKernel,
         SphereAttention,
         SphereSDE,
@@ -231,8 +231,8 @@ def _run_strong(c):
     import jax
     import jax.numpy as jnp
 
-    from ..stats import fit_loglog
-    from ..stochastic import (
+    from cfm_jax.stats import fit_loglog
+    from cfm_jax.stochastic import (
         NoiseKernel,
         SphereAttention,
         SphereSDE,
@@ -268,7 +268,7 @@ def _overlap_mean_and_se(model, x0, seed: int, R: int) -> tuple[float, float]:
     import jax
     import jax.numpy as jnp
 
-    from ..stochastic import simulate_many
+    from cfm_jax.stochastic import simulate_many
 
     _, x = jax.jit(lambda ks: simulate_many(model, x0, ks))(jax.random.split(jax.random.key(seed), R))
     rho = np.asarray(jnp.sum(x[:, 0] * x[:, 1], -1))
@@ -279,8 +279,8 @@ def _weak_errors(c, values, reference_steps, make_model, seed_of):
     """|E<x1,x2>_T(model(v)) − E<x1,x2>_T(SDE)| for each v in ``values``, with a log-log fit."""
     import jax.numpy as jnp
 
-    from ..stats import fit_loglog
-    from ..stochastic import NoiseKernel, SphereSDE
+    from cfm_jax.stats import fit_loglog
+    from cfm_jax.stochastic import NoiseKernel, SphereSDE
 
     k = NoiseKernel("relu", 1.5, 1.0, 0.0)
     x0 = jnp.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
@@ -295,7 +295,7 @@ def _weak_errors(c, values, reference_steps, make_model, seed_of):
 
 
 def _run_weak_L(c):
-    from ..stochastic import StochasticTransformer
+    from cfm_jax.stochastic import StochasticTransformer
 
     return _weak_errors(
         c,
@@ -307,7 +307,7 @@ def _run_weak_L(c):
 
 
 def _run_weak_m(c):
-    from ..stochastic import StochasticTransformer
+    from cfm_jax.stochastic import StochasticTransformer
 
     # Noise only, same step: the discrete model at width m vs the Gaussian-field scheme (m = ∞),
     # so only the non-Gaussianity of the finite-width MLP separates them.
@@ -324,8 +324,8 @@ def _run_chaos(c):
     import jax
     import jax.numpy as jnp
 
-    from ..stats import fit_loglog
-    from ..stochastic import NoiseKernel, SphereAttention, SphereSDE, random_tokens, simulate
+    from cfm_jax.stats import fit_loglog
+    from cfm_jax.stochastic import NoiseKernel, SphereAttention, SphereSDE, random_tokens, simulate
 
     # Random-feature noise: the same layer key gives the same field to both systems, so the
     # N-token system and the N_ref reference are driven by one common noise (docs/theory.md).
@@ -505,7 +505,7 @@ def run(args) -> int:
 
     jax.config.update("jax_enable_x64", True)
     from .options import configuration, results_mode
-    from .runner import ResultsFolder
+    from .results import ResultsFolder
 
     if getattr(args, "paper", False) or getattr(args, "figure1", False) or getattr(args, "chaos", False):
         from . import sync_paper

@@ -29,14 +29,14 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from ..stats import RateFit
+from cfm_jax.stats import RateFit
 
-if TYPE_CHECKING:
-    from ..stochastic._kernels import Activation
+#: the second paper's activations (a subset of the library's)
+Activation = Literal["relu", "silu", "sigmoid", "tanh"]
 
 ACTIVATIONS = ("relu", "silu", "sigmoid", "tanh", "none")
 SCALES = (1.0, 0.0, -1.0)
@@ -103,7 +103,7 @@ def grid_configs(*, quick: bool, full: bool, width: int, realisations: int | Non
 def _attention(scale: float, d: int, beta: float):
     import jax.numpy as jnp
 
-    from ..stochastic import SphereAttention
+    from cfm_jax.stochastic import SphereAttention
 
     if scale == 0.0:
         return SphereAttention()
@@ -112,7 +112,7 @@ def _attention(scale: float, d: int, beta: float):
 
 def kernel_of(act: Activation | Literal["none"], d: int, sigma: float):
     """The paper's kernel for a cell (None for "no MLP")."""
-    from ..stochastic import NoiseKernel
+    from cfm_jax.stochastic import NoiseKernel
 
     return None if act == "none" else NoiseKernel.paper(act, d, sigma, sigma)
 
@@ -129,7 +129,7 @@ def run_cell(c: Mapping[str, Any]) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from ..stochastic import (
+    from cfm_jax.stochastic import (
         NoiseKernel,
         StochasticTransformer,
         energy_deficit,
@@ -209,7 +209,7 @@ def epsilon_for(scale: float, n: int, d: int, beta: float, seed: int) -> float:
     """Assumption 2's ε for V = scale·I (0 without attention; a lower estimate otherwise)."""
     import jax
 
-    from ..stochastic import attention_epsilon
+    from cfm_jax.stochastic import attention_epsilon
 
     if scale == 0.0:
         return 0.0
@@ -417,7 +417,7 @@ def figure1_run(
     """One Figure 1 run (no attention, σ = 0): ``(ts, xs (S, n, d), polar, nematic)`` at the end."""
     import jax
 
-    from ..stochastic import NoiseKernel, StochasticTransformer, nematic_order, order_parameter, random_tokens, simulate
+    from cfm_jax.stochastic import NoiseKernel, StochasticTransformer, nematic_order, order_parameter, random_tokens, simulate
 
     model = StochasticTransformer(NoiseKernel.paper(act, d), width=width, layers=layers, horizon=horizon)
     x0 = random_tokens(jax.random.key(seed), n, d)
@@ -514,8 +514,8 @@ def run_chaos_w2(c: Mapping[str, Any]) -> dict:
     reference start, driven by the same layer keys (the same MLPs: the common noise)."""
     import jax
 
-    from ..stats import fit_loglog
-    from ..stochastic import StochasticTransformer, random_tokens, simulate_many
+    from cfm_jax.stats import fit_loglog
+    from cfm_jax.stochastic import StochasticTransformer, random_tokens, simulate_many
 
     d, M, R = c["d"], c["N_ref"], c["R"]
     model = StochasticTransformer(
@@ -584,7 +584,7 @@ def chaos_figure(rows, path: Path):
 
 def _folder(args, name: str):
     from .options import configuration, results_mode
-    from .runner import ResultsFolder
+    from .results import ResultsFolder
 
     # which of --paper/--figure1/--chaos ran alongside does not change this section's results
     config = {k: v for k, v in configuration(args).items() if k not in ("paper", "figure1", "chaos")}

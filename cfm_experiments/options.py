@@ -1,7 +1,6 @@
-"""Command-line options shared by every experiment, and what they switch on.
+"""The command line's global options and what they switch on.
 
-The experiments' ``add_arguments(parser)`` call :func:`add_experiment_arguments`; the command
-line (``cfm_jax.cli``) imports this module, never the other way round. Global options
+Global options
 (``--float64``, ``--cache-dir``, ``--no-cache``, ``--cpu-devices``) are accepted before *and* after
 the subcommand.
 
@@ -13,6 +12,10 @@ On the CPU backend the process gets one JAX device per core (``jax_num_cpu_devic
 ``XLA_FLAGS`` already forces a count: a sweep that splits its seeds across devices (``cfm-jax
 rates``) then keeps every core busy, where one device leaves the solvers' small loops on one.
 This module imports neither JAX nor an experiment, so ``--help`` stays fast.
+
+(``RULES``, :func:`check_option`, :func:`add_experiment_arguments`, :func:`results_mode` and
+:func:`configuration` serve the commands not yet written as parts; a part declares its options
+and their rules itself, :class:`cfm_experiments.protocol.Option`.)
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def _population(config: dict):
     """μ = N(0, (context_scale²/d) I)."""
     import jax.numpy as jnp
 
-    from .. import GaussianMeasure
+    from cfm_jax import GaussianMeasure
 
     d = config["dim"]
     dtype = jnp.result_type(float)
@@ -101,7 +101,7 @@ def _models(config: dict, key, population):
     import jax
     import jax.numpy as jnp
 
-    from .. import Transformer
+    from cfm_jax import Transformer
 
     kt, ks, kstream = jax.random.split(key, 3)
     dtype = jnp.result_type(float)
@@ -126,9 +126,9 @@ def _stream_class():
     import jax.numpy as jnp
     from jaxtyping import Array
 
-    from .. import GaussianMeasure, forward
-    from .._paths import AbstractCFM
-    from .._streams import AbstractStream, Sample
+    from cfm_jax import GaussianMeasure, forward
+    from cfm_jax import AbstractCFM
+    from cfm_jax import AbstractStream, Sample
 
     class _PopulationStream(AbstractStream):
         """Sample k: x_0 ~ N(0, I) ``(batch, d)``, ``context_size`` i.i.d. points of μ, y = the
@@ -171,8 +171,8 @@ def _runner(shape_key: str):
     import jax
     import optax
 
-    from .. import ogd
-    from .._gradients import loss_and_grad
+    from cfm_jax import ogd
+    from cfm_jax import loss_and_grad
 
     config = json.loads(shape_key)
     ns, eta, K = tuple(config["ns"]), config["eta"], config["steps"]
@@ -318,7 +318,7 @@ def _fmt(fit) -> str:
 
 def growth_fit(row: dict):
     """Growth exponent β of the window maxima in k after k_c (per n; fit over seeds)."""
-    from ..stats import fit_loglog
+    from cfm_jax.stats import fit_loglog
 
     k = np.asarray(row["window_k"])
     w = np.asarray(row["window_max"])  # (S, W, len(ns))
@@ -342,7 +342,7 @@ def _bounded(fits) -> bool:
 
 def summarize(rows: list[dict]) -> list[dict]:
     """Claim lines (claim, command, figure, measured, verdict) from the part's rows."""
-    from ..stats import fit_loglog, mean_ci
+    from cfm_jax.stats import fit_loglog, mean_ci
 
     zero = _rows(rows, "zero")
     if not zero:
@@ -503,7 +503,7 @@ def _geo(a, axis=0):
 
 
 def _figure_n(rows, cfg):
-    from ..stats import fit_loglog
+    from cfm_jax.stats import fit_loglog
     from .plotting import COLORS, figure, log_ticks, log_values, reference_slope
 
     ns = np.asarray(cfg["ns"], float)
@@ -551,7 +551,7 @@ def _figure_n(rows, cfg):
 
 
 def _figure_d(rows, cfg):
-    from ..stats import fit_loglog
+    from cfm_jax.stats import fit_loglog
     from .plotting import COLORS, figure, log_ticks, log_values, reference_slope
 
     ns = cfg["ns"]

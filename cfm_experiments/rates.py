@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .runner import ResultsFolder, read_rows
+from .results import ResultsFolder, read_rows
 
 #: short column names of the table, with their meaning (printed under it).
 COLUMNS = {
@@ -176,7 +176,7 @@ def sweep_configs(grid: dict, *, base_seed: int = 0, layers: int = 4, adjoint: b
 
 def spec_from_config(config: Mapping[str, Any]):
     """The :class:`cfm_jax.chaos.ChaosSpec` of one :func:`sweep_configs` entry (extra keys such as seeds ignored)."""
-    from ..chaos import ChaosSpec
+    from cfm_jax.chaos import ChaosSpec
 
     names = {f.name for f in dataclasses.fields(ChaosSpec)}
     kw = {k: v for k, v in config.items() if k in names}
@@ -188,7 +188,7 @@ def spec_from_config(config: Mapping[str, Any]):
 
 def run_config(config: Mapping[str, Any]) -> dict:
     """One sweep row: per-seed sup deviations (``values[q]``: seeds × ns), floors, wall time."""
-    from ..chaos import run_seeds
+    from cfm_jax.chaos import run_seeds
 
     spec = spec_from_config(config)
     t0 = time.perf_counter()
@@ -237,8 +237,8 @@ def fit_rates(rows: list[dict], *, floor_ratio: float = 0.5, n_boot: int = 1000)
     floor/√2, is below ``floor_ratio`` times the mean deviation at the largest n; otherwise the
     slope reflects the proxy, not the rate.
     """
-    from ..chaos import QUANTITIES, expected_slope, quantity_reference
-    from ..stats import fit_loglog, mean_ci
+    from cfm_jax.chaos import QUANTITIES, expected_slope, quantity_reference
+    from cfm_jax.stats import fit_loglog, mean_ci
 
     fits = []
     for r in rows:
@@ -322,7 +322,7 @@ def format_table(fits: list[dict]) -> str:
 
 
 def _panels(fits):
-    from ..chaos import QUANTITIES
+    from cfm_jax.chaos import QUANTITIES
 
     panels = [
         ("attention", q) for q in QUANTITIES if any(f["quantity"] == q and f["field"] == "attention" for f in fits)
@@ -350,7 +350,7 @@ def rates_figure(fits: list[dict]):
     """
     from matplotlib.lines import Line2D
 
-    from ..chaos import QUANTITIES
+    from cfm_jax.chaos import QUANTITIES
     from .plotting import COLORS, figure, log_ticks, log_values
 
     panels = _panels(fits)

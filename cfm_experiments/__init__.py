@@ -1,0 +1,58 @@
+"""cfm_experiments: the two papers' experiments on cfm_jax, and the ``cfm-jax`` command.
+
+A separate package from the library (``pip install -e ".[experiments]"`` brings matplotlib and
+tqdm, which the library does not need), built on ``cfm_jax``'s public API only.
+
+An experiment is a set of parts (:class:`Part`: its options, configurations, one row's
+computation, its summary with claimed-vs-measured lines, its figures); a command is a named set
+of parts (:data:`COMMANDS`); one driver runs any of them (:func:`run`, or ``cfm-jax <command>``):
+the results folder and its manifest, resume and overwrite, progress, per-row timing, Ctrl-C, the
+summary, the printed tables and the compile accounting. ``docs/experiments.md`` shows how to add
+one.
+
+The package root imports no experiment and not JAX: ``cfm-jax --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> the module that defines it (imported on first use)
+_EXPORTS = {
+    "COMMANDS": "registry",
+    "Claim": "protocol",
+    "Command": "registry",
+    "Option": "protocol",
+    "Part": "protocol",
+    "Report": "driver",
+    "ResultsFolder": "results",
+    "Settings": "protocol",
+    "Summary": "protocol",
+    "Sweep": "results",
+    "VERDICTS": "protocol",
+    "read_rows": "results",
+    "resolve": "protocol",
+    "run": "driver",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from .driver import Report, run
+    from .protocol import VERDICTS, Claim, Option, Part, Settings, Summary, resolve
+    from .registry import COMMANDS, Command
+    from .results import ResultsFolder, Sweep, read_rows

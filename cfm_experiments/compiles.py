@@ -1,0 +1,108 @@
+"""Compile accounting: how many XLA programs a run compiles, and how long the compiler takes.
+
+JAX reports every backend compilation through :mod:`jax.monitoring` (the event behind
+``JAX_LOG_COMPILES=1``'s "Finished XLA compilation of … in … sec"), and a program loaded from the
+persistent compilation cache as a cache hit just before it. :func:`recording` counts both while
+its block runs, with the time spent tracing and lowering to MLIR, so a command can say what its
+first run waited for and a test can count the programs a sweep builds (a counter, not a timer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Iterator
+
+from jax import monitoring
+
+_BACKEND = "/jax/core/compile/backend_compile_duration"
+_TRACING = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration")
+_HIT = "/jax/compilation_cache/cache_hits"
+
+
+@dataclasses.dataclass
+class CompileStats:
+    """What the compiler did while :func:`recording` ran.
+
+    Attributes:
+        programs: programs XLA compiled.
+        seconds: their total compile time.
+        largest: the longest single compilation, seconds; ``largest_name`` its function.
+        cache_loads: programs loaded from the persistent compilation cache instead.
+        load_seconds: the time those loads took.
+        trace_seconds: time spent tracing Python and lowering to MLIR (before XLA; every program,
+            cached or not).
+        names: the name of every compiled program, in order.
+    """
+
+    programs: int = 0
+    seconds: float = 0.0
+    largest: float = 0.0
+    largest_name: str = ""
+    cache_loads: int = 0
+    load_seconds: float = 0.0
+    trace_seconds: float = 0.0
+    names: list[str] = dataclasses.field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        """JSON-able, without the names."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "names"}
+
+
+_lock = threading.Lock()
+_active: list[CompileStats] = []
+_hits = [0]  # cache hits whose backend-compile event has not arrived yet
+_installed = [False]
+
+
+def _on_event(event: str, **_) -> None:
+    if event == _HIT:
+        with _lock:
+            _hits[0] += 1
+
+
+def _on_duration(event: str, seconds: float, **kw) -> None:
+    with _lock:
+        if event == _BACKEND:
+            hit = _hits[0] > 0
+            _hits[0] -= hit
+            for stats in _active:
+                if hit:
+                    stats.cache_loads += 1
+                    stats.load_seconds += seconds
+                else:
+                    stats.programs += 1
+                    stats.seconds += seconds
+                    stats.names.append(str(kw.get("fun_name", "")))
+                    if seconds > stats.largest:
+                        stats.largest, stats.largest_name = seconds, str(kw.get("fun_name", ""))
+        elif event in _TRACING:
+            for stats in _active:
+                stats.trace_seconds += seconds
+
+
+def _install() -> None:
+    with _lock:
+        if _installed[0]:
+            return
+        monitoring.register_event_listener(_on_event)
+        monitoring.register_event_duration_secs_listener(_on_duration)
+        _installed[0] = True
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[CompileStats]:
+    """Count the compilations of the block: ``with recording() as stats: ...`` (nestable)."""
+    _install()
+    stats = CompileStats()
+    with _lock:
+        _active.append(stats)
+    try:
+        yield stats
+    finally:
+        with _lock:
+            _active.remove(stats)
+
+
+__all__ = ["CompileStats", "recording"]
