@@ -1,12 +1,17 @@
-"""Statistics shared by the experiments: power-law rate fits and mean confidence intervals.
+"""Statistics of sweeps over seeds: one bootstrap for every interval, power-law and polynomial fits.
 
-A rate fit models deviations y(n) ≈ C n^slope over sizes n and independent seeds:
+Every confidence interval an experiment reports is a percentile bootstrap over independent
+seeds (or realisations), :func:`bootstrap`: a statistic of one or more samples, each resampled
+along its first axis, independently (unpaired) or with one shared index (paired: the samples
+are rows of the same seeds). The fits are statistics of it:
 
-    mean over seeds of log y(n_k) = intercept + slope · log n_k   (ordinary least squares).
+- :func:`fit_loglog`, deviations y(n) ≈ C n^slope over sizes n:
+  mean over seeds of log y(n_k) = intercept + slope · log n_k (ordinary least squares), the
+  seeds resampled independently at every size;
+- :func:`fit_polynomial`, a polynomial in x of the mean per configuration (e.g. log C against β).
 
-Its confidence interval is a percentile bootstrap over seeds, resampled independently at every
-size (``scipy.stats.bootstrap`` with one sample per size). :func:`mean_ci` is the Student-t
-interval of a mean (``scipy.stats.t.interval``). Both are plain NumPy/SciPy, outside any jit.
+:func:`mean_ci` is the Student-t interval of a mean (``scipy.stats.t.interval``). All plain
+NumPy/SciPy, outside any jit.
 """
 
 from __future__ import annotations
@@ -104,6 +109,85 @@ def fit_loglog(x, y, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) 
     return RateFit(float(slope), float(intercept), float(lo), float(hi))
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A statistic's value and its bootstrap confidence interval ``[ci_low, ci_high]`` at ``level``."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    level: float = 0.95
+
+    def contains(self, x: float) -> bool:
+        """Whether ``x`` lies in the interval."""
+        return bool(self.ci_low <= x <= self.ci_high)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def bootstrap(
+    statistic,
+    *samples,
+    paired: bool = False,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> Interval:
+    """Percentile bootstrap interval of ``statistic(*samples)``.
+
+    Args:
+        statistic: maps arrays shaped like ``samples`` (first axis: seeds) to a scalar; it is
+            called once on the data and once per resample.
+        samples: arrays whose first axis indexes independent seeds (or realisations).
+        paired: resample every sample with the same indices (they must have as many seeds); else
+            each independently.
+        n_boot: resamples; level: the confidence level; seed: the resampling RNG's seed.
+
+    With fewer than two seeds in some sample the interval is ``(nan, nan)``.
+    """
+    _check_level(level)
+    arrays = [np.asarray(a, dtype=np.float64) for a in samples]
+    if not arrays or any(a.ndim == 0 for a in arrays):
+        raise ValueError("`samples`: give at least one array with a leading axis of seeds.")
+    if paired and len({a.shape[0] for a in arrays}) > 1:
+        raise ValueError(f"paired samples need the same number of seeds, got {[a.shape[0] for a in arrays]}.")
+    value = float(statistic(*arrays))
+    if min(a.shape[0] for a in arrays) < 2:
+        return Interval(value, float("nan"), float("nan"), float(level))
+    rng = np.random.default_rng(seed)
+    shared = rng.integers(0, arrays[0].shape[0], (int(n_boot), arrays[0].shape[0])) if paired else None
+    reps = np.empty(int(n_boot))
+    idx = [shared if paired else rng.integers(0, a.shape[0], (int(n_boot), a.shape[0])) for a in arrays]
+    for b in range(int(n_boot)):
+        reps[b] = statistic(*(a[i[b]] for a, i in zip(arrays, idx)))
+    lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
+    return Interval(value, float(lo), float(hi), float(level))
+
+
+def fit_polynomial(x, samples, deg: int = 1, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0):
+    """Least-squares polynomial in ``x`` of the mean of each configuration's samples.
+
+    Args:
+        x: ``(K,)`` the configurations' abscissae.
+        samples: K one-dimensional arrays, the per-seed values of each configuration (seeds need
+            not be the same in number; they are resampled independently per configuration).
+        deg: the degree.
+
+    Returns the coefficients, highest degree first (as ``np.polyfit``), each an :class:`Interval`.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    groups = [np.asarray(v, dtype=np.float64).ravel() for v in samples]
+    if len(groups) != x.shape[0] or x.shape[0] < deg + 1:
+        raise ValueError(f"need one sample per x and at least deg + 1 = {deg + 1} of them; got {len(groups)}, x {x.shape}.")
+    return [
+        bootstrap(
+            lambda *g, j=j: np.polyfit(x, [v.mean() for v in g], deg)[j], *groups, n_boot=n_boot, level=level, seed=seed
+        )
+        for j in range(deg + 1)
+    ]
+
+
 def mean_ci(samples, level: float = 0.95) -> tuple[float, float]:
     """Mean and Student-t confidence half-width of 1-D samples (NaN half-width below 2 samples)."""
     _check_level(level)
@@ -120,4 +204,4 @@ def mean_ci(samples, level: float = 0.95) -> tuple[float, float]:
     return mean, float((hi - lo) / 2)
 
 
-__all__ = ["RateFit", "fit_loglog", "mean_ci"]
+__all__ = ["Interval", "RateFit", "bootstrap", "fit_loglog", "fit_polynomial", "mean_ci"]

@@ -73,3 +73,59 @@ def test_fit_and_interval_check_their_values():
             fit_loglog(ns, [[1.0], [0.5]], level=level)
     with pytest.raises(ValueError, match="`samples`"):
         mean_ci([])
+
+
+def test_bootstrap_matches_a_hand_percentile_bootstrap():
+    from cfm_jax.stats import bootstrap
+
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=15)
+    got = bootstrap(np.mean, a, n_boot=4000, seed=3)
+    hand = np.quantile(a[rng.integers(0, 15, (4000, 15))].mean(axis=1), [0.025, 0.975])
+    width = hand[1] - hand[0]
+    assert got.value == pytest.approx(a.mean())
+    assert abs(got.ci_low - hand[0]) < 0.1 * width and abs(got.ci_high - hand[1]) < 0.1 * width
+    assert got.ci_low < got.value < got.ci_high
+
+
+def test_bootstrap_draws_every_seed():
+    """A sample whose last seed alone is nonzero: about 64 % of resamples draw it, so the upper end of
+    the interval is positive and the lower one zero (a resampler that skips the last index gives 0, 0)."""
+    from cfm_jax.stats import bootstrap
+
+    x = np.r_[np.zeros(19), 1.0]
+    ci = bootstrap(np.mean, x)
+    assert ci.ci_low == 0.0 and ci.ci_high >= 0.1
+    first = bootstrap(np.mean, x[::-1])  # and the first seed
+    assert first.ci_high >= 0.1
+
+
+def test_paired_bootstrap_resamples_the_seeds_together():
+    from cfm_jax.stats import bootstrap
+
+    rng = np.random.default_rng(2)
+    b = rng.normal(size=12)
+    a = b + 0.3
+    diff = lambda u, v: u.mean() - v.mean()  # noqa: E731
+    paired = bootstrap(diff, a, b, paired=True)
+    assert paired.ci_low == pytest.approx(0.3) and paired.ci_high == pytest.approx(0.3)
+    unpaired = bootstrap(diff, a, b)
+    assert unpaired.ci_high - unpaired.ci_low > 0.3
+    assert np.isnan(bootstrap(np.mean, [1.0]).ci_low)
+    with pytest.raises(ValueError, match="paired samples need the same number"):
+        bootstrap(diff, a, b[:5], paired=True)
+
+
+def test_fit_polynomial_recovers_coefficients_and_covers_them():
+    from cfm_jax.stats import fit_polynomial
+
+    rng = np.random.default_rng(4)
+    x = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    groups = [2.0 - 0.5 * xi + 0.1 * xi**2 + 0.05 * rng.normal(size=20) for xi in x]
+    quad, lin, const = fit_polynomial(x, groups, deg=2)
+    assert quad.contains(0.1) and lin.contains(-0.5) and const.contains(2.0)
+    assert quad.ci_high - quad.ci_low < 0.1
+    exact = fit_polynomial(x, [np.full(3, 1.0 + 2.0 * xi) for xi in x], deg=1)
+    assert exact[0].value == pytest.approx(2.0) and exact[0].ci_low == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="one sample per x"):
+        fit_polynomial(x, groups[:3])
