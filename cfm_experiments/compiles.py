@@ -21,7 +21,7 @@ _TRACING = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_t
 _HIT = "/jax/compilation_cache/cache_hits"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # each recording is its own (removed by identity)
 class CompileStats:
     """What the compiler did while :func:`recording` ran.
 

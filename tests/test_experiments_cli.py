@@ -96,16 +96,6 @@ def test_rates_writes_valid_json_and_names_every_file(tmp_path, capsys):
     assert all(strict(line) for line in (out / "rows.jsonl").read_text().splitlines())
 
 
-def test_demo_output():
-    out = _run("--cpu-devices", "3", "demo", "--context", "32", "--layers", "3")
-    assert out.returncode == 0, out.stderr
-    assert "(3 device(s))" in out.stdout  # --cpu-devices reached JAX before it started
-    assert "summary:" in out.stdout and "finite: True" in out.stdout
-    line = next(ln for ln in out.stdout.splitlines() if "x1[0]" in ln)
-    values = line.split("=", 1)[1].strip(" []").split(",")
-    assert all(len(v.strip().lstrip("-").split(".")[-1]) <= 4 for v in values), line  # sensible rounding
-
-
 def test_results_cannot_be_mixed_or_destroyed(tmp_path):
     """Real subprocesses on one output folder: a rerun without --resume, a --resume with another seed
     and a --resume of another experiment all refuse with one line naming both runs, before any work

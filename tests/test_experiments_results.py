@@ -224,3 +224,51 @@ def test_overwrite_removes_the_old_results_only_at_the_first_row(tmp_path):
     with pytest.raises(ValueError, match="corrupt"):
         (out / MANIFEST).write_text("{")
         ResultsFolder(out, "exp", {}, mode="resume")
+
+
+def test_a_manifest_naming_files_outside_the_folder_is_corrupt_and_overwrite_deletes_nothing_outside(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (out / "rows.jsonl").write_text("")
+    for name in ("../victim.txt", str(victim), ".."):
+        (out / MANIFEST).write_text(json.dumps({"experiment": "x", "config": {}, "files": [name, "rows.jsonl"]}))
+        for mode in ("new", "resume"):
+            with pytest.raises(ValueError, match=r"run\.json is corrupt \(its file list names something other"):
+                ResultsFolder(out, "x", {}, mode=mode)
+        folder = ResultsFolder(out, "x", {}, mode="overwrite")
+        folder.commit()
+        assert victim.read_text() == "keep me"
+        assert json.loads((out / MANIFEST).read_text())["files"] == []
+
+
+def test_a_corrupt_manifest_is_replaced_by_overwrite(tmp_path):
+    (tmp_path / MANIFEST).write_text("{not json")
+    (tmp_path / "rows.jsonl").write_text('{"config": {"x": 1}, "key": "{\\"x\\": 1}"}\n')
+    with pytest.raises(ValueError, match="is corrupt .*start over with --overwrite"):
+        ResultsFolder(tmp_path, "x", {"a": 1})
+    folder = ResultsFolder(tmp_path, "x", {"a": 1}, mode="overwrite")
+    assert (tmp_path / "rows.jsonl").exists()  # nothing removed before the first write
+    rows = folder.sweep(progress=False).run([{"x": 2}], _fn)
+    assert [r["config"] for r in rows] == [{"x": 2}]
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    assert manifest["config"] == {"a": 1} and manifest["files"] == ["rows.jsonl"]
+
+
+def test_resume_refuses_results_written_in_the_other_precision(tmp_path):
+    ResultsFolder(tmp_path, "x", {"a": 1}).sweep(progress=False).run([{"x": 1}], _fn)
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    manifest["float64"] = not manifest["float64"]
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"--resume: .* holds results of `x` with float(32|64), not of this run"):
+        ResultsFolder(tmp_path, "x", {"a": 1}, mode="resume")
+
+
+def test_a_run_interrupted_before_its_first_row_does_not_block_a_rerun(tmp_path):
+    ResultsFolder(tmp_path, "x", {"a": 1})  # wrote run.json, then stopped before any row
+    assert json.loads((tmp_path / MANIFEST).read_text())["files"] == []
+    folder = ResultsFolder(tmp_path, "x", {"a": 1})  # the same command again, without --resume
+    assert [r["y"] for r in folder.sweep(progress=False).run([{"x": 3}], _fn)] == [9]
+    ResultsFolder(tmp_path / "b", "x", {"a": 1})
+    ResultsFolder(tmp_path / "b", "y", {"b": 2})  # nor another command: the folder holds no results
