@@ -160,3 +160,26 @@ def test_ctrl_c_exits_130_with_finished_rows_on_disk_and_resume_completes(tmp_pa
     assert proc.returncode == 0, err
     rows = _rows(out)
     assert rows[: len(done)] == done and [r["config"]["n"] for r in rows] == [2, 3, 4]
+
+
+def test_the_worked_example_of_the_docs_runs_through_the_driver(tmp_path, monkeypatch):
+    """docs/experiments.md's experiment, as written there, registered by its one registry line."""
+    import re
+
+    from cfm_experiments.registry import Command
+
+    text = (ROOT / "docs" / "experiments.md").read_text()
+    code, line = re.findall(r"```python\n(.*?)```", text, re.S)[:2]
+    (tmp_path / "gap_example.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = eval(line.strip().rstrip(","), {"Command": Command})  # the page's registry line
+    assert entry.name == "gap"
+    monkeypatch.setitem(cfm_experiments.COMMANDS, "gap", Command("gap", "gap_example", entry.help))
+    report = cfm_experiments.run("gap", out=tmp_path / "o", quick=True, seeds=3)
+    (claim,) = report.claims
+    assert claim.command == "cfm-jax gap --quick" and claim.verdict in cfm_experiments.VERDICTS
+    assert [r["config"]["n"] for r in report.rows] == [16, 64]
+    assert all(len(r["gaps"]) == 3 and min(r["gaps"]) > 0 for r in report.rows)
+    assert (tmp_path / "o" / "gap.png").exists()
+    with pytest.raises(ValueError, match=r"--ns needs at least 2 value\(s\)"):
+        cfm_experiments.run("gap", out=tmp_path / "p", ns=[8])
