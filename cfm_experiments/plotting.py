@@ -2,15 +2,17 @@
 
 Conventions: every axis is labelled with its quantity, log axes carry ticks at the values that
 were actually run (n, L, m, N) with plain labels, reference slopes are drawn dashed and named
-in the legend, fonts are readable at the saved size, and no empty panels are left.
-Matplotlib is imported lazily, so importing the experiments stays cheap.
+in the legend, maths is matplotlib mathtext (``$n^{-1/2}$``), never raw TeX, fonts are readable at
+the saved size, and no empty panels are left.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 from numpy.typing import ArrayLike
 
 #: rcParams applied by :func:`figure`.
@@ -37,8 +39,6 @@ def pyplot():
     No backend is forced: matplotlib falls back to Agg on a headless machine, and notebooks
     keep their inline backend (forcing Agg is what hides figures in a notebook).
     """
-    import matplotlib.pyplot as plt
-
     plt.rcParams.update(STYLE)  # pyright: ignore[reportCallIssue, reportArgumentType]  # stubs want Literal rc keys
     return plt
 
@@ -49,7 +49,7 @@ def figure(panels: int, *, ncols: int = 3, width: float = 4.3, height: float = 3
     Returns ``(fig, axes)`` with ``axes`` a flat list of length ``panels``; grid slots beyond
     ``panels`` are removed, so no empty panel is drawn.
     """
-    plt = pyplot()
+    pyplot()
     ncols = max(1, min(ncols, panels))
     nrows = -(-panels // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
@@ -61,8 +61,6 @@ def figure(panels: int, *, ncols: int = 3, width: float = 4.3, height: float = 3
 
 def log_ticks(ax, values: ArrayLike, axis: str = "x") -> None:
     """Log scale on ``axis`` with major ticks at ``values`` (plain integers or %g) and no minor labels."""
-    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
-
     vals = np.unique(np.asarray(values, dtype=float))
     labels = [f"{v:.0f}" if float(v).is_integer() else f"{v:g}" for v in vals]
     target = ax.xaxis if axis == "x" else ax.yaxis
@@ -76,8 +74,6 @@ def log_ticks(ax, values: ArrayLike, axis: str = "x") -> None:
 def log_values(ax, axis: str = "y") -> None:
     """Log scale on ``axis`` for measured values: ticks at 1, 2, 5 × 10^k with plain labels
     (0.02, 0.05, 0.1, …), so that a range narrower than a decade still has labelled ticks."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     target = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
     target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -95,7 +91,6 @@ def reference_slope(ax, x, anchor: tuple[float, float], slope: float, *, label: 
 
 def save(fig, path) -> Path:
     """Tight layout, save to ``path`` (parents created), close the figure; returns the path."""
-    plt = pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

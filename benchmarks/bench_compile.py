@@ -1,0 +1,197 @@
+"""The compile budget of every command: cold and warm, full and ``--quick``.
+
+    python benchmarks/bench_compile.py [--commands rates claims ...] [--configs quick full]
+                                       [--xla-options] [--tests] [--notes TEXT]
+
+For each command of the registry and each configuration (``--quick`` and the built-in defaults):
+a **cold** run on an empty persistent compilation cache (a fresh ``CFM_JAX_CACHE_DIR``), then a
+**warm** run of the same command with the cache the cold run filled. Each run's ``summary.json``
+says what the compiler did (the driver records it: programs compiled, their total and largest
+compile time, programs loaded from the cache, time spent tracing and lowering); the wall time is
+measured around the whole process (interpreter start and imports included). Per command and
+configuration: programs, total and largest compile time, the run time after compilation (cold wall
+− compile − tracing), the warm wall time, the peak memory, and whether the targets hold (no program
+compiles for more than 10 s; compilation at most a quarter of a cold run; the main job cold within
+1.3× of warm; ``claims --quick`` cold under 3 minutes).
+
+``--xla-options`` times ``rates --quick`` cold and warm under XLA's CPU compile options
+(``jax_disable_most_optimizations``, which the test suite uses, and LLVM's expensive passes off).
+``--tests`` also times the default test suite, cold then warm. Writes
+``benchmarks/results/compile.{json,md}`` with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _machine import machine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+#: targets on the 2-core CPU with nothing else running
+LARGEST_S, COMPILE_SHARE, COLD_OVER_WARM, CLAIMS_QUICK_S = 10.0, 0.25, 1.3, 180.0
+
+#: compile options compared by --xla-options: name -> extra environment
+XLA_OPTIONS = {
+    "default": {},
+    "JAX_DISABLE_MOST_OPTIMIZATIONS=1": {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1"},
+    "LLVM expensive passes off": {"XLA_FLAGS": "--xla_llvm_disable_expensive_passes=true"},
+}
+
+
+def _peak_kb() -> int:
+    # ru_maxrss of the children is the largest so far: exact for the first run, an upper bound after
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
+def run_once(argv: list[str], cache: Path, out: Path, env_extra: dict | None = None) -> dict:
+    """One ``cfm-jax`` process: its wall time, exit code and what its summary.json recorded."""
+    env = {**os.environ, "CFM_JAX_CACHE_DIR": str(cache), "TQDM_DISABLE": "1", **(env_extra or {})}
+    cmd = ["cfm-jax", *argv, "--out", str(out), "--no-progress"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    res = {"command": " ".join(cmd[:-3]), "wall_s": wall, "returncode": proc.returncode, "peak_rss_kb": _peak_kb()}
+    if proc.returncode not in (0, 1):
+        res["error"] = (proc.stderr.strip().splitlines() or [""])[-1]
+        return res
+    summary = json.loads((out / "summary.json").read_text())
+    res.update(compile=summary["compile"], inner_wall_s=summary["wall_seconds"], rows_s=summary["rows_seconds"])
+    return res
+
+
+def cold_and_warm(argv: list[str], tmp: Path, env_extra: dict | None = None) -> dict:
+    cache = tmp / "cache"
+    cold = run_once(argv, cache, tmp / "cold", env_extra)
+    warm = run_once(argv, cache, tmp / "warm", env_extra)
+    entry = {"cold": cold, "warm": warm}
+    if "compile" in cold and "compile" in warm:
+        c = cold["compile"]
+        entry["programs"] = c["programs"]
+        entry["compile_s"] = c["seconds"]
+        entry["largest_s"] = c["largest"]
+        entry["largest_name"] = c["largest_name"]
+        entry["trace_s"] = c["trace_seconds"]
+        entry["run_after_compile_s"] = cold["wall_s"] - c["seconds"] - c["trace_seconds"]
+        entry["compile_share"] = c["seconds"] / cold["wall_s"]
+        entry["cold_over_warm"] = cold["wall_s"] / warm["wall_s"]
+        entry["warm_programs"] = warm["compile"]["programs"]
+    return entry
+
+
+def _targets(name: str, config: str, e: dict) -> list[str]:
+    """The targets this entry misses (empty: all met)."""
+    miss = []
+    if e.get("largest_s", 0) > LARGEST_S:
+        miss.append(f"a program compiled for {e['largest_s']:.1f} s > {LARGEST_S:g} s")
+    if e.get("compile_share", 0) > COMPILE_SHARE:
+        miss.append(f"compilation {100 * e['compile_share']:.0f} % of the cold run > {100 * COMPILE_SHARE:.0f} %")
+    if name == "rates" and config == "full" and e.get("cold_over_warm", 0) > COLD_OVER_WARM:
+        miss.append(f"cold {e['cold_over_warm']:.2f}× warm > {COLD_OVER_WARM}×")
+    if name == "claims" and config == "quick" and e["cold"]["wall_s"] > CLAIMS_QUICK_S:
+        miss.append(f"cold {e['cold']['wall_s']:.0f} s > {CLAIMS_QUICK_S:.0f} s")
+    return miss
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{int(s // 60)} min {s % 60:02.0f} s"
+
+
+def markdown(res: dict) -> str:
+    m = res["machine"]
+    lines = [
+        "# Compile budget of every command",
+        "",
+        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, {m['platform']}; Python {m['python']}, "
+        f"JAX {m['jax']} ({m['backend']}). {res.get('notes', '')}",
+        "",
+        "Cold: an empty persistent compilation cache; warm: the same command again with the cache the cold "
+        "run filled. Wall times around the whole process; compile figures from the run's `summary.json`.",
+        "",
+        "| command | programs | compile (largest) | tracing | run after compile | cold | warm | cold/warm | "
+        "peak memory | targets |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, e in res["commands"].items():
+        if "programs" not in e:
+            lines.append(f"| `{e['cold']['command']}` | failed: {e['cold'].get('error', '')} | | | | | | | | |")
+            continue
+        miss = e["missed_targets"]
+        lines.append(
+            f"| `{e['cold']['command']}` | {e['programs']} (warm: {e['warm_programs']}) | "
+            f"{e['compile_s']:.1f} s ({e['largest_s']:.1f} s) | {e['trace_s']:.1f} s | "
+            f"{_fmt_s(e['run_after_compile_s'])} | {_fmt_s(e['cold']['wall_s'])} | {_fmt_s(e['warm']['wall_s'])} | "
+            f"{e['cold_over_warm']:.2f} | {e['cold']['peak_rss_kb'] / 2**20:.1f} GB | "
+            f"{'met' if not miss else '; '.join(miss)} |"
+        )
+    if res.get("xla_options"):
+        lines += [
+            "",
+            "## XLA's CPU compile options (`cfm-jax rates --quick`)",
+            "",
+            "| option | programs | compile | cold | warm |",
+            "|---|---|---|---|---|",
+        ]
+        for name, e in res["xla_options"].items():
+            lines.append(
+                f"| {name} | {e.get('programs', '—')} | {e.get('compile_s', float('nan')):.1f} s | "
+                f"{_fmt_s(e['cold']['wall_s'])} | {_fmt_s(e['warm']['wall_s'])} |"
+            )
+    if res.get("tests"):
+        t = res["tests"]
+        lines += ["", f"Test suite (`python -m pytest`): cold {_fmt_s(t['cold_s'])}, warm {_fmt_s(t['warm_s'])}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    assert __doc__ is not None
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--commands", nargs="+", default=None, help="commands to time (default: every registered one)")
+    p.add_argument("--configs", nargs="+", choices=("quick", "full"), default=["quick", "full"])
+    p.add_argument("--xla-options", action="store_true", help="compare XLA's CPU compile options on rates --quick")
+    p.add_argument("--tests", action="store_true", help="also time the default test suite, cold and warm")
+    p.add_argument("--notes", default="")
+    args = p.parse_args(argv)
+    from cfm_experiments.registry import COMMANDS
+
+    names = args.commands or list(COMMANDS)
+    res: dict = {"machine": machine(), "notes": args.notes, "commands": {}}
+    for name in names:
+        for config in args.configs:
+            with tempfile.TemporaryDirectory() as tmp:
+                e = cold_and_warm([name] + (["--quick"] if config == "quick" else []), Path(tmp))
+            e["missed_targets"] = _targets(name, config, e) if "programs" in e else ["failed"]
+            res["commands"][f"{name} {config}"] = e
+            print(f"{name} {config}: {json.dumps({k: v for k, v in e.items() if k not in ('cold', 'warm')})}")
+    if args.xla_options:
+        res["xla_options"] = {}
+        for label, env in XLA_OPTIONS.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                res["xla_options"][label] = cold_and_warm(["rates", "--quick"], Path(tmp), env)
+    if args.tests:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "CFM_JAX_CACHE_DIR": str(Path(tmp) / "cache")}
+            times = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env)
+                times.append(time.perf_counter() - t0)
+            res["tests"] = {"cold_s": times[0], "warm_s": times[1]}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "compile.json").write_text(json.dumps(res, indent=2) + "\n")
+    (RESULTS / "compile.md").write_text(markdown(res))
+    print(markdown(res))
+
+
+if __name__ == "__main__":
+    main()
