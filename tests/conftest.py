@@ -79,6 +79,17 @@ def small_problem(small_model):
 NOTEBOOKS = __import__("pathlib").Path(__file__).resolve().parents[1] / "notebooks"
 
 
+def pytest_runtest_logreport(report):
+    """Name a failing test the moment it fails (the quiet progress line shows only an F, and the
+    summary comes at the end of a suite that takes minutes)."""
+    if report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):  # once, from the controlling process
+        import sys
+
+        when = "" if report.when == "call" else f" (in {report.when})"
+        sys.stderr.write(f"\nFAILED {report.nodeid}{when}\n")
+        sys.stderr.flush()
+
+
 def execute_notebook(name: str, workdir) -> tuple[list, str]:
     """Execute ``notebooks/<name>`` afresh (its committed outputs cleared) in ``workdir``; assert no
     cell errored. Returns the list of code-cell outputs and their concatenated text."""
@@ -93,7 +104,7 @@ def execute_notebook(name: str, workdir) -> tuple[list, str]:
     # and display no figure.
     backend = os.environ.pop("MPLBACKEND", None)
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+        NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
     finally:
         if backend is not None:
             os.environ["MPLBACKEND"] = backend

@@ -13,7 +13,7 @@ from cfm_experiments import cli
 EXPERIMENTS = ("rates", "ogd", "gradcheck", "sync")
 
 
-def _run(*args, timeout=120):
+def _run(*args, timeout=900):
     return subprocess.run([sys.executable, "-m", "cfm_experiments", *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -67,7 +67,7 @@ def test_help_imports_no_experiment():
         "print(sorted(m for m in sys.modules if m.startswith('cfm_experiments.') and m not in "
         "('cfm_experiments.options', 'cfm_experiments.results')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
     assert all(c in out.stdout for c in cli.COMMANDS)
 

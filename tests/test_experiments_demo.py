@@ -9,7 +9,7 @@ from cfm_experiments.demo import OPTIONS, main
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "cfm_experiments", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "cfm_experiments", *args], capture_output=True, text=True, timeout=900)
 
 
 def test_demo_output():
