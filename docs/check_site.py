@@ -2,15 +2,17 @@
 
     mkdocs build --strict && python docs/check_site.py [--site site] [--screenshots docs/screenshots]
 
-Serves the built site on 127.0.0.1 (an ephemeral port), opens the home page, the ``forward`` and
-``DiscreteAdjoint`` API entries, the quick-start notebook and the adjoint equations of the theory
-page in headless Chromium (driven over the
-DevTools protocol), with every host but 127.0.0.1 unresolvable, so a resource fetched from
+Serves the built site on 127.0.0.1 (an ephemeral port), opens the pages of :data:`PAGES` (home,
+Getting started, the measures and adjoint sections of the theory, the ``forward``,
+``DiscreteAdjoint`` and ``GaussianMeasure`` API entries, two notebooks) in headless Chromium
+(driven over the DevTools protocol), with every host but 127.0.0.1 unresolvable, so a resource fetched from
 elsewhere fails. For each page it waits for MathJax to finish and checks that
 
 - nothing was logged to the console as an error, no script threw, no resource failed to load;
-- no raw TeX is left in the visible text (``\\(``, ``\\[``, ``$$`` or ``$...$`` outside code), no
-  MathJax error, and where the page has maths (home, notebook) MathJax rendered it;
+- no raw TeX is left in the visible text outside code: neither delimiters MathJax should have
+  consumed (``\\(``, ``\\[``, ``$$``, ``$...$``) nor maths that was never delimited
+  (:func:`undelimited_tex`: ``n^{-1/2}``, ``δ_{z_j}``, ``w_j``, ``R^d``, ``\\frac``); no MathJax
+  error, and where the page has maths MathJax rendered it;
 
 then saves a screenshot (``site_<page>.png``). Exit status 0 when every page passes, 1 otherwise
 (each failure printed). Needs Chromium (Debian: ``apt-get install chromium``) and the docs extra
@@ -22,8 +24,10 @@ from __future__ import annotations
 import argparse
 import base64
 import functools
+import html.parser
 import http.server
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -39,10 +43,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (name, path under the site, needs rendered maths)
 PAGES = (
     ("home", "", True),
+    ("getting_started", "getting-started/#a-forward-solve-and-its-gradient", False),
+    ("theory_measures", "theory/#11-measures", True),
+    ("theory_adjoint", "theory/#21-continuous-form", True),
     ("forward", "api/forward/#cfm_jax.forward", False),
     ("discrete_adjoint", "api/adjoints/#cfm_jax.DiscreteAdjoint", False),
+    ("measures", "api/measures/#cfm_jax.GaussianMeasure", True),
     ("notebook_quickstart", "notebooks/quickstart/", True),
-    ("theory_adjoint", "theory/#21-continuous-form", True),
+    ("notebook_chaos", "notebooks/chaos/", True),
 )
 
 # Visible text outside code, with TeX delimiters MathJax should have consumed; MathJax's own
@@ -54,6 +62,7 @@ _INSPECT = r"""
   const walk = (node) => {
     if (node.nodeType === Node.TEXT_NODE) { parts.push(node.textContent); return; }
     if (node.nodeType !== Node.ELEMENT_NODE || skip.has(node.tagName)) return;
+    if (node.hidden || getComputedStyle(node).display === "none") return;  // not shown to a reader
     if (node.classList.contains("MathJax") || node.classList.contains("MathJax_Display") ||
         node.classList.contains("MathJax_Preview")) return;
     for (const child of node.childNodes) walk(child);
@@ -69,13 +78,76 @@ _INSPECT = r"""
 """
 
 
-def raw_tex(text: str) -> list[str]:
-    """Fragments of unrendered TeX in visible text."""
-    import re
+# TeX-like notation in prose, which shows raw unless it sits between maths delimiters:
+# sub/superscripts in braces, TeX commands, and a one-letter base with a one-character
+# sub/superscript (w_j, Σ_j, x_1, s_a², R^d, e^β). Identifiers (cfm_jax, max_steps, n_ref=16) and
+# numbers (2^14) do not match.
+_TEX_LIKE = re.compile(
+    r"\^\{|_\{"
+    r"|\\[A-Za-z]{2,}"
+    r"|(?<![\w.\-/])[^\W\d_]_[^\W_](?![^\W\d_\u00b2\u00b3\u00b9\u2070-\u2079])"  # not followed by a letter
+    r"|(?<![\w.\-/])[^\W\d_]\^[^\W_]"
+)
+# maths MathJax typesets (the delimiters of docs/_overrides/main.html): removed before looking
+_DELIMITED = re.compile(r"\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<!\\)\$[^$]+?(?<!\\)\$", re.S)
 
+
+def undelimited_tex(text: str, context: int = 20) -> list[str]:
+    """TeX-like maths outside any maths delimiters in ``text`` (visible text, code removed), each
+    hit with ``context`` characters around it."""
+    text = _DELIMITED.sub(" ", text)
+    return [" ".join(text[max(0, m.start() - context) : m.end() + context].split()) for m in _TEX_LIKE.finditer(text)]
+
+
+class _VisibleText(html.parser.HTMLParser):
+    """The text a reader sees before MathJax runs, without code, scripts and arithmatex's maths."""
+
+    _SKIP = frozenset({"script", "style", "code", "pre", "textarea", "noscript", "svg", "template"})
+    _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool]] = []
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._VOID:
+            return
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        skip = (
+            tag in self._SKIP
+            or "hidden" in a
+            or "arithmatex" in classes  # maths, for MathJax
+            or "clipboard-copy-txt" in classes  # a notebook cell's source again, hidden, for the copy button
+        )
+        self.stack.append((tag, skip))
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        if not any(skip for _, skip in self.stack):
+            self.parts.append(data)
+
+
+def visible_text(page: str) -> str:
+    """The visible text of an HTML page outside code, scripts and maths spans (a static view: no
+    browser, so ``$...$`` of the notebooks is still there; :func:`undelimited_tex` skips it)."""
+    parser = _VisibleText()
+    parser.feed(page)
+    return " ".join(parser.parts)
+
+
+def raw_tex(text: str) -> list[str]:
+    """Fragments of unrendered TeX in visible text after MathJax ran: leftover delimiters and
+    maths that was never delimited."""
     found = [m.group(0) for m in re.finditer(r"\\\(|\\\[|\$\$", text)]
     found += [m.group(0) for m in re.finditer(r"\$[^$\s][^$\n]{0,80}?\$", text)]
-    return found
+    return found + undelimited_tex(text)
 
 
 def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
@@ -183,6 +255,7 @@ def check(site: Path, shots: Path, chromium: str) -> list[str]:
             "--window-size=1280,900",
             f"--user-data-dir={profile}",
             f"--remote-debugging-port={debug_port}",
+            f"--remote-allow-origins=http://127.0.0.1:{debug_port}",  # Chromium >= 111 checks the Origin
             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
             "about:blank",
         ],
@@ -208,8 +281,9 @@ def check(site: Path, shots: Path, chromium: str) -> list[str]:
         for name, path, needs_maths in PAGES:
             tools.events.clear()
             url = f"http://127.0.0.1:{port}/{path}"
-            tools.call("Page.navigate", url=url)
-            tools.wait_for("Page.loadEventFired")
+            if tools.call("Page.navigate", url=url).get("loaderId"):
+                tools.wait_for("Page.loadEventFired")
+            # else: the same page at another anchor (a same-document navigation fires no load event)
             # MathJax 2 typesets asynchronously: wait until its queue has run
             tools.evaluate(
                 "new Promise(r => (window.MathJax && MathJax.Hub) ? MathJax.Hub.Queue(() => r(true)) : r(false))",
