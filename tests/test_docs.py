@@ -176,84 +176,6 @@ def test_strict_build_offline(site):
 
 # --- maths that renders ------------------------------------------------------------------------
 
-#: Sections ("page#heading id") whose undelimited maths comes from outside docs/ and notebooks/:
-#: docstrings in cfm_jax/ (rendered by mkdocstrings) and the claims table the constants experiment
-#: writes (benchmarks/results/constants/claims.md). They are fixed where they are written (maths
-#: between $...$, which the site and a terminal both read), then removed from here. Any other
-#: section with raw TeX fails.
-PENDING_TEX = frozenset(
-    {
-        "api/adjoints/#cfm_jax.ball_probes",
-        "api/chaos/#module",
-        "api/chaos/#cfm_jax.chaos.coupled_deviations",
-        "api/chaos/#cfm_jax.chaos.exact_reference_deviations",
-        "api/chaos/#cfm_jax.chaos.token_adjoint_states",
-        "api/chaos/#cfm_jax.chaos.uniform_attention_deviation",
-        "api/chaos/#cfm_jax.wasserstein1",
-        "api/chaos/#cfm_jax.chaos.wasserstein1_to_normal_1d",
-        "api/chaos/#cfm_jax.stats.RateFit.prefactor",
-        "api/fields/#cfm_jax.AbstractField.dx_transpose",
-        "api/fields/#cfm_jax.AbstractField.measure_term",
-        "api/fields/#cfm_jax.AbstractField.dtheta_transpose",
-        "api/fields/#cfm_jax.AttentionField.gaussian_affine",
-        "api/fields/#cfm_jax.SumField",
-        "api/fields/#cfm_jax.W1ControlField.create",
-        "api/fields/#cfm_jax.generic_local_vjp",
-        "api/forward/#cfm_jax.FlowSolution.measure",
-        "api/forward/#cfm_jax.gaussian_token_adjoint",
-        "api/gradients/#cfm_jax.loss_and_grad",
-        "api/gradients/#cfm_jax.mean_squared_loss",
-        "api/gradients/#cfm_jax.functional_gradient",
-        "api/gradients/#cfm_jax.adjoint_trajectories",
-        "api/gradients/#cfm_jax.AdjointSolution",
-        "api/measures/#cfm_jax.EmpiricalMeasure",
-        "api/measures/#cfm_jax.EmpiricalMeasure.mean",
-        "api/measures/#cfm_jax.GaussianMeasure",
-        "api/measures/#cfm_jax.make_population",
-        "api/measures/#cfm_jax.subspace_gaussian",
-        "api/measures/#cfm_jax.uniform_sphere",
-        "api/measures/#cfm_jax.embedded_sphere",
-        "api/measures/#cfm_jax.TeacherStudentStream",
-        "api/ogd/#module",
-        "api/ogd/#cfm_jax.coupled_run",
-        "api/ogd/#cfm_jax.OGDResult",
-        "api/ogd/#cfm_jax.ogd.autodiff_value_and_grad",
-        "api/ogd/#cfm_jax.ogd.functional_scale",
-        "api/ogd/#cfm_jax.ogd.sup_norm",
-        "api/ogd/#cfm_jax.ogd.sup_distance",
-        "api/ogd/#cfm_jax.estimate_lipschitz",
-        "api/stochastic/#module",
-        "api/stochastic/#cfm_jax.NoiseKernel",
-        "api/stochastic/#cfm_jax.NoiseKernel.variance",
-        "api/stochastic/#cfm_jax.NoiseKernel.kappa1",
-        "api/stochastic/#cfm_jax.NoiseKernel.dkappa1",
-        "api/stochastic/#cfm_jax.NoiseKernel.kappa2",
-        "api/stochastic/#cfm_jax.NoiseKernel.quadrature_derivative",
-        "api/stochastic/#cfm_jax.NoiseKernel.lyapunov",
-        "api/stochastic/#cfm_jax.NoiseKernel.paper",
-        "api/stochastic/#cfm_jax.NoiseKernel.energy_rate",
-        "api/stochastic/#cfm_jax.NoiseKernel.moment_rate",
-        "api/stochastic/#cfm_jax.stochastic.energy_rate",
-        "api/stochastic/#cfm_jax.stochastic.energy_rate_function",
-        "api/stochastic/#cfm_jax.stochastic.field_factor",
-        "api/stochastic/#cfm_jax.stochastic.kernel_matrix",
-        "api/stochastic/#cfm_jax.stochastic.mlp_noise",
-        "api/stochastic/#cfm_jax.StochasticTransformer",
-        "api/stochastic/#cfm_jax.stochastic.SphereAttention",
-        "api/stochastic/#cfm_jax.stochastic.random_tokens",
-        "api/stochastic/#cfm_jax.SphereSDE.step_increment_systems",
-        "api/stochastic/#cfm_jax.stochastic.interaction_energy",
-        "api/stochastic/#cfm_jax.stochastic.energy_deficit",
-        "api/stochastic/#cfm_jax.stochastic.distance_energy",
-        "api/stochastic/#cfm_jax.stochastic.order_parameter",
-        "api/stochastic/#cfm_jax.stochastic.nematic_order",
-        "api/stochastic/#cfm_jax.stochastic.diameter",
-        "api/stochastic/#cfm_jax.stochastic.attention_epsilon",
-        "api/stochastic/#cfm_jax.stochastic.attention_velocity",
-        "claims/#the-table-default-run-benchmarksresultsconstants",
-    }
-)
-
 _HEADING = re.compile(r'<h[1-6][^>]*\bid="([^"]+)"')
 
 
@@ -295,11 +217,11 @@ def test_undelimited_tex_detector(html, raw):
 
 def test_no_undelimited_tex_in_the_site(site):
     """No page shows raw TeX: topic pages, notebooks' markdown and API docstrings alike (except the
-    sections of PENDING_TEX, whose text is written outside docs/)."""
+    sections of check_site.PENDING_TEX, whose text is written outside docs/)."""
     found: dict[str, list[str]] = {}
     for page, html in _pages(site).items():
         found.update(undelimited_tex_by_section(page, html))
-    raw = {section: hits[:3] for section, hits in found.items() if section not in PENDING_TEX}
+    raw = {section: hits[:3] for section, hits in found.items() if section not in check_site.PENDING_TEX}
     assert not raw, "undelimited maths (put it between $...$): " + "; ".join(f"{k}: {v}" for k, v in raw.items())
 
 
