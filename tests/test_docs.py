@@ -239,6 +239,58 @@ def test_tex_check_fails_on_a_planted_fragment(site):
     assert ["n^{-1/2}" in hit for hit in found["getting-started/#a-forward-solve-and-its-gradient"]] == [True]
 
 
+# --- parameter tables with their types ----------------------------------------------------------
+
+#: API entries whose parameter table has rows with no type: their constructor or function has
+#: unannotated parameters, or a docstring documents two parameters in one line ("mu, nu:"), in
+#: cfm_jax/. Fixed there (annotations), then removed from here.
+PENDING_UNTYPED = frozenset(
+    {
+        "cfm_jax.chaos.coupled_deviations",
+        "cfm_jax.wasserstein1",
+        "cfm_jax.stats.fit_loglog",
+        "cfm_jax.EmpiricalMeasure",
+        "cfm_jax.GaussianMeasure",
+        "cfm_jax.TeacherStudentStream",
+        "cfm_jax.run_ogd",
+        "cfm_jax.estimate_lipschitz",
+        "cfm_jax.NoiseKernel",
+        "cfm_jax.StochasticTransformer",
+        "cfm_jax.SphereSDE",
+        "cfm_jax.stochastic.estimate_lyapunov",
+    }
+)
+_ROW = re.compile(r'<tr class="doc-section-item">\s*<td>\s*<code>([^<]*)</code>\s*</td>\s*<td>(.*?)</td>', re.S)
+
+
+def untyped_parameters(html: str) -> dict[str, list[str]]:
+    """{API entry id: names of its parameter-table rows whose type cell is empty}."""
+    starts = [(m.start(), m.group(1)) for m in re.finditer(r'<h[1-6][^>]*\bid="(cfm_jax[^"]*)"', html)]
+    found = {}
+    for (start, ident), (end, _) in zip(starts, starts[1:] + [(len(html), "")]):
+        if names := [name for name, cell in _ROW.findall(html[start:end]) if not cell.strip()]:
+            found[ident] = names
+    return found
+
+
+def test_untyped_parameter_check_catches_an_empty_type_cell():
+    row = '<tr class="doc-section-item"><td><code>{}</code></td><td>{}</td><td>d</td></tr>'
+    html = (
+        '<h3 id="cfm_jax.f">f</h3><table>' + row.format("x", "<code>Array</code>") + row.format("y", " ") + "</table>"
+    )
+    assert untyped_parameters(html) == {"cfm_jax.f": ["y"]}
+    assert untyped_parameters(html.replace("<td> </td>", "<td><code>int</code></td>")) == {}
+
+
+def test_api_parameter_tables_have_types(site):
+    """Every parameter of the API reference shows its type (except the entries of PENDING_UNTYPED)."""
+    found = {}
+    for page, html in _pages(site).items():
+        if page.startswith("api/"):
+            found.update(untyped_parameters(html))
+    assert not {k: v for k, v in found.items() if k not in PENDING_UNTYPED}
+
+
 # --- links name public paths -------------------------------------------------------------------
 
 _LINK = re.compile(r"<a\b([^>]*)>(.*?)</a>", re.S)
