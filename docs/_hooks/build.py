@@ -5,7 +5,9 @@ figures under ``benchmarks/results/``), so that it always shows what is committe
 pages link to those figures as ``../benchmarks/results/...`` so that they also work when read in
 the repository, and the links are rewritten here. MathJax is
 served from the site itself (copied from the ``jupyter-server-mathjax`` package), so the maths
-renders with no network.
+renders with no network. The API links' tooltips name the public path only (autorefs appends the
+implementation path, ``cfm_jax.forward (cfm_jax._solve.forward)``; the site never names a private
+module).
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     # ../benchmarks/results/x.png (from docs/) -> benchmarks/results/x.png (in the site)
     depth = page.file.src_uri.count("/")
     return re.sub(r"\]\((?:\.\./)+benchmarks/results/", "](" + "../" * depth + "benchmarks/results/", markdown)
+
+
+# autorefs' tooltip of a re-exported name: "cfm_jax.X (cfm_jax._module.X)"
+_PRIVATE_TITLE = re.compile(r'(title="[^"]*?)\s*\(cfm_jax(?:\.\w+)*\._\w[\w.]*\)"')
+
+
+def on_post_page(output: str, page, config) -> str:
+    return _PRIVATE_TITLE.sub(r'\1"', output)
 
 
 def on_post_build(config) -> None:
