@@ -16,9 +16,11 @@ NumPy/SciPy, outside any jit.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 
@@ -127,8 +129,8 @@ class Interval:
 
 
 def bootstrap(
-    statistic,
-    *samples,
+    statistic: Callable[..., float],
+    *samples: ArrayLike,
     paired: bool = False,
     n_boot: int = 1000,
     level: float = 0.95,
@@ -165,7 +167,9 @@ def bootstrap(
     return Interval(value, float(lo), float(hi), float(level))
 
 
-def fit_polynomial(x, samples, deg: int = 1, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0):
+def fit_polynomial(
+    x: ArrayLike, samples: Sequence[ArrayLike], deg: int = 1, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0
+):
     """Least-squares polynomial in ``x`` of the mean of each configuration's samples.
 
     Args:
@@ -179,7 +183,9 @@ def fit_polynomial(x, samples, deg: int = 1, *, n_boot: int = 1000, level: float
     x = np.asarray(x, dtype=np.float64)
     groups = [np.asarray(v, dtype=np.float64).ravel() for v in samples]
     if len(groups) != x.shape[0] or x.shape[0] < deg + 1:
-        raise ValueError(f"need one sample per x and at least deg + 1 = {deg + 1} of them; got {len(groups)}, x {x.shape}.")
+        raise ValueError(
+            f"need one sample per x and at least deg + 1 = {deg + 1} of them; got {len(groups)}, x {x.shape}."
+        )
     return [
         bootstrap(
             lambda *g, j=j: np.polyfit(x, [v.mean() for v in g], deg)[j], *groups, n_boot=n_boot, level=level, seed=seed

@@ -62,7 +62,10 @@ def api_entries() -> dict[str, str]:
 
 
 def public_names() -> dict[str, object]:
-    """{public path: object}: cfm_jax.__all__ and each public submodule's __all__."""
+    """{public path: object}: cfm_jax.__all__ and each public submodule's __all__, and the experiments
+    package's __all__."""
+    import cfm_experiments
+
     names = {}
     for name in cfm_jax.__all__:
         obj = getattr(cfm_jax, name)
@@ -70,6 +73,8 @@ def public_names() -> dict[str, object]:
         if isinstance(obj, types.ModuleType):
             for sub in getattr(obj, "__all__", ()):
                 names[f"cfm_jax.{name}.{sub}"] = getattr(obj, sub)
+    for name in cfm_experiments.__all__:
+        names[f"cfm_experiments.{name}"] = getattr(cfm_experiments, name)
     return names
 
 
@@ -96,7 +101,8 @@ def test_every_public_name_has_an_api_entry():
 def test_api_entries_resolve_through_public_paths():
     """Every entry names a live object by a public path (never a private module or name)."""
     for ident in api_entries():
-        assert ident.startswith("cfm_jax") and not any(p.startswith("_") for p in ident.split(".")), ident
+        assert ident.split(".")[0] in ("cfm_jax", "cfm_experiments"), ident
+        assert not any(p.startswith("_") for p in ident.split(".")), ident
         _resolve(ident)
 
 
