@@ -43,7 +43,9 @@ def main(dim: int, context: int, batch: int, layers: int, heads: int, mlp_width:
     spread0 = float(jnp.linalg.norm(ctx.points - ctx.mean(), axis=-1).mean())
     spread1 = float(jnp.linalg.norm(sol.z1 - sol.measure.mean(), axis=-1).mean())
     finite = bool(jnp.isfinite(sol.x1).all() and jnp.isfinite(sol.z1).all())
-    print(f"summary: mean token displacement {drift:.4f}; context spread {spread0:.4f} -> {spread1:.4f}; finite: {finite}")
+    print(
+        f"summary: mean token displacement {drift:.4f}; context spread {spread0:.4f} -> {spread1:.4f}; finite: {finite}"
+    )
     return 0
 
 

@@ -77,9 +77,7 @@ def claims_table(claims: Sequence[Claim]) -> str:
     out = ["| claim | measured (95 % CIs) | sizes | verdict | command | figure |", "|---|---|---|---|---|---|"]
     for c in claims:
         fig = f"`{c.figure}`" if c.figure else ""
-        out.append(
-            f"| {esc(c.claim)} | {esc(c.measured)} | {esc(c.sizes)} | **{c.verdict}** | `{c.command}` | {fig} |"
-        )
+        out.append(f"| {esc(c.claim)} | {esc(c.measured)} | {esc(c.sizes)} | **{c.verdict}** | `{c.command}` | {fig} |")
     return "\n".join(out)
 
 

@@ -313,4 +313,16 @@ class Part(abc.ABC):
         return []
 
 
-__all__ = ["SEED", "VERDICTS", "Claim", "Kind", "Option", "Part", "Settings", "Summary", "Verdict", "declared", "resolve"]
+__all__ = [
+    "SEED",
+    "VERDICTS",
+    "Claim",
+    "Kind",
+    "Option",
+    "Part",
+    "Settings",
+    "Summary",
+    "Verdict",
+    "declared",
+    "resolve",
+]

@@ -55,9 +55,7 @@ class Command:
 #: every command, in the order ``--help`` lists them.
 COMMANDS: dict[str, Command] = {
     c.name: c
-    for c in (
-        Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),
-    )
+    for c in (Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),)
 }
 
 

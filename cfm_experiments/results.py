@@ -34,7 +34,6 @@ from cfm_jax import __version__
 from .signals import WRITE_LOCK
 
 
-
 def config_key(config: Mapping[str, Any]) -> str:
     """Canonical, order-independent string identifying a configuration."""
     return json.dumps(_jsonable(dict(config)), sort_keys=True)

@@ -21,6 +21,7 @@ import threading
 #: held while a row is appended and flushed, so an interrupt never leaves half a row behind.
 WRITE_LOCK = threading.Lock()
 
+
 @contextlib.contextmanager
 def exit_on_signals(message: str = "", signals=(signal.SIGINT, signal.SIGTERM)):
     """Within the block, SIGINT/SIGTERM print ``message`` and exit with 128 + signal at once.

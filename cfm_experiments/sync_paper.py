@@ -417,7 +417,14 @@ def figure1_run(
     """One Figure 1 run (no attention, σ = 0): ``(ts, xs (S, n, d), polar, nematic)`` at the end."""
     import jax
 
-    from cfm_jax.stochastic import NoiseKernel, StochasticTransformer, nematic_order, order_parameter, random_tokens, simulate
+    from cfm_jax.stochastic import (
+        NoiseKernel,
+        StochasticTransformer,
+        nematic_order,
+        order_parameter,
+        random_tokens,
+        simulate,
+    )
 
     model = StochasticTransformer(NoiseKernel.paper(act, d), width=width, layers=layers, horizon=horizon)
     x0 = random_tokens(jax.random.key(seed), n, d)

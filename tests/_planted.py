@@ -39,7 +39,9 @@ class Planted(Part):
         total = sum(r["sumsq"] for r in rows)
         n = sum(r["config"]["n"] for r in rows)
         claim = Claim("E x² = 1", f"mean of x² over {n} draws: {total / n:.3f}", "holds", figure="planted.png")
-        return Summary(text=f"{len(rows)} rows", data={"mean_square": total / n}, claims=(claim,), files={"note.txt": "hi"})
+        return Summary(
+            text=f"{len(rows)} rows", data={"mean_square": total / n}, claims=(claim,), files={"note.txt": "hi"}
+        )
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
         fig, (ax,) = figure(1)

@@ -104,7 +104,9 @@ def execute_notebook(name: str, workdir) -> tuple[list, str]:
     # and display no figure.
     backend = os.environ.pop("MPLBACKEND", None)
     try:
-        NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
+        NotebookClient(
+            nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+        ).execute()
     finally:
         if backend is not None:
             os.environ["MPLBACKEND"] = backend

@@ -14,7 +14,9 @@ EXPERIMENTS = ("rates", "ogd", "gradcheck", "sync")
 
 
 def _run(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "cfm_experiments", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cfm_experiments", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _one_line_error(proc):

@@ -190,7 +190,11 @@ def test_parts_selection_and_bad_names():
 def _cli(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "cfm_experiments", "constants", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "cfm_experiments", "constants", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
 
 
@@ -210,7 +214,16 @@ def test_ctrl_c_exits_130_promptly(tmp_path):
     """SIGINT while the command imports, compiles or computes: exit 130 within 2 s, one message naming --resume."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CFM_JAX_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cfm_experiments", "constants", "--quick", "--no-progress", "--out", str(tmp_path / "o")],
+        [
+            sys.executable,
+            "-m",
+            "cfm_experiments",
+            "constants",
+            "--quick",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "o"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

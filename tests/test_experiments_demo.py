@@ -28,7 +28,9 @@ def test_demo_rules_and_a_bad_option_is_one_line():
         rules["context"].check(0)
     assert rules["mlp_width"].check(0) == 0  # no MLP
     out = _run("demo", "--context", "0")
-    assert out.returncode == 2 and out.stderr.strip() == "cfm-jax demo: error: --context must be an integer >= 1, got 0."
+    assert (
+        out.returncode == 2 and out.stderr.strip() == "cfm-jax demo: error: --context must be an integer >= 1, got 0."
+    )
 
 
 def test_demo_runs_in_process(capsys):

@@ -41,9 +41,7 @@ def test_a_planted_part_runs_through_the_driver(tmp_path, planted):
     assert summary["settings"] == {"quick": False, "seed": 0, "sizes": [2, 3, 4], "pause": 0.0}
     assert summary["rows_seconds"] == pytest.approx(sum(r["seconds"] for r in rows))
     assert summary["wall_seconds"] >= summary["rows_seconds"]
-    assert summary["results"]["planted"]["mean_square"] == pytest.approx(
-        sum(r["sumsq"] for r in rows) / 9
-    )
+    assert summary["results"]["planted"]["mean_square"] == pytest.approx(sum(r["sumsq"] for r in rows) / 9)
     assert summary["claims"][0]["command"] == "cfm-jax planted --parts planted"
     assert {"planted.png", "claims.md", "note.txt"} <= set(summary["files"])
     manifest = json.loads((out / "run.json").read_text())

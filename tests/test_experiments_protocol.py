@@ -32,7 +32,9 @@ class _Part(Part):
 def test_integer_rules_state_their_bounds():
     seeds = Option("seeds", 8, "seeds", low=2, why="a confidence interval needs two")
     assert seeds.check(2) == 2
-    with pytest.raises(ValueError, match=r"^--seeds must be an integer >= 2 \(a confidence interval needs two\), got 1\.$"):
+    with pytest.raises(
+        ValueError, match=r"^--seeds must be an integer >= 2 \(a confidence interval needs two\), got 1\.$"
+    ):
         seeds.check(1)
     for bad in (2.0, True, "3", None):
         with pytest.raises(ValueError, match="--seeds must be an integer >= 2"):

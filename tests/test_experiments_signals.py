@@ -28,7 +28,11 @@ PATIENCE_S = 900.0
 def _start(args, cache):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CFM_JAX_CACHE_DIR": str(cache)}
     return subprocess.Popen(
-        [sys.executable, "-m", "cfm_experiments", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-m", "cfm_experiments", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
