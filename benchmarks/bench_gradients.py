@@ -306,9 +306,9 @@ def bench_accuracy():
         _, g_hand = cfm_jax.loss_and_grad(model, x0, ctx, y)
         import diffrax
 
-        from cfm_experiments.gradcheck import _without_closed_forms
+        from cfm_experiments.gradcheck import WithoutClosedForms
 
-        generic = cfm_jax.CFM(_without_closed_forms(model.field), model.stacked_params(), model.dim)
+        generic = cfm_jax.CFM(WithoutClosedForms(model.field), model.stacked_params(), model.dim)
         _, g_vjp = cfm_jax.loss_and_grad(generic, x0, ctx, y)
         g_vjp = cfm_jax.CFM(model.field, g_vjp.params, model.dim)
         g_hand_cfm = cfm_jax.CFM(model.field, g_hand.stacked_params(), model.dim)

@@ -36,7 +36,23 @@ _EXPORTS = {
     "run": "driver",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "COMMANDS",
+    "Claim",
+    "Command",
+    "Option",
+    "Part",
+    "Report",
+    "ResultsFolder",
+    "Settings",
+    "Summary",
+    "Sweep",
+    "VERDICTS",
+    "read_rows",
+    "resolve",
+    "run",
+]
+assert sorted(__all__) == sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
@@ -52,7 +68,7 @@ def __dir__():
 
 
 if TYPE_CHECKING:
-    from .driver import Report, run
-    from .protocol import VERDICTS, Claim, Option, Part, Settings, Summary, resolve
-    from .registry import COMMANDS, Command
-    from .results import ResultsFolder, Sweep, read_rows
+    from .driver import Report, run  # noqa: F401
+    from .protocol import VERDICTS, Claim, Option, Part, Settings, Summary, resolve  # noqa: F401
+    from .registry import COMMANDS, Command  # noqa: F401
+    from .results import ResultsFolder, Sweep, read_rows  # noqa: F401

@@ -62,7 +62,7 @@ def _on_event(event: str, **_) -> None:
             _hits[0] += 1
 
 
-def _on_duration(event: str, seconds: float, **kw) -> None:
+def _on_duration(event: str, duration_secs: float, **kw: str | int) -> None:
     with _lock:
         if event == _BACKEND:
             hit = _hits[0] > 0
@@ -70,16 +70,16 @@ def _on_duration(event: str, seconds: float, **kw) -> None:
             for stats in _active:
                 if hit:
                     stats.cache_loads += 1
-                    stats.load_seconds += seconds
+                    stats.load_seconds += duration_secs
                 else:
                     stats.programs += 1
-                    stats.seconds += seconds
+                    stats.seconds += duration_secs
                     stats.names.append(str(kw.get("fun_name", "")))
-                    if seconds > stats.largest:
-                        stats.largest, stats.largest_name = seconds, str(kw.get("fun_name", ""))
+                    if duration_secs > stats.largest:
+                        stats.largest, stats.largest_name = duration_secs, str(kw.get("fun_name", ""))
         elif event in _TRACING:
             for stats in _active:
-                stats.trace_seconds += seconds
+                stats.trace_seconds += duration_secs
 
 
 def _install() -> None:

@@ -98,8 +98,7 @@ def fixed_norm_transformer(key, dim: int, *, heads: int, width: int, layers: int
     import equinox as eqx
     import jax.numpy as jnp
 
-    from cfm_jax import linear
-    from cfm_jax import Transformer
+    from cfm_jax import Transformer, linear
 
     m = Transformer.init(key, dim, heads=heads, mlp_width=width, layers=layers, activation=linear, dtype=dtype)
 
@@ -174,9 +173,7 @@ def _seed_deviations(st: Structure, key, model_key, scale, qk, v, v_sum):
     import jax
     import jax.numpy as jnp
 
-    from cfm_jax import SaveAt
-    from cfm_jax import EmpiricalMeasure
-    from cfm_jax import forward
+    from cfm_jax import EmpiricalMeasure, SaveAt, forward
 
     dtype = jnp.result_type(float)
     k_model, k_x = jax.random.split(model_key)

@@ -92,9 +92,7 @@ class _Problem:
         import jax
         import jax.numpy as jnp
 
-        from cfm_jax import Transformer
-        from cfm_jax import make_population
-        from cfm_jax import TeacherStudentStream
+        from cfm_jax import TeacherStudentStream, Transformer, make_population
 
         self.cfg = cfg
         base = jax.random.key(cfg["seed"])

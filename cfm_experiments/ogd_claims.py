@@ -126,9 +126,7 @@ def _stream_class():
     import jax.numpy as jnp
     from jaxtyping import Array
 
-    from cfm_jax import GaussianMeasure, forward
-    from cfm_jax import AbstractCFM
-    from cfm_jax import AbstractStream, Sample
+    from cfm_jax import AbstractCFM, AbstractStream, GaussianMeasure, Sample, forward
 
     class _PopulationStream(AbstractStream):
         """Sample k: x_0 ~ N(0, I) ``(batch, d)``, ``context_size`` i.i.d. points of μ, y = the
@@ -171,8 +169,7 @@ def _runner(shape_key: str):
     import jax
     import optax
 
-    from cfm_jax import ogd
-    from cfm_jax import loss_and_grad
+    from cfm_jax import loss_and_grad, ogd
 
     config = json.loads(shape_key)
     ns, eta, K = tuple(config["ns"]), config["eta"], config["steps"]
@@ -504,6 +501,7 @@ def _geo(a, axis=0):
 
 def _figure_n(rows, cfg):
     from cfm_jax.stats import fit_loglog
+
     from .plotting import COLORS, figure, log_ticks, log_values, reference_slope
 
     ns = np.asarray(cfg["ns"], float)
@@ -552,6 +550,7 @@ def _figure_n(rows, cfg):
 
 def _figure_d(rows, cfg):
     from cfm_jax.stats import fit_loglog
+
     from .plotting import COLORS, figure, log_ticks, log_values, reference_slope
 
     ns = cfg["ns"]

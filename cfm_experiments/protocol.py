@@ -123,11 +123,11 @@ class Option:
         ok = False
         if self.kind == "int":
             ok = isinstance(v, numbers.Integral) and not isinstance(v, bool)
-            ok = ok and (self.low is None or v >= self.low) and (self.high is None or v < self.high)
+            ok = ok and (self.low is None or int(v) >= self.low) and (self.high is None or int(v) < self.high)
             v = int(v) if ok else v
         elif self.kind == "real":
             ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-            ok = ok and (self.low is None or v > self.low) and (self.high is None or v < self.high)
+            ok = ok and (self.low is None or float(v) > self.low) and (self.high is None or float(v) < self.high)
             v = float(v) if ok else v
         elif self.kind == "choice":
             ok = v in self.choices
@@ -168,7 +168,8 @@ class Option:
             kw["metavar"] = self.name.split("_")[-1][:1].upper() if self.many else None
         elif self.kind == "choice":
             kw["choices"] = self.choices
-        parser.add_argument(self.flag, **{k: v for k, v in kw.items() if v is not None or k == "default"})
+        kw = {k: v for k, v in kw.items() if v is not None or k == "default"}
+        parser.add_argument(self.flag, **kw)
 
 
 #: the options every experiment has.

@@ -351,6 +351,7 @@ def rates_figure(fits: list[dict]):
     from matplotlib.lines import Line2D
 
     from cfm_jax.chaos import QUANTITIES
+
     from .plotting import COLORS, figure, log_ticks, log_values
 
     panels = _panels(fits)

@@ -158,11 +158,14 @@ def bootstrap(
     if min(a.shape[0] for a in arrays) < 2:
         return Interval(value, float("nan"), float("nan"), float(level))
     rng = np.random.default_rng(seed)
-    shared = rng.integers(0, arrays[0].shape[0], (int(n_boot), arrays[0].shape[0])) if paired else None
+    if paired:
+        shared = rng.integers(0, arrays[0].shape[0], (int(n_boot), arrays[0].shape[0]))
+        idx = [shared for _ in arrays]
+    else:
+        idx = [rng.integers(0, a.shape[0], (int(n_boot), a.shape[0])) for a in arrays]
     reps = np.empty(int(n_boot))
-    idx = [shared if paired else rng.integers(0, a.shape[0], (int(n_boot), a.shape[0])) for a in arrays]
     for b in range(int(n_boot)):
-        reps[b] = statistic(*(a[i[b]] for a, i in zip(arrays, idx)))
+        reps[b] = statistic(*(a[i[b]] for a, i in zip(arrays, idx, strict=True)))
     lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
     return Interval(value, float(lo), float(hi), float(level))
 
@@ -180,15 +183,19 @@ def fit_polynomial(
 
     Returns the coefficients, highest degree first (as ``np.polyfit``), each an :class:`Interval`.
     """
-    x = np.asarray(x, dtype=np.float64)
+    xs = np.asarray(x, dtype=np.float64)
     groups = [np.asarray(v, dtype=np.float64).ravel() for v in samples]
-    if len(groups) != x.shape[0] or x.shape[0] < deg + 1:
+    if len(groups) != xs.shape[0] or xs.shape[0] < deg + 1:
         raise ValueError(
-            f"need one sample per x and at least deg + 1 = {deg + 1} of them; got {len(groups)}, x {x.shape}."
+            f"need one sample per x and at least deg + 1 = {deg + 1} of them; got {len(groups)}, x {xs.shape}."
         )
     return [
         bootstrap(
-            lambda *g, j=j: np.polyfit(x, [v.mean() for v in g], deg)[j], *groups, n_boot=n_boot, level=level, seed=seed
+            lambda *g, j=j: float(np.polyfit(xs, np.array([v.mean() for v in g]), deg)[j]),
+            *groups,
+            n_boot=n_boot,
+            level=level,
+            seed=seed,
         )
         for j in range(deg + 1)
     ]

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import cfm_jax
-from cfm_jax import ogd
 from cfm_experiments import ogd_claims as oc
+from cfm_jax import ogd
 from cfm_jax.stats import fit_loglog
 
 TINY: dict[str, Any] = dict(

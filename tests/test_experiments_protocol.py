@@ -86,7 +86,7 @@ def test_resolve_uses_quick_defaults_checks_values_and_the_parts_rules():
     with pytest.raises(ValueError, match="--nope: not an option of the parts run"):
         resolve([part], nope=1)
     with pytest.raises(ValueError, match="--quick must be True or False"):
-        resolve([part], quick=1)
+        resolve([part], quick=1)  # pyright: ignore[reportArgumentType]
     assert s.record() == {"quick": False, "seed": 0, "ns": [16, 64], "eta": 0.1, "law": "gaussian", "full": False}
     with pytest.raises(KeyError, match="no option 'zz'"):
         s["zz"]

@@ -6,9 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from cfm_experiments.signals import WRITE_LOCK
-
 from cfm_experiments.results import MANIFEST, ResultsFolder, Sweep, config_key, read_rows, write_summary
+from cfm_experiments.signals import WRITE_LOCK
 
 
 def _strict(text):
