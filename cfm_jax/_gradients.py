@@ -253,7 +253,8 @@ def token_covectors(model: AbstractCFM, xs, zs, weights, y, *, loss: Callable | 
     holds the states. ``loss`` as there."""
     loss = mean_squared_loss if loss is None else loss
     spec = FlowSpec(diffrax.Euler(), None, SaveAt(steps=True), model.num_layers)
-    y0, residuals = (xs[0], zs[0]), ((xs[-1], zs[-1]), (xs[1:], zs[1:]))
+    # the stored states of every step, (layers, steps per layer = 1, ...) as DiscreteAdjoint keeps them
+    y0, residuals = (xs[0], zs[0]), ((xs[-1], zs[-1]), (xs[1:, None], zs[1:, None]))
     ct_x1 = jax.grad(loss)(xs[-1], y)
     res = DiscreteAdjoint().run_backward(
         model, EmpiricalContext(weights), y0, spec, residuals, Cotangents(x1=ct_x1), trajectories=True, token_only=True

@@ -52,6 +52,7 @@ from typing import NamedTuple
 import diffrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, AbstractStrategy, Autodiff, DiscreteAdjoint, as_strategy
@@ -181,11 +182,11 @@ def forward(
     context: Ctx | Float[ArrayLike, "n d"],
     *,
     solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
+    steps: int | np.integer | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     saveat: SaveAt = SaveAt(),
     adjoint: Adjoint | None = None,
-    max_steps: int = 4096,
+    max_steps: int | np.integer = 4096,
     progress_meter: diffrax.AbstractProgressMeter = diffrax.NoProgressMeter(),
     throw: bool = True,
 ) -> FlowSolution[Ctx]:
@@ -239,7 +240,8 @@ def forward(
     )
     sol = p.strategy.solve(p.model, p.context, p.y0, p.spec)
     x1 = sol.x1
-    if throw:  # the result is not differentiated (an integer code)
+    if throw and not (p.spec.fixed and not isinstance(p.spec.solver, diffrax.AbstractImplicitSolver)):
+        # an adaptive (or implicit) solve can fail; the result is not differentiated (an integer code)
         result = jax.lax.stop_gradient(sol.result)
         x1 = result.error_if(x1, result != diffrax.RESULTS.successful)
     if p.single:
@@ -259,6 +261,8 @@ def gaussian_flow(
     """
     if not isinstance(mu, GaussianMeasure):
         raise ValueError(f"`mu` must be a GaussianMeasure, got {type(mu).__name__}.")
+    if isinstance(model, AbstractCFM) and mu.dim != model.dim:
+        raise ValueError(f"`mu` has dimension {mu.dim} but the model has d = {model.dim}.")
     return forward(model, x0, mu, **options)
 
 

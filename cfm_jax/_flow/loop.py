@@ -137,9 +137,15 @@ def _fixed_steps(term, solver, grid, y0, args, save_steps: bool) -> tuple:
     return ys if save_steps else jax.tree.map(lambda a: a[None], y1)  # pyright: ignore[reportReturnType]
 
 
+def _progress(value):
+    """A progress fraction in the default float dtype (the dtype of diffrax's meter states)."""
+    return jnp.asarray(value, jnp.result_type(float))
+
+
 class _LayerProgress(diffrax.AbstractProgressMeter):
     """The forward's progress meter seen from inside one layer's adaptive solve: progress p of the
-    layer is (l + p)/L of the whole; the meter is opened and closed by the whole solve."""
+    layer is (l + p)/L of the whole (p = 1 at the layer's end); the meter is opened and closed by the
+    whole solve."""
 
     meter: diffrax.AbstractProgressMeter
     state: object
@@ -150,7 +156,7 @@ class _LayerProgress(diffrax.AbstractProgressMeter):
         return self.state
 
     def step(self, state, progress):
-        return self.meter.step(state, (self.layer + progress) / self.num_layers)
+        return self.meter.step(state, _progress((self.layer + progress) / self.num_layers))
 
     def close(self, state):
         del state
@@ -246,8 +252,10 @@ def _layer_fn(model: AbstractCFM, context: AbstractCarriedContext, spec: FlowSpe
         seg = solve_segment(
             term, spec, t0, t1, k, state, l, save_steps=emit == "steps", adjoint=adjoint, progress=inner
         )
-        final = _last(seg.ys)
-        meter_state = meter.step(meter_state, (l + 1).astype(dtype) / L)
+        # the meter's state after the solve: later callbacks (the next layer's, the closing one) wait for it
+        final, meter_state = jax.lax.optimization_barrier((_last(seg.ys), meter_state))
+        if inner is None:  # an adaptive solve reports its own steps, up to the layer's end
+            meter_state = meter.step(meter_state, _progress((l + 1) / L))
         out = {"none": None, "ends": final, "steps": (seg.ys, seg.ts)}[emit]
         return (final, meter_state), (out, seg.accepted, seg.rejected, seg.result)
 
