@@ -11,7 +11,7 @@ A hand adjoint provides a forward pass that keeps what its backward
 sweep needs (``run_forward``) and the backward sweep itself (``run_backward``), which takes the
 cotangents of *every* output of the solve — final tokens x1, final context z1, weights, saved
 trajectories — and returns the gradients with respect to *every* input: the model, x0, z0 and
-the weights w. :func:`solve` wires the two together with ``eqx.filter_custom_vjp``, so
+the weights w. Its ``solve`` (the hook) wires the two together with ``eqx.filter_custom_vjp``, so
 ``jax.grad``, ``jax.vjp``, ``eqx.filter_grad``, ``jax.jit`` and ``jax.vmap`` all run the hand
 adjoint.
 
