@@ -19,7 +19,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from ._qmc import sobol_normal
 from ._validation import check_finite, is_concrete
@@ -46,7 +46,7 @@ class EmpiricalMeasure(eqx.Module):
     points: Float[Array, "n d"]
     weights: Float[Array, " n"]
 
-    def __init__(self, points, weights=None):
+    def __init__(self, points: ArrayLike, weights: ArrayLike | None = None):
         points = jnp.asarray(points)
         if points.ndim != 2:
             raise ValueError(f"EmpiricalMeasure: `points` must have shape (n, d), got shape {points.shape}.")
@@ -159,8 +159,8 @@ class GaussianMeasure(eqx.Module):
     """The Gaussian context N(mean, cov) in R^d; a pytree.
 
     Args:
-        mean: ``(d,)``.
-        cov: ``(d, d)`` symmetric positive-definite covariance.
+        mean: the mean, ``(d,)``.
+        cov: the covariance, ``(d, d)``, symmetric positive definite.
 
     One rule, eagerly and inside compiled code: finite entries, symmetric up to 10³ ulp of its largest
     entry, and positive definite, its smallest eigenvalue above d ulp of its largest (a covariance
@@ -178,7 +178,7 @@ class GaussianMeasure(eqx.Module):
     mean: Float[Array, " d"]
     cov: Float[Array, "d d"]
 
-    def __init__(self, mean, cov):
+    def __init__(self, mean: ArrayLike, cov: ArrayLike):
         mean = jnp.asarray(mean)
         cov = jnp.asarray(cov)
         if mean.ndim != 1 or mean.shape[0] == 0:
