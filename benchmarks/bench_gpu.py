@@ -87,7 +87,7 @@ def problem(n: int, d: int, seed: int = 0):
 
 def _forward_step(model, x0, context, y):
     sol = cfm_jax.forward(model, x0, context)
-    return sol.x1, sol.z1
+    return sol.x1, sol.context.points
 
 
 def _gradient_step(model, x0, context, y):

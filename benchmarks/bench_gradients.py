@@ -63,7 +63,7 @@ def token_loss(sol, y):
 def context_loss(sol, y):
     """A loss of the final context measure, Σ_j w_j ‖z_j(1)‖² / 2 (drives the particle adjoints)."""
     del y
-    return 0.5 * jnp.sum(sol.weights * jnp.sum(sol.z1**2, -1))
+    return 0.5 * jnp.sum(sol.context.weights * jnp.sum(sol.context.points**2, -1))
 
 
 class gradient_fn:

@@ -35,7 +35,7 @@ from _machine import machine
 from _timing import warm_median
 
 import cfm_jax
-from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
+from cfm_jax import GaussianMeasure, gaussian_flow
 from cfm_jax.stats import fit_loglog, mean_ci
 
 RESULTS = Path(__file__).resolve().parent / "results"

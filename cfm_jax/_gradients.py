@@ -2,6 +2,9 @@
 
     loss, grads = cfm_jax.loss_and_grad(model, x0, context, y)        # = eqx.filter_value_and_grad
     sol = cfm_jax.adjoint_trajectories(model, x0, context, y, probes=grid)   # p_s, a_i(s), ∇φ_s, φ_s
+    sol, ps = cfm_jax.token_adjoint(model, x0, context, y)            # p_s alone, any kind of context
+
+The loss is ``loss(x1, y)``, by default :func:`mean_squared_loss` (the one written in the library).
 
 Any scalar function of :func:`cfm_jax.forward`'s outputs can be differentiated directly with
 ``jax.grad``; [`loss_and_grad`][cfm_jax.loss_and_grad] is the common case of a loss of the final tokens.
@@ -12,19 +15,22 @@ Any scalar function of :func:`cfm_jax.forward`'s outputs can be differentiated d
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, probe_rows
-from ._flow import FlowSolution
+from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_rows
+from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt
+from ._measures import GaussianMeasure
 from ._paths import AbstractCFM
 from ._solve import forward, prepare
-from ._validation import finite
+from ._validation import compiled, finite
 
 
 class AdjointSolution(eqx.Module):
@@ -66,6 +72,8 @@ def mean_squared_loss(x1, y):
 
 
 def _check_loss(loss, x0, y, throw: bool = True):
+    """``(loss, y)``: a callable loss (the default :func:`mean_squared_loss`) and ``y``, checked; for the
+    default loss ``y`` must have the shape of ``x0`` and, with ``throw``, finite values (inside jit)."""
     if loss is not None and not callable(loss):
         raise ValueError(f"`loss` must be None or a callable loss(x1, y) -> scalar, got {loss!r}.")
     if loss is None:
@@ -76,7 +84,7 @@ def _check_loss(loss, x0, y, throw: bool = True):
     return mean_squared_loss if loss is None else loss, y
 
 
-@eqx.filter_jit
+@compiled
 def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None = None, throw: bool = True, **options):
     """Loss of the final tokens and its gradient with respect to the model's parameters; compiled.
 
@@ -90,16 +98,6 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
     return eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, throw=throw, **options).x1, y))(model)
 
 
-def value_and_grad(model: AbstractCFM, x0, context, y, **kwargs):
-    """Deprecated name of [`loss_and_grad`][cfm_jax.loss_and_grad] (it shadowed ``jax.value_and_grad``)."""
-    warnings.warn(
-        "cfm_jax.value_and_grad is deprecated: use cfm_jax.loss_and_grad (same arguments).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return loss_and_grad(model, x0, context, y, **kwargs)
-
-
 def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
     """δL/δθ(s) in L²([0, 1]): L·∂L/∂θ_l on layer l (piecewise-constant paths), model-shaped."""
     if not isinstance(model, AbstractCFM):
@@ -110,26 +108,7 @@ def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
     return jax.tree.map(lambda g: L * g, grads)
 
 
-@eqx.filter_jit
-def _trajectories(model, x0, context, y, probes, *, loss, options):
-    p = prepare(model, x0, context, **options)
-    adjoint, spec, x, w = p.adjoint, p.spec, p.x, p.w
-    if not isinstance(adjoint, AbstractHandAdjoint):
-        raise ValueError(
-            f"`adjoint` must be a hand adjoint (DiscreteAdjoint() or ContinuousAdjoint(...)), got {adjoint!r}."
-        )
-    stride = adjoint.probe_stride(p.model, spec)
-    zeta, start = probe_rows(
-        None if probes is None else probes.astype(x.dtype), stride, spec.steps // stride + 1, x.shape[1], x.dtype
-    )
-    y0 = (x, p.z, zeta)
-    sol, residuals = adjoint.run_forward(p.model, y0, w, spec, store=True, start=start)
-    value, ct_x1 = jax.value_and_grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
-    cotangents = FlowSolution(x1=ct_x1, z1=jnp.zeros_like(sol.z1), weights=jnp.zeros_like(sol.weights))
-    res = adjoint.run_backward(p.model, y0, w, spec, residuals, cotangents, start=start, trajectories=True)
-    return value, res
-
-
+@compiled
 def adjoint_trajectories(
     model: AbstractCFM,
     x0,
@@ -166,9 +145,23 @@ def adjoint_trajectories(
         if probes.ndim != 2 or probes.shape[-1] != d or probes.shape[0] < 1:
             raise ValueError(f"`probes` must have shape (P, d) with P >= 1 and d = {d}, got {probes.shape}.")
         probes = finite("probes", probes) if throw else probes
-    value, res = _trajectories(
-        model, x0, context, y, probes, loss=loss, options=dict(options, adjoint=adjoint, throw=throw)
+    if isinstance(context, GaussianMeasure):
+        raise ValueError(
+            "`context`: a GaussianMeasure has no particle adjoints (a_i, ∇φ_s); its token covector p_s is "
+            "cfm_jax.token_adjoint."
+        )
+    p = prepare(model, x0, context, adjoint=adjoint, throw=throw, **options)
+    spec, x = p.spec, p.y0[0]
+    stride = adjoint.probe_stride(p.model, spec)
+    zeta, start = probe_rows(
+        None if probes is None else probes.astype(x.dtype), stride, spec.steps // stride + 1, x.shape[1], x.dtype
     )
+    assert isinstance(p.context, EmpiricalContext)
+    carried = EmpiricalContext(p.context.weights, start)
+    y0 = (*p.y0, zeta)
+    sol, residuals = adjoint.run_forward(p.model, carried, y0, spec, store=True)
+    value, ct_x1 = jax.value_and_grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
+    res = adjoint.run_backward(p.model, carried, y0, spec, residuals, Cotangents(x1=ct_x1), trajectories=True)
     assert res.traj is not None
     ss, xs, zs, ps, a = res.traj
     if jnp.ndim(x0) == 1:
@@ -195,12 +188,105 @@ def probe_gradients(model, x0, context, y, probes, **kwargs):
     return sol.ss, sol.probe_grads, sol.probe_values
 
 
+@compiled
+def token_adjoint(
+    model: AbstractCFM,
+    x0,
+    context,
+    y,
+    *,
+    loss: Callable | None = None,
+    saveat: SaveAt = SaveAt(layers=True),
+    throw: bool = True,
+    **options,
+) -> tuple[FlowSolution, Array]:
+    """The token covector p_s = ∂ℓ/∂x_s with the context held on its own trajectory; compiled.
+
+    For a Gaussian context this is the infinite-context covector (the tokens do not move the population
+    law): p_1 = ∇ℓ(x_1), p_i = (I + hM_i)ᵀ p_{i+1}. For atoms it is the ``ps`` of
+    [`adjoint_trajectories`][cfm_jax.adjoint_trajectories] (the tokens do not act on the context either)
+    at O(B·n) a step instead of O(n²): p_i = p_{i+1} + h D_xV(x_i, μ_i)ᵀ p_{i+1}. Both are the token rows
+    of ``DiscreteAdjoint``'s backward sweep, the one recursion (``cfm_jax._adjoint.discrete``).
+
+    Args:
+        model, x0, context: as in [`forward`][cfm_jax.forward] (``EmpiricalMeasure``, array or
+            ``GaussianMeasure``).
+        y: loss targets, shaped like ``x0`` for the default loss.
+        loss: ``loss(x1, y) -> scalar``, default [`mean_squared_loss`][cfm_jax.mean_squared_loss] (the
+            batch mean of ½‖x_1 − y‖², so p contains the 1/B).
+        saveat: ``SaveAt(layers=True)`` (default) or ``SaveAt(steps=True)``: the depths of ``ps``.
+        throw: as in ``forward`` (also for ``y``).
+        options: ``forward``'s other options; the solve must be explicit Euler with fixed steps (the
+            default), where the covector is exact.
+
+    Returns:
+        ``(solution, ps)``: the forward's [`FlowSolution`][cfm_jax.FlowSolution] saved at ``saveat``
+        and ``ps (S,) + x0.shape`` at its depths ``solution.ss``.
+    """
+    if not isinstance(saveat, SaveAt) or not (saveat.layers or saveat.steps):
+        raise ValueError(f"`saveat` must be SaveAt(layers=True) or SaveAt(steps=True), got {saveat!r}.")
+    if "adjoint" in options:
+        raise ValueError("`adjoint` does not apply: the token covector is the exact (discrete) adjoint's.")
+    loss, y = _check_loss(loss, x0, y, throw)
+    adjoint = DiscreteAdjoint()
+    p = prepare(model, x0, context, saveat=saveat, throw=throw, **options)
+    adjoint.check_spec(p.model, p.spec)
+    sol, residuals = adjoint.run_forward(p.model, p.context, p.y0, p.spec, store=True)
+    ct_x1 = jax.grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
+    res = adjoint.run_backward(
+        p.model, p.context, p.y0, p.spec, residuals, Cotangents(x1=ct_x1), trajectories=True, token_only=True
+    )
+    assert res.traj is not None
+    ps = res.traj[3]
+    if not saveat.steps:  # the layer boundaries
+        ps = ps[:: p.spec.steps // p.model.num_layers]
+    if p.single:
+        sol = dataclasses.replace(sol, x1=sol.x1[0], xs=None if sol.xs is None else sol.xs[:, 0])
+        ps = ps[:, 0]
+    return sol, ps
+
+
+def token_covectors(model: AbstractCFM, xs, zs, weights, y, *, loss: Callable | None = None) -> Array:
+    """``(L + 1, B, d)`` token covectors p_l from the layer states ``xs (L + 1, B, d)``, ``zs (L + 1, n, d)``
+    of an Euler solve with one step per layer and the context ``weights (n,)``: what
+    :func:`token_adjoint` computes after its own forward (the same sweep), for a caller that already
+    holds the states. ``loss`` as there."""
+    loss = mean_squared_loss if loss is None else loss
+    spec = FlowSpec(diffrax.Euler(), None, SaveAt(steps=True), model.num_layers)
+    # the stored states of every step, (layers, steps per layer = 1, ...) as DiscreteAdjoint keeps them
+    y0, residuals = (xs[0], zs[0]), ((xs[-1], zs[-1]), (xs[1:, None], zs[1:, None]))
+    ct_x1 = jax.grad(loss)(xs[-1], y)
+    res = DiscreteAdjoint().run_backward(
+        model, EmpiricalContext(weights), y0, spec, residuals, Cotangents(x1=ct_x1), trajectories=True, token_only=True
+    )
+    assert res.traj is not None
+    return res.traj[3]
+
+
+def gaussian_token_adjoint(model, x0, mu: GaussianMeasure, y, **kwargs) -> tuple[Array, Array]:
+    """Deprecated (removed in the next release): ``sol, ps = token_adjoint(model, x0, mu, y, **kwargs)``
+    gives ``(sol.ss, ps)``, this function's result."""
+    warnings.warn(
+        "cfm_jax.gaussian_token_adjoint is deprecated: use `sol, ps = cfm_jax.token_adjoint(model, x0, mu, y)` "
+        "(sol.ss are the depths).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    if not isinstance(mu, GaussianMeasure):
+        raise ValueError(f"`mu` must be a GaussianMeasure, got {type(mu).__name__}.")
+    sol, ps = token_adjoint(model, x0, mu, y, **kwargs)
+    assert sol.ss is not None
+    return sol.ss, ps
+
+
 __all__ = [
     "AdjointSolution",
     "adjoint_trajectories",
     "functional_gradient",
+    "gaussian_token_adjoint",
     "loss_and_grad",
     "mean_squared_loss",
     "probe_gradients",
-    "value_and_grad",
+    "token_adjoint",
+    "token_covectors",
 ]

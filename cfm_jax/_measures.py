@@ -1,4 +1,10 @@
-"""Discrete probability measures: the context μ = Σ_j w_j δ_{z_j}.
+"""The two kinds of context: the point measure μ = Σ_j w_j δ_{z_j} and the Gaussian N(m, Σ).
+
+:class:`EmpiricalMeasure` is a finite context (n atoms) and :class:`GaussianMeasure` the
+infinite-context population law for which the flow has an exact closed form (docs/theory.md,
+the Gaussian limit). Both check their values eagerly when concrete and, through ``checked``,
+inside compiled code (``eqx.error_if``), so a measure built by ``jax.tree.map`` (bypassing the
+constructor) is still checked when it reaches ``forward``.
 
 One rule for the weights, everywhere (the constructor, ``checked`` inside compiled code, the
 docs): finite, **non-negative**, summing to one within a tolerance of the dtype
@@ -10,11 +16,13 @@ attention fields ignore them (log-weight −∞), the hand adjoints give them ze
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
-from ._validation import is_concrete
+from ._qmc import sobol_normal
+from ._validation import check_finite, is_concrete
 
 
 def weight_sum_tolerance(dtype) -> float:
@@ -38,7 +46,7 @@ class EmpiricalMeasure(eqx.Module):
     points: Float[Array, "n d"]
     weights: Float[Array, " n"]
 
-    def __init__(self, points, weights=None):
+    def __init__(self, points: ArrayLike, weights: ArrayLike | None = None):
         points = jnp.asarray(points)
         if points.ndim != 2:
             raise ValueError(f"EmpiricalMeasure: `points` must have shape (n, d), got shape {points.shape}.")
@@ -108,6 +116,17 @@ class EmpiricalMeasure(eqx.Module):
         template = cls(jnp.zeros((1, points.shape[-1]), points.dtype))
         return eqx.tree_at(lambda m: (m.points, m.weights), template, (points, weights))
 
+    def checked(self, name: str = "context") -> EmpiricalMeasure:
+        """This measure with its values checked inside compiled code (``eqx.error_if``): finite points,
+        and weights that are finite, non-negative and sum to one. The error names ``name``."""
+        z, w = self.points, self.weights
+        z = eqx.error_if(z, ~jnp.all(jnp.isfinite(z)), f"`{name}` points contain non-finite values (nan/inf).")
+        w = eqx.error_if(w, ~jnp.all(jnp.isfinite(w)), f"`{name}` weights contain non-finite values (nan/inf).")
+        w = eqx.error_if(w, jnp.any(w < 0), f"`{name}` weights must be non-negative.")
+        tol = weight_sum_tolerance(w.dtype)
+        w = eqx.error_if(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`{name}` weights must sum to 1 (within {tol:g}).")
+        return EmpiricalMeasure.unchecked(z, w)
+
     def pad_to(self, size: int) -> EmpiricalMeasure:
         """The same measure on ``size >= n`` atoms: the extra atoms sit at the origin with weight 0.
 
@@ -125,16 +144,110 @@ class EmpiricalMeasure(eqx.Module):
         return eqx.tree_at(lambda m: (m.points, m.weights), self, (points, weights))
 
 
-def checked(measure: EmpiricalMeasure, name: str = "context") -> EmpiricalMeasure:
-    """``measure`` with its values checked inside compiled code (``eqx.error_if``): finite points, and
-    weights that are finite, non-negative and sum to one. The error names ``name``."""
-    z, w = measure.points, measure.weights
-    z = eqx.error_if(z, ~jnp.all(jnp.isfinite(z)), f"`{name}` points contain non-finite values (nan/inf).")
-    w = eqx.error_if(w, ~jnp.all(jnp.isfinite(w)), f"`{name}` weights contain non-finite values (nan/inf).")
-    w = eqx.error_if(w, jnp.any(w < 0), f"`{name}` weights must be non-negative.")
-    tol = weight_sum_tolerance(w.dtype)
-    w = eqx.error_if(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`{name}` weights must sum to 1 (within {tol:g}).")
-    return EmpiricalMeasure.unchecked(z, w)
+def _symmetry_tolerance(dtype) -> float:
+    """|Σ − Σᵀ| allowed, relative to the largest entry: 10³ ulp."""
+    return 1e3 * float(jnp.finfo(dtype).eps)
+
+
+def _definiteness_tolerance(dtype, d: int) -> float:
+    """The smallest eigenvalue must exceed this times the largest |eigenvalue|: d ulp, so that a
+    covariance singular up to round-off (rank-deficient) is refused in every dtype."""
+    return d * float(jnp.finfo(dtype).eps)
+
+
+class GaussianMeasure(eqx.Module):
+    """The Gaussian context N(mean, cov) in R^d; a pytree.
+
+    Args:
+        mean: the mean, ``(d,)``.
+        cov: the covariance, ``(d, d)``, symmetric positive definite.
+
+    One rule, eagerly and inside compiled code: finite entries, symmetric up to 10³ ulp of its largest
+    entry, and positive definite, its smallest eigenvalue above d ulp of its largest (a covariance
+    that is singular up to round-off is refused). Bad input raises a ``ValueError`` naming the argument
+    when the arrays are concrete; under ``jit`` the same checks are attached with ``eqx.error_if``, and
+    [`forward`][cfm_jax.forward] checks them again (``checked``), so a measure built by
+    ``jax.tree.map`` is checked too.
+
+    Sampled contexts approach this limit slowly when the logits spread: for a query x the softmax
+    weights of n points drawn from N(m, Σ) are log-normal with log-variance σ² = uᵀΣu (u = QᵀK x
+    per head), so the softmax's effective sample size is about n·e^{−σ²} (σ² ≈ 9 for unit tokens at
+    d = 6 with the default initialisation: n must far exceed e⁹ before the sampled flow is close).
+    """
+
+    mean: Float[Array, " d"]
+    cov: Float[Array, "d d"]
+
+    def __init__(self, mean: ArrayLike, cov: ArrayLike):
+        mean = jnp.asarray(mean)
+        cov = jnp.asarray(cov)
+        if mean.ndim != 1 or mean.shape[0] == 0:
+            raise ValueError(f"GaussianMeasure: `mean` must have shape (d,) with d >= 1, got {mean.shape}.")
+        d = mean.shape[0]
+        if cov.shape != (d, d):
+            raise ValueError(
+                f"GaussianMeasure: `cov` must have shape (d, d) = ({d}, {d}) to match `mean`, got {cov.shape}."
+            )
+        dtype = jnp.result_type(mean, cov, float)
+        mean, cov = mean.astype(dtype), cov.astype(dtype)
+        if is_concrete(mean):
+            check_finite("mean", mean)
+        if is_concrete(cov):
+            check_finite("cov", cov)
+            c = np.asarray(cov, dtype=np.float64)
+            if np.abs(c - c.T).max() > _symmetry_tolerance(dtype) * max(np.abs(c).max(), np.finfo(np.float64).tiny):
+                raise ValueError("GaussianMeasure: `cov` must be symmetric.")
+            eig = np.linalg.eigvalsh(0.5 * (c + c.T))
+            if eig.min() <= _definiteness_tolerance(dtype, d) * np.abs(eig).max():
+                raise ValueError(
+                    f"GaussianMeasure: `cov` must be positive definite (its smallest eigenvalue is {eig.min():.3g}, "
+                    f"its largest {eig.max():.3g})."
+                )
+        self.mean, self.cov = _checked_values(mean, cov, "GaussianMeasure: ", traced_only=True)
+
+    @classmethod
+    def unchecked(cls, mean, cov) -> GaussianMeasure:
+        """A measure from arrays without validation (the flow's own moments)."""
+        template = cls(jnp.zeros((mean.shape[-1],), mean.dtype), jnp.eye(mean.shape[-1], dtype=mean.dtype))
+        return eqx.tree_at(lambda g: (g.mean, g.cov), template, (mean, cov))
+
+    @property
+    def dim(self) -> int:
+        """Ambient dimension d."""
+        return self.mean.shape[-1]
+
+    def checked(self, name: str = "context") -> GaussianMeasure:
+        """This measure with its values checked inside compiled code (``eqx.error_if``): the rule of the
+        class docstring. The error names ``name``."""
+        mean, cov = _checked_values(self.mean, self.cov, f"`{name}`: ", traced_only=False)
+        return GaussianMeasure.unchecked(mean, cov)
+
+    def sample(self, key, n: int, *, qmc: bool = False) -> Float[Array, "n d"]:
+        """``(n, d)`` points: i.i.d. draws, or (``qmc=True``) scrambled-Sobol points through the
+        inverse normal CDF (:func:`cfm_jax.sobol_normal`); both pure in ``key``."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or int(n) < 1:
+            raise ValueError(f"`n` must be a positive int (number of samples), got {n!r}.")
+        n = int(n)
+        dtype = self.mean.dtype
+        g = sobol_normal(key, n, self.dim, dtype) if qmc else jax.random.normal(key, (n, self.dim), dtype)
+        return self.mean + g @ jnp.linalg.cholesky(self.cov).T
+
+
+def _checked_values(mean, cov, prefix: str, *, traced_only: bool):
+    """``(mean, cov)`` with the class docstring's rule attached inside compiled code (``eqx.error_if``);
+    ``traced_only``: only for traced arrays (concrete ones were checked eagerly)."""
+    d = mean.shape[-1]
+    if not (traced_only and is_concrete(mean)):
+        mean = eqx.error_if(mean, ~jnp.all(jnp.isfinite(mean)), f"{prefix}`mean` contains non-finite values.")
+    if not (traced_only and is_concrete(cov)):
+        cov = eqx.error_if(cov, ~jnp.all(jnp.isfinite(cov)), f"{prefix}`cov` contains non-finite values.")
+        asym = jnp.max(jnp.abs(cov - cov.T)) > _symmetry_tolerance(cov.dtype) * jnp.max(jnp.abs(cov))
+        cov = eqx.error_if(cov, asym, f"{prefix}`cov` must be symmetric.")
+        eig = jnp.linalg.eigvalsh(0.5 * (cov + cov.T))
+        definite = eig[0] > _definiteness_tolerance(cov.dtype, d) * jnp.max(jnp.abs(eig))
+        # NaN entries make eigvalsh NaN: the finiteness check above names them
+        cov = eqx.error_if(cov, ~definite & jnp.all(jnp.isfinite(cov)), f"{prefix}`cov` must be positive definite.")
+    return mean, cov
 
 
 def as_measure(context) -> EmpiricalMeasure:
@@ -164,4 +277,4 @@ def split_atom(measure: EmpiricalMeasure, index: int, fraction: float = 0.5) -> 
     return EmpiricalMeasure(points, weights)
 
 
-__all__ = ["EmpiricalMeasure", "as_measure", "checked", "split_atom", "weight_sum_tolerance"]
+__all__ = ["EmpiricalMeasure", "GaussianMeasure", "as_measure", "split_atom", "weight_sum_tolerance"]

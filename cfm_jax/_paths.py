@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._fields import AbstractField, AttentionField, MLPField
+from ._fields import AbstractField, AttentionField, mlp_field
 from ._validation import check_finite
 
 
@@ -184,7 +184,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
         self.chunk_size = chunk_size
         self.key_chunk_size = key_chunk_size
         attention = AttentionField(chunk_size=chunk_size, key_chunk_size=key_chunk_size)
-        self.field = attention if self.W1 is None else attention + MLPField(activation=activation)
+        self.field = attention if self.W1 is None else attention + mlp_field(activation)
 
     @classmethod
     def init(

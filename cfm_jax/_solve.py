@@ -3,8 +3,11 @@
     sol = cfm_jax.forward(model, x0, context)                         # Euler, one step per layer
     g = jax.grad(lambda m: loss(cfm_jax.forward(m, x0, context)))(model)   # runs the hand adjoint
 
-The ``adjoint=`` argument chooses how ``jax.grad`` (and ``jax.vjp``, ``eqx.filter_grad``,
-optax loops, ...) differentiates the one forward loop (``_flow.loop``):
+The context is an [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] (n atoms) or a
+[`GaussianMeasure`][cfm_jax.GaussianMeasure] (the exact infinite-context flow); both run the one
+loop of ``cfm_jax._flow`` and return a [`FlowSolution`][cfm_jax.FlowSolution]. The ``adjoint=``
+argument chooses how ``jax.grad`` (and ``jax.vjp``, ``eqx.filter_grad``, optax loops, ...)
+differentiates that loop, through one hook (``AbstractStrategy.solve``):
 
 - [`DiscreteAdjoint`][cfm_jax.DiscreteAdjoint] — the exact hand adjoint of explicit Euler (the residual
   network): equal to autodiff to round-off, O(n) memory per stored state, no n×n buffer;
@@ -14,88 +17,110 @@ optax loops, ...) differentiates the one forward loop (``_flow.loop``):
   through the diffrax solve; also the only choice for forward mode (``diffrax.DirectAdjoint()``,
   ``diffrax.ForwardMode()``).
 
-Default (``adjoint=None``): ``DiscreteAdjoint()`` whenever it is exact — the Euler solver (the
-default) with fixed steps — and ``diffrax.RecursiveCheckpointAdjoint()`` otherwise.
-Gradients flow to every input (the model's parameters, x0, the context points and weights)
-from every output (x1, z1, the weights and the saved trajectories).
+Default (``adjoint=None``): for atoms, ``DiscreteAdjoint()`` whenever it is exact — the Euler solver
+(the default) with fixed steps — and ``diffrax.RecursiveCheckpointAdjoint()`` otherwise; for a
+Gaussian context, autodiff through the loop (every JAX transformation, forward mode included, with
+fixed steps). Gradients flow to every input (the model's parameters, x0, the context) from every
+output (x1, the final context and the saved trajectories). docs/gradients.md tables what each
+strategy supports (``jax.jvp``, ``jax.hessian``, grad of grad).
 
-``forward`` is compiled with ``eqx.filter_jit``: Python ints and the option modules are static,
-arrays are traced, and a repeated call with the same shapes reuses the compiled program. Argument
-types and shapes are checked when it is traced (``ValueError`` naming the argument); values — finite
-tokens, points and parameters, context weights that are non-negative and sum to one — are checked
-inside the compiled program with ``eqx.error_if``, so they hold under a caller's own ``jax.jit``,
-``vmap`` and ``grad`` too. They cost nothing measurable (``benchmarks/results/forward.md``), but a
-program containing them is never stored by JAX's persistent compilation cache (they are host
-callbacks): ``throw=False`` leaves them out, as sweeps over inputs they generate themselves do.
-Under a plain ``jax.jit``, ``steps`` and ``max_steps`` must be marked static
-(``jax.jit(forward, static_argnames="steps")``); ``eqx.filter_jit`` does that itself.
+``forward`` is compiled with ``eqx.filter_jit``: Python ints (and numpy integers) and the option
+modules are static, arrays are traced, and a repeated call with the same shapes reuses the compiled
+program. Argument types and shapes are checked when it is traced (``ValueError`` naming the
+argument); values — finite tokens, points and parameters, context weights that are non-negative and
+sum to one, a Gaussian covariance that is symmetric positive definite — are checked inside the
+compiled program with ``eqx.error_if``, so they hold under a caller's own ``jax.jit``, ``vmap`` and
+``grad`` too, and so does a failed adaptive solve (``max_steps`` reached). Called eagerly or under
+``eqx.filter_jit`` a failed check raises ``equinox.EquinoxRuntimeError`` with a message naming the
+argument; under a plain ``jax.jit`` the same message arrives inside ``jax.errors.JaxRuntimeError``
+("INTERNAL: CpuCallback error …", after JAX's frames), so wrap such programs in ``eqx.filter_jit``.
+The checks cost nothing measurable (``benchmarks/results/forward.md``), but a program containing
+them is never stored by JAX's persistent compilation cache (they are host callbacks):
+``throw=False`` leaves them out (a failed solve is then reported in ``FlowSolution.result``), as
+sweeps over inputs they generate themselves do. Under a plain ``jax.jit``, ``steps`` and
+``max_steps`` must be marked static (``jax.jit(forward, static_argnames="steps")``);
+``eqx.filter_jit`` does that itself.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, overload
+import dataclasses
+import functools
+import inspect
+from typing import NamedTuple
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
-from ._adjoint import AbstractHandAdjoint, DiscreteAdjoint, solve
-from ._flow import FlowSolution, FlowSpec, SaveAt
-from ._gaussian_limit import GaussianMeasure, GaussianSolution, gaussian_flow
-from ._measures import EmpiricalMeasure, as_measure, checked
+from ._adjoint import AbstractHandAdjoint, AbstractStrategy, Autodiff, DiscreteAdjoint, as_strategy
+from ._flow import (
+    AbstractCarriedContext,
+    Ctx,
+    EmpiricalContext,
+    FlowSolution,
+    FlowSpec,
+    SaveAt,
+    fixed_controller,
+    flow_spec as _flow_spec,
+)
+from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
+from ._measures import GaussianMeasure, as_measure
 from ._paths import AbstractCFM
-from ._validation import finite, finite_params, static_int
+from ._validation import compiled, finite, finite_params
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""
 
 
-def default_adjoint(solver: diffrax.AbstractSolver | None, stepsize_controller) -> Adjoint:
-    """``DiscreteAdjoint()`` for Euler with fixed steps (where it is exact), else RecursiveCheckpointAdjoint."""
-    fixed = stepsize_controller is None or isinstance(stepsize_controller, diffrax.ConstantStepSize)
-    if (solver is None or type(solver) is diffrax.Euler) and fixed:
-        return DiscreteAdjoint()
-    return diffrax.RecursiveCheckpointAdjoint()
+def default_adjoint(
+    solver: diffrax.AbstractSolver | None = None, stepsize_controller: diffrax.AbstractStepSizeController | None = None
+) -> Adjoint:
+    """What ``forward(adjoint=None)`` uses for an empirical context: ``DiscreteAdjoint()`` for Euler with
+    fixed steps (where it is exact, ``FlowSpec.exact_euler``), else ``diffrax.RecursiveCheckpointAdjoint()``."""
+    spec = FlowSpec(diffrax.Euler() if solver is None else solver, fixed_controller(stepsize_controller))
+    return DiscreteAdjoint() if spec.exact_euler else diffrax.RecursiveCheckpointAdjoint()
 
 
 class Prepared(NamedTuple):
-    """Validated inputs of a solve: the value-checked model, 2-D tokens, context arrays and the options."""
+    """Validated inputs of a solve: the value-checked model, the context as the loop carries it, the
+    initial state (2-D tokens first), the options, the strategy, and whether ``x0`` was one token."""
 
     model: AbstractCFM
-    x: Array
-    z: Array
-    w: Array
+    context: AbstractCarriedContext
+    y0: tuple
     spec: FlowSpec
-    adjoint: Adjoint
+    strategy: AbstractStrategy
     single: bool
 
 
-def prepare(
-    model: AbstractCFM,
-    x0,
-    context,
-    *,
-    solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    saveat: SaveAt = SaveAt(),
-    adjoint: Adjoint | None = None,
-    max_steps: int = 4096,
-    throw: bool = True,
-) -> Prepared:
-    """Check the arguments of :func:`forward` and bring them to one dtype (see its docstring).
+def _option_defaults() -> dict:
+    """forward's options and their defaults: its signature is their one definition."""
+    params = inspect.signature(forward).parameters.values()
+    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def prepare(model: AbstractCFM, x0, context, **options) -> Prepared:
+    """Check the arguments of :func:`forward` (its options in ``options``, defaults filled in) and bring
+    them to one dtype: the widest of the tokens, the context and the parameters.
 
     Types, shapes and options raise ``ValueError`` naming the argument when traced; values are
     checked inside the compiled program (``eqx.error_if``) unless ``throw`` is False.
     """
+    defaults = _option_defaults()
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(f"unexpected option(s) {unknown}; the options of cfm_jax.forward are {sorted(defaults)}.")
+    options = {**defaults, **options}
+    adjoint, throw = options.pop("adjoint"), options.pop("throw")
     if not isinstance(model, AbstractCFM):
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
-    if not isinstance(context, EmpiricalMeasure):
+    if not isinstance(context, GaussianMeasure):
         context = as_measure(context)
     x0 = jnp.asarray(x0)
-    d, L = model.dim, model.num_layers
+    d = model.dim
     if x0.ndim not in (1, 2):
         raise ValueError(f"`x0` must have shape (d,) or (B, d), got {x0.shape}.")
     if x0.shape[-1] != d:
@@ -104,185 +129,141 @@ def prepare(
         raise ValueError(f"`context` has dimension {context.dim} but the model has d = {d}.")
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
-    steps = L if steps is None else static_int("steps", steps)
-    if steps % L:
-        raise ValueError(
-            f"`steps`={steps} must be a multiple of the number of layers L={L} so that no step "
-            "straddles a parameter jump or kink."
-        )
-    max_steps = static_int("max_steps", max_steps)
-    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
-        raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
-    if stepsize_controller is not None and not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):
-        raise ValueError(
-            f"`stepsize_controller` must be a diffrax step-size controller or None, got {stepsize_controller!r}."
-        )
-    if not isinstance(saveat, SaveAt):
-        raise ValueError(f"`saveat` must be a cfm_jax.SaveAt, got {saveat!r}.")
-    adjoint = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
-    if not isinstance(adjoint, (AbstractHandAdjoint, diffrax.AbstractAdjoint)):
-        raise ValueError(
-            "`adjoint` must be DiscreteAdjoint(), ContinuousAdjoint(...) or a diffrax adjoint such as "
-            f"diffrax.RecursiveCheckpointAdjoint(), got {adjoint!r}."
-        )
-    if isinstance(adjoint, diffrax.BacksolveAdjoint):
-        raise ValueError(
-            "`adjoint`=diffrax.BacksolveAdjoint() does not apply: the forward solves one ODE per layer inside a "
-            "lax.scan and each solve closes over that layer's traced parameters, which BacksolveAdjoint cannot "
-            "differentiate. Use ContinuousAdjoint(memory=Backsolve()) (the hand-written backsolve) or "
-            "diffrax.RecursiveCheckpointAdjoint()."
-        )
-    spec = FlowSpec(
-        solver=diffrax.Euler() if solver is None else solver,
-        stepsize_controller=stepsize_controller,
-        saveat=saveat,
-        steps=steps,
-        max_steps=max_steps,
-    )
-    if saveat.steps and not spec.fixed:
-        raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
-    if isinstance(adjoint, AbstractHandAdjoint):
-        adjoint.validate(model, spec)
+    spec = _flow_spec(model, **options)
+    carried: AbstractCarriedContext
+    if isinstance(context, GaussianMeasure):
+        gaussian_field(model)  # TypeError naming the field if it has no Gaussian closed form
+        carried, strategy = GaussianContext(), Autodiff() if adjoint is None else as_strategy(adjoint)
+    else:
+        carried = EmpiricalContext(context.weights)
+        strategy = as_strategy(default_adjoint(spec.solver, spec.stepsize_controller) if adjoint is None else adjoint)
+    strategy.validate(model, carried, spec)
     if throw:
-        context, model, x0 = checked(context), finite_params(model), finite("x0", x0)
-    dtype = jnp.result_type(x0, context.points, *jax.tree.leaves(model.stacked_params()))
+        context, model, x0 = context.checked(), finite_params(model), finite("x0", x0)
+    dtype = jnp.result_type(x0, *jax.tree.leaves(context), *jax.tree.leaves(model.stacked_params()))
     x = jnp.atleast_2d(x0).astype(dtype)
-    return Prepared(model, x, context.points.astype(dtype), context.weights.astype(dtype), spec, adjoint, x0.ndim == 1)
+    if isinstance(context, GaussianMeasure):
+        y0 = gaussian_state(x, context, dtype)
+    else:
+        carried = EmpiricalContext(context.weights.astype(dtype))
+        y0 = (x, context.points.astype(dtype))
+    return Prepared(model, carried, y0, spec, strategy, x0.ndim == 1)
 
 
-@overload
+def _names_the_forward_mode_fix(fn):
+    """Forward-mode autodiff met a reverse-mode (custom_vjp) strategy: name the fix instead of JAX's
+    generic message. (The error is raised by JAX around the compiled call, so it is caught here.)"""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            adjoint = kwargs.get("adjoint")
+            if isinstance(adjoint, (diffrax.DirectAdjoint, diffrax.ForwardMode)) or (
+                "forward-mode" not in str(e) and "jvp" not in str(e)
+            ):
+                raise
+            used = "the default adjoint" if adjoint is None else f"{type(adjoint).__name__}()"
+            raise TypeError(
+                f"{used} is a reverse-mode (custom_vjp) strategy, so forward-mode autodiff (jax.jvp, jax.jacfwd) "
+                "cannot run through it. Use forward(..., adjoint=diffrax.DirectAdjoint()) for forward mode (or "
+                "diffrax.ForwardMode() for jax.jvp alone); docs/gradients.md lists what each adjoint supports."
+            ) from None
+
+    return call
+
+
+@_names_the_forward_mode_fix
+@compiled
 def forward(
     model: AbstractCFM,
     x0: Float[Array, "*B d"],
-    context: GaussianMeasure,
+    context: Ctx | Float[ArrayLike, "n d"],
     *,
     solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
+    steps: int | np.integer | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     saveat: SaveAt = SaveAt(),
     adjoint: Adjoint | None = None,
-    max_steps: int = 4096,
+    max_steps: int | np.integer = 4096,
+    progress_meter: diffrax.AbstractProgressMeter = diffrax.NoProgressMeter(),
     throw: bool = True,
-) -> GaussianSolution: ...
-
-
-@overload
-def forward(
-    model: AbstractCFM,
-    x0: Float[Array, "*B d"],
-    context: EmpiricalMeasure | Float[Array, "n d"],
-    *,
-    solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    saveat: SaveAt = SaveAt(),
-    adjoint: Adjoint | None = None,
-    max_steps: int = 4096,
-    throw: bool = True,
-) -> FlowSolution: ...
-
-
-def forward(
-    model: AbstractCFM,
-    x0: Float[Array, "*B d"],
-    context: EmpiricalMeasure | GaussianMeasure | Float[Array, "n d"],
-    *,
-    solver: diffrax.AbstractSolver | None = None,
-    steps: int | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    saveat: SaveAt = SaveAt(),
-    adjoint: Adjoint | None = None,
-    max_steps: int = 4096,
-    throw: bool = True,
-) -> FlowSolution | GaussianSolution:
+) -> FlowSolution[Ctx]:
     """Integrate the contextual flow map over s ∈ [0, 1], differentiable by ``adjoint``; compiled.
 
     Args:
         model: a [`Transformer`][cfm_jax.Transformer] or any [`AbstractCFM`][cfm_jax.AbstractCFM].
         x0: target token(s), ``(d,)`` or ``(B, d)``; passive, they do not enter the context.
-        context: [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] (or an ``(n, d)`` array, uniform weights),
-            or a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: the exact infinite-context flow
-            ([`gaussian_flow`][cfm_jax.gaussian_flow]; attention fields and linear MLPs), returned as a
-            [`GaussianSolution`][cfm_jax.GaussianSolution] whose ``context`` is the final Gaussian.
-        solver: any diffrax ODE solver; default ``diffrax.Euler()``.
+        context: an [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] (or an ``(n, d)`` array, uniform
+            weights), or a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: the exact infinite-context
+            flow, for fields with a Gaussian closed form
+            ([`AbstractGaussianField`][cfm_jax.AbstractGaussianField]: attention, the affine MLP, their
+            sums).
+        solver: any diffrax ODE solver; default ``diffrax.Euler()`` (with fixed steps: the residual
+            network, also on a Gaussian context).
         steps: total number of (initial) steps over [0, 1], a multiple of L (no step straddles a
             layer); default one per layer. Static.
-        stepsize_controller: default fixed steps; e.g. ``diffrax.PIDController(rtol, atol)``
-            for adaptive stepping (then ``steps`` sets the first trial step).
+        stepsize_controller: default fixed steps; e.g. ``diffrax.PIDController(rtol, atol)`` with an
+            adaptive solver (``diffrax.Tsit5()``, ...) for adaptive stepping (``steps`` then sets the
+            first trial step). ``diffrax.StepTo`` is refused (each layer has its own grid).
         saveat: [`SaveAt`][cfm_jax.SaveAt].
-        adjoint: how the solve is differentiated (module docstring); default: the exact hand
-            adjoint for Euler with fixed steps, ``diffrax.RecursiveCheckpointAdjoint()`` otherwise.
+        adjoint: how the solve is differentiated (module docstring); default: the exact hand adjoint
+            for atoms with Euler and fixed steps, autodiff otherwise.
         max_steps: step cap per layer for adaptive solves. Static.
+        progress_meter: a diffrax progress meter (``diffrax.TextProgressMeter()``,
+            ``diffrax.TqdmProgressMeter()``) showing the progress over s ∈ [0, 1]: at every step of an
+            adaptive solve, at every layer end otherwise. Default none.
         throw: check the values of the inputs inside the compiled program (default), raising an
-            error that names the argument. ``False`` leaves the checks out, for inputs a program
-            generated itself: JAX's persistent compilation cache never stores a program containing
-            host callbacks, which ``eqx.error_if`` is (``diffrax.diffeqsolve(throw=...)`` likewise). Static.
+            error that names the argument, and raise if an adaptive solve fails. ``False`` leaves the
+            checks out, for inputs a program generated itself (JAX's persistent compilation cache
+            never stores a program containing host callbacks, which ``eqx.error_if`` is), and reports
+            a failed solve in ``result`` (``diffrax.diffeqsolve(throw=...)`` likewise). Static.
 
     Returns:
-        [`FlowSolution`][cfm_jax.FlowSolution] (``x1`` shaped like ``x0``; ``xs`` ``(S,) + x0.shape``).
+        [`FlowSolution`][cfm_jax.FlowSolution]: ``x1`` shaped like ``x0``, ``context`` the final
+        context (the same kind of measure), ``xs``/``contexts`` the saved trajectories, ``result``
+        and ``stats``.
     """
-    if isinstance(context, GaussianMeasure):
-        if adjoint is not None:
-            raise ValueError(
-                "`adjoint` does not apply to a GaussianMeasure context: its exact infinite-context flow is "
-                "an O(d²) moment recursion, differentiated by autodiff."
-            )
-        return _gaussian_flow(
-            model,
-            x0,
-            context,
-            solver=solver,
-            steps=steps,
-            stepsize_controller=stepsize_controller,
-            saveat=saveat,
-            max_steps=max_steps,
-            throw=throw,
-        )
-    try:
-        return _forward(
-            model,
-            x0,
-            context,
-            solver=solver,
-            steps=steps,
-            stepsize_controller=stepsize_controller,
-            saveat=saveat,
-            adjoint=adjoint,
-            max_steps=max_steps,
-            throw=throw,
-        )
-    except TypeError as e:
-        # forward mode met a reverse-mode strategy: name the fix instead of JAX's generic custom_vjp message
-        used = default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint
-        forward_mode = isinstance(used, (diffrax.DirectAdjoint, diffrax.ForwardMode))
-        if forward_mode or ("forward-mode" not in str(e) and "jvp" not in str(e)):
-            raise
-        raise TypeError(
-            f"{type(used).__name__} is a reverse-mode (custom_vjp) strategy, so forward-mode autodiff "
-            "(jax.jvp, jax.jacfwd, and jax.hessian for the hand adjoints) cannot run through it. Use "
-            "forward(..., adjoint=diffrax.DirectAdjoint()) for forward mode (or diffrax.ForwardMode() for jax.jvp "
-            "alone); docs/gradients.md lists what each adjoint supports."
-        ) from None
-
-
-_gaussian_flow = eqx.filter_jit(gaussian_flow)
-
-
-@eqx.filter_jit
-def _forward(model, x0, context, **options) -> FlowSolution:
-    p = prepare(model, x0, context, **options)
-    sol = solve(p.adjoint, p.model, p.x, p.z, p.w, p.spec)
+    p = prepare(
+        model,
+        x0,
+        context,
+        solver=solver,
+        steps=steps,
+        stepsize_controller=stepsize_controller,
+        saveat=saveat,
+        adjoint=adjoint,
+        max_steps=max_steps,
+        progress_meter=progress_meter,
+        throw=throw,
+    )
+    sol = p.strategy.solve(p.model, p.context, p.y0, p.spec)
+    x1 = sol.x1
+    if throw and not (p.spec.fixed and not isinstance(p.spec.solver, diffrax.AbstractImplicitSolver)):
+        # an adaptive (or implicit) solve can fail; the result is not differentiated (an integer code)
+        result = jax.lax.stop_gradient(sol.result)
+        x1 = result.error_if(x1, result != diffrax.RESULTS.successful)
     if p.single:
-        sol = FlowSolution(
-            x1=sol.x1[0],
-            z1=sol.z1,
-            weights=sol.weights,
-            ss=sol.ss,
-            xs=None if sol.xs is None else sol.xs[:, 0],
-            zs=sol.zs,
-            num_steps=sol.num_steps,
-        )
-    return sol
+        return dataclasses.replace(sol, x1=x1[0], xs=None if sol.xs is None else sol.xs[:, 0])
+    return dataclasses.replace(sol, x1=x1)
 
 
-__all__ = ["Adjoint", "Prepared", "default_adjoint", "forward", "prepare"]
+@compiled
+def gaussian_flow(
+    model: AbstractCFM, x0: Float[Array, "*B d"], mu: GaussianMeasure, **options
+) -> FlowSolution[GaussianMeasure]:
+    """The exact infinite-context flow of tokens ``x0`` through the Gaussian context ``mu``: exactly
+    ``forward(model, x0, mu, **options)`` (the same loop and options), refusing any other context.
+
+    Returns a [`FlowSolution`][cfm_jax.FlowSolution] whose ``context``/``contexts`` are
+    [`GaussianMeasure`][cfm_jax.GaussianMeasure]s. Differentiable in the model, ``x0`` and ``mu``.
+    """
+    if not isinstance(mu, GaussianMeasure):
+        raise ValueError(f"`mu` must be a GaussianMeasure, got {type(mu).__name__}.")
+    if isinstance(model, AbstractCFM) and mu.dim != model.dim:
+        raise ValueError(f"`mu` has dimension {mu.dim} but the model has d = {model.dim}.")
+    return forward(model, x0, mu, **options)
+
+
+__all__ = ["Adjoint", "Prepared", "default_adjoint", "forward", "gaussian_flow", "prepare"]

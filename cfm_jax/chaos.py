@@ -26,9 +26,9 @@ with several local devices, split across them (:func:`run_seeds`).
 
 Exact references (``ChaosSpec.reference``, the default of ``cfm-jax rates``): ``"gaussian"``
 (attention fields with no MLP or a linear one, Gaussian population) compares with the exact
-infinite-context flow (:func:`cfm_jax._gaussian_limit.gaussian_flow`): tokens, the passive motion
+infinite-context flow (:func:`cfm_jax.gaussian_flow`): tokens, the passive motion
 of the n context particles in the population field (``context``) and the token adjoint
-(:func:`cfm_jax.gaussian_token_adjoint`: the limit's token map is a product of affine maps, so its
+(:func:`cfm_jax.token_adjoint`: the limit's token map is a product of affine maps, so its
 Jacobian is too) are exact (floor 0); W1 in d = 1 is the exact quantile formula against the
 limit's law N(m_s, Σ_s) (:func:`wasserstein1_to_normal_1d`, floor 0), in d >= 2 Sinkhorn against
 ``w1_size`` scrambled-Sobol points of the Gaussian pushed by the exact flow (floor: two such
@@ -65,12 +65,12 @@ from ._adjoint import ball_probes
 from ._control import W1ControlField
 from ._fields import linear
 from ._flow import SaveAt
-from ._gaussian_limit import GaussianMeasure, gaussian_flow, gaussian_token_adjoint
-from ._gradients import adjoint_trajectories
+from ._gaussian_limit import GaussianMeasure
+from ._gradients import adjoint_trajectories, token_adjoint, token_covectors
 from ._measures import EmpiricalMeasure, as_measure
 from ._paths import CFM, AbstractCFM, Transformer
 from ._populations import PopulationName, make_population
-from ._solve import forward
+from ._solve import forward, gaussian_flow
 from ._validation import is_concrete
 from ._wasserstein import wasserstein1
 
@@ -254,18 +254,7 @@ def token_adjoint_states(model, xs, zs, weights, y) -> jax.Array:
     ``weights (n,)``. O(B·n) a layer, against O(n²) for the particle adjoints of
     :func:`cfm_jax.adjoint_trajectories`, whose ``ps`` it equals (``tests/test_chaos.py``).
     """
-    L = model.num_layers
-    h = 1.0 / L
-    p1 = (xs[-1] - y) / xs.shape[1]
-
-    def back(p, layer):
-        mu = EmpiricalMeasure.unchecked(zs[layer], weights)
-        _, vjp = jax.vjp(lambda x: model.velocity(x, mu, model.layer_params(layer)), xs[layer])
-        p = p + h * vjp(p)[0]
-        return p, p
-
-    _, ps = jax.lax.scan(back, p1, jnp.arange(L), reverse=True)
-    return jnp.concatenate([ps, p1[None]], axis=0)
+    return token_covectors(model, xs, zs, weights, y)
 
 
 def _system(
@@ -277,7 +266,8 @@ def _system(
     that their programs can be stored by the persistent compilation cache.
     """
     sol = forward(model, x0, context, saveat=SaveAt(layers=True), throw=throw)
-    out = {"xs": sol.xs, "zs": sol.zs, "w": context.weights}
+    assert sol.contexts is not None
+    out = {"xs": sol.xs, "zs": sol.contexts.points, "w": context.weights}
     if adjoint and y is not None:
         out["ps"], out["pg"] = adjoint_states(model, x0, context, y, probes, throw=throw)
     return out
@@ -523,9 +513,9 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
         q = [mu.sample(k, W, qmc=True) for k in (k_ref, k_ref2)] if W else []
         sol = gaussian_flow(model, jnp.concatenate([x0, z[:N], *q]), mu, saveat=save, throw=False)
         xs = sol.xs
-        assert xs is not None and sol.means is not None and sol.covs is not None
+        assert xs is not None and sol.contexts is not None
         ref = {"xs": xs[:, :B], "passive": xs[:, B : B + N], "zs": xs[:, B + N : B + N + W]}
-        ref["means"], ref["stds"] = sol.means[:, 0], jnp.sqrt(sol.covs[:, 0, 0])
+        ref["means"], ref["stds"] = sol.contexts.mean[:, 0], jnp.sqrt(sol.contexts.cov[:, 0, 0])
         if W:
             wq = jnp.full((W,), 1.0 / W, dtype)
             floor["w1"] = jnp.max(_w1_path(xs[:, B + N + W :], wq, ref["zs"], wq, eps))
@@ -533,7 +523,7 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
             floor["w1"] = jnp.zeros((), dtype)
         floor.update(token=jnp.zeros((), dtype), context=jnp.zeros((), dtype))
         if use_adj:
-            ref["ps"] = gaussian_token_adjoint(model, x0, mu, y, throw=False)[1]
+            ref["ps"] = token_adjoint(model, x0, mu, y, throw=False)[1]
             floor["adjoint"] = jnp.zeros((), dtype)
         if probe_ns:  # ∇φ̂ has no closed form: a QMC reference of n_ref points (two, for its floor)
             r1 = law(jax.random.fold_in(k_ref, 1), spec.n_ref, qmc=True).astype(dtype)
@@ -571,7 +561,9 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
         return _sups(out)
 
     def one_w1(context):
-        zs = forward(model, x0, context, saveat=save, throw=False).zs
+        contexts = forward(model, x0, context, saveat=save, throw=False).contexts
+        assert contexts is not None
+        zs = contexts.points
         if exact_w1:
             path = jax.vmap(wasserstein1_to_normal_1d, in_axes=(0, None, 0, 0))(
                 zs, context.weights, ref["means"], ref["stds"]

@@ -30,9 +30,9 @@ SAVEATS = {"final": SaveAt(), "layers": SaveAt(layers=True), "steps": SaveAt(ste
 
 
 def _loss(sol):
-    out = jnp.sum(jnp.sin(sol.x1)) + jnp.sum(sol.weights * jnp.cos(sol.z1[:, 0]))
+    out = jnp.sum(jnp.sin(sol.x1)) + jnp.sum(sol.context.weights * jnp.cos(sol.context.points[:, 0]))
     if sol.xs is not None:
-        out = out + jnp.sum(jnp.tanh(sol.xs) ** 2) + 0.1 * jnp.sum(sol.zs**3)
+        out = out + jnp.sum(jnp.tanh(sol.xs) ** 2) + 0.1 * jnp.sum(sol.contexts.points**3)
     return out
 
 
@@ -72,7 +72,13 @@ def compute(model, x0, ctx, options):
     sol = cfm_jax.forward(model, x0, ctx, **options)
     leaves = jax.tree.leaves(grads)
     flat = lambda t: [float(v) for a in jax.tree.leaves(t) for v in jnp.ravel(a)]  # noqa: E731
-    return {"value": float(value), "x1": flat(sol.x1), "z1": flat(sol.z1), "xs": flat(sol.xs), "grads": flat(leaves)}
+    return {
+        "value": float(value),
+        "x1": flat(sol.x1),
+        "z1": flat(sol.context.points),
+        "xs": flat(sol.xs),
+        "grads": flat(leaves),
+    }
 
 
 if __name__ == "__main__":

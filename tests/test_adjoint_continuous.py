@@ -116,8 +116,8 @@ def test_saved_layer_cotangents_converge_at_the_solver_order():
                 saveat=cfm_jax.SaveAt(layers=True),
                 adjoint=adjoint,
             )
-            assert sol.xs is not None and sol.zs is not None  # saved at the layers
-            return jnp.sum(jnp.tanh(sol.xs) ** 2) + 0.1 * jnp.sum(sol.zs[1:] ** 3)
+            assert sol.xs is not None and sol.contexts is not None  # saved at the layers
+            return jnp.sum(jnp.tanh(sol.xs) ** 2) + 0.1 * jnp.sum(sol.contexts.points[1:] ** 3)
 
         return eqx.filter_jit(eqx.filter_grad(f))((model, x0, ctx.points, ctx.weights))
 

@@ -254,7 +254,7 @@ def test_gaussian_reference_token_deviation_is_the_direct_one():
     (W1 in d = 2, against QMC points, has a floor > 0), and max(ns) may exceed n_ref."""
     import jax.numpy as jnp
 
-    from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
+    from cfm_jax import GaussianMeasure, gaussian_flow
     from cfm_jax._populations import _Gaussian
 
     spec = chaos.ChaosSpec(**dict(_EXACT_REF, ns=(4, 16, 512), adjoint=False), reference="gaussian")
@@ -328,8 +328,8 @@ def test_token_adjoint_states_equal_the_particle_adjoint(small_model):
     ctx = EmpiricalMeasure(jax.random.normal(kz, (9, 3), jnp.float64), chaos.prefix_weights(6, 9, jnp.float64))
     y = jax.random.normal(ky, (2, 3), jnp.float64)
     sol = cfm_jax.forward(small_model, x0, ctx, saveat=cfm_jax.SaveAt(layers=True))
-    assert sol.xs is not None and sol.zs is not None
-    ps = chaos.token_adjoint_states(small_model, sol.xs, sol.zs, ctx.weights, y)
+    assert sol.xs is not None and sol.contexts is not None
+    ps = chaos.token_adjoint_states(small_model, sol.xs, sol.contexts.points, ctx.weights, y)
     want, _ = chaos.adjoint_states(small_model, x0, ctx, y)
     assert ps.shape == want.shape == (5, 2, 3)
     np.testing.assert_allclose(ps, want, rtol=1e-10, atol=1e-13)
@@ -339,7 +339,7 @@ def test_gaussian_rows_w1_and_grad_phi_references():
     """Gaussian row in d = 1: W1 is the exact quantile formula against the limit's law N(m_s, Σ_s) at
     every n (= a direct computation, floor 0); ∇φ is measured only at n <= grad_phi_max_n, against a
     QMC reference (its floor > 0); each quantity names its reference."""
-    from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
+    from cfm_jax import GaussianMeasure, gaussian_flow
 
     spec = chaos.ChaosSpec(**dict(_EXACT_REF, dim=1, ns=(4, 16, 64), n_ref=64, grad_phi_max_n=16), reference="gaussian")
     assert spec.quantity_ns("w1") == (4, 16, 64) and spec.quantity_ns("grad_phi") == (4, 16)
@@ -358,13 +358,14 @@ def test_gaussian_rows_w1_and_grad_phi_references():
     z, x0 = law(k_ctx, 64), law(k_x, spec.batch)
     model = chaos.build_model(spec, k_model)
     lim = gaussian_flow(model, x0, GaussianMeasure(jnp.zeros(1), jnp.eye(1)), saveat=cfm_jax.SaveAt(layers=True))
-    assert lim.means is not None and lim.covs is not None
+    assert lim.contexts is not None
     for i, n in enumerate(spec.ns):
-        zs = cfm_jax.forward(model, x0, z[:n], saveat=cfm_jax.SaveAt(layers=True)).zs
-        assert zs is not None
+        contexts = cfm_jax.forward(model, x0, z[:n], saveat=cfm_jax.SaveAt(layers=True)).contexts
+        assert contexts is not None
+        zs = contexts.points
         direct = max(
             chaos.wasserstein1_to_normal_1d(
-                zs[s], jnp.full((n,), 1.0 / n), lim.means[s, 0], jnp.sqrt(lim.covs[s, 0, 0])
+                zs[s], jnp.full((n,), 1.0 / n), lim.contexts.mean[s, 0], jnp.sqrt(lim.contexts.cov[s, 0, 0])
             )
             for s in range(zs.shape[0])
         )

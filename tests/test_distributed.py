@@ -44,7 +44,7 @@ def _grad_step(model, x0, context, y):
 def _outputs(sol, loss, grads):
     """Flat dict of the compared arrays (host NumPy)."""
     leaves = jax.tree.leaves(grads)
-    return {"x1": sol.x1, "z1": sol.z1, "loss": loss, **{f"grad{i}": g for i, g in enumerate(leaves)}}
+    return {"x1": sol.x1, "z1": sol.context.points, "loss": loss, **{f"grad{i}": g for i, g in enumerate(leaves)}}
 
 
 WORKER = textwrap.dedent(
@@ -71,7 +71,7 @@ WORKER = textwrap.dedent(
     assert len(cs.points.sharding.device_set) == 4 and not cs.points.is_fully_addressable
     sol = jax.jit(cfm_jax.forward)(model, xs, cs)
     loss, grads = jax.jit(_grad_step)(model, xs, cs, y)
-    assert len(sol.z1.sharding.device_set) == 4, sol.z1.sharding
+    assert len(sol.context.points.sharding.device_set) == 4, sol.context.points.sharding
     out = gather(_outputs(sol, loss, grads))
     np.savez(f"{sys.argv[2]}/out{jax.process_index()}.npz", **out)
     print("WORKER_OK", jax.process_index())

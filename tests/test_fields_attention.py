@@ -17,10 +17,10 @@ def test_chunked_attention_matches_dense(dtype, tol):
     z = jax.random.normal(jax.random.key(4), (n, d), dtype)
     x0 = jax.random.normal(jax.random.key(6), (3, d), dtype)
     dense = forward(model, x0, z)
-    scale = float(jnp.abs(dense.z1).max())
+    scale = float(jnp.abs(dense.context.points).max())
     for chunk, key_chunk in [(8, None), (5, 16), (None, 7), (64, 64)]:
         sol = forward(model.with_chunking(chunk, key_chunk), x0, z)
-        np.testing.assert_allclose(sol.z1, dense.z1, atol=tol * scale, rtol=0)
+        np.testing.assert_allclose(sol.context.points, dense.context.points, atol=tol * scale, rtol=0)
         np.testing.assert_allclose(sol.x1, dense.x1, atol=tol * scale, rtol=0)
 
 
@@ -48,7 +48,7 @@ def test_huge_logits_do_not_overflow_float32():
     ref = forward(m64, x64, z64)
     for chunk in (None, 4):
         sol = forward(m32.with_chunking(chunk, 4 if chunk else None), x64.astype(jnp.float32), z64.astype(jnp.float32))
-        assert bool(jnp.isfinite(sol.x1).all() and jnp.isfinite(sol.z1).all())
+        assert bool(jnp.isfinite(sol.x1).all() and jnp.isfinite(sol.context.points).all())
         np.testing.assert_allclose(sol.x1, ref.x1, rtol=1e-4, atol=1e-3)
 
 

@@ -84,3 +84,25 @@ def test_zero_weight_atoms_contribute_nothing():
         assert rel(b.velocity, a.velocity) <= 1e-13 and rel(b.dx, a.dx) <= 1e-13
         assert rel(b.dparams, a.dparams) <= 1e-13 and rel(b.phi, a.phi) <= 1e-13
         assert bool(jnp.isfinite(b.dlogw).all()) and float(jnp.abs(b.dz[7:]).max()) == 0.0
+
+
+def test_a_gaussian_closed_form_is_a_type():
+    """Sums of fields with a Gaussian closed form are typed as having one (GaussianSumField, from `+`);
+    a sum with any other summand is a plain SumField; GaussianSumField refuses such a summand."""
+    from cfm_jax import AbstractGaussianField, GaussianSumField, LinearMLPField, SumField
+
+    closed = AttentionField() + LinearMLPField()
+    assert isinstance(closed, GaussianSumField) and isinstance(closed, AbstractGaussianField)
+    nested = closed + AttentionField(chunk_size=4)
+    assert isinstance(nested, GaussianSumField) and len(nested.fields) == 3  # flattened
+    open_ = AttentionField() + MLPField()
+    assert isinstance(open_, SumField) and not isinstance(open_, AbstractGaussianField)
+    assert not isinstance(MLPField(activation=cfm_jax.linear), AbstractGaussianField)  # by type, not by value
+    with pytest.raises(TypeError, match="MLPField has no Gaussian closed form"):
+        GaussianSumField((AttentionField(), MLPField()))
+    model, _, ctx, _ = problem(5)
+    th = model.layer_params(1)
+    q, c, _ = _rows(2)
+    a = closed.local_vjp(q, ctx, th, c)
+    b = SumField((AttentionField(), LinearMLPField())).local_vjp(q, ctx, th, c)
+    assert rel(a.dx, b.dx) == 0.0 and rel(a.dparams, b.dparams) == 0.0

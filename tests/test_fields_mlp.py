@@ -23,3 +23,24 @@ def test_mlp_closed_forms_equal_the_vjp_default_and_have_no_measure_terms():
         assert rel(a.dparams, b.dparams) <= 1e-12
         assert float(jnp.abs(a.dz).max()) == 0.0 and float(jnp.abs(b.dz).max()) == 0.0
         assert float(jnp.abs(a.dparams["Q"]).max()) == 0.0  # attention parameters are not read
+
+
+def test_the_affine_mlp_is_the_mlp_with_a_linear_activation():
+    """LinearMLPField (what Transformer(activation=linear) builds) equals MLPField(activation=linear):
+    velocity and every local product; its closed form at a Gaussian is that affine map."""
+    import cfm_jax
+    from cfm_jax import LinearMLPField
+
+    model, _, ctx, _ = problem(6)
+    th = model.layer_params(1)
+    kq, kc = jax.random.split(jax.random.key(7))
+    q, c = jax.random.normal(kq, (5, 3)), jax.random.normal(kc, (5, 3))
+    a = LinearMLPField().local_vjp(q, ctx, th, c)
+    b = MLPField(activation=cfm_jax.linear).local_vjp(q, ctx, th, c)
+    for part in ("velocity", "dx", "dz", "dlogw"):
+        assert rel(getattr(a, part), getattr(b, part)) <= 1e-14, part
+    assert rel(a.dparams, b.dparams) <= 1e-14
+    cst, M = LinearMLPField().gaussian_affine(th, jnp.zeros(3), jnp.eye(3))
+    assert rel(cst + q @ M.T, a.velocity) <= 1e-14
+    linear_model = cfm_jax.Transformer(**model.stacked_params(), activation=cfm_jax.linear)
+    assert isinstance(linear_model.field, cfm_jax.GaussianSumField)

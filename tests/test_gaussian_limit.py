@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 
 import cfm_jax
-from cfm_jax._fields import AttentionField, MLPField, linear
-from cfm_jax._gaussian_limit import (
+from cfm_jax import (
+    AbstractGaussianField,
+    AttentionField,
+    FlowSolution,
     GaussianMeasure,
-    GaussianSolution,
+    LinearMLPField,
     gaussian_flow,
-    gaussian_token_adjoint,
+    linear,
+    token_adjoint,
 )
 from cfm_jax.stats import fit_loglog
 
@@ -42,7 +45,7 @@ def test_attention_closed_form_vs_large_n():
     """One attention layer at N(m, Σ): the sampled velocity approaches c + Mx as n^{-1/2}."""
     model = cfm_jax.Transformer.init(jax.random.key(1), D, heads=2, layers=1, dtype=jnp.float64)
     params, mu, x = model.layer_params(0), _mu(), _x0()
-    c, M = model.field.gaussian_affine(params, mu.mean, mu.cov)
+    c, M = AttentionField().gaussian_affine(params, mu.mean, mu.cov)
     exact = c + x @ M.T
     ns = [1000, 4000, 16000, 64000]
     keys = jax.random.split(jax.random.key(11), 8)
@@ -124,7 +127,7 @@ def test_affine_field_moments_exact_for_any_empirical_context():
         "W2": 0.5 * jax.random.normal(k3, (L, D, m)),
         "b2": 0.1 * jnp.ones((L, D)),
     }
-    model = cfm_jax.CFM(MLPField(activation=linear), params, D)
+    model = cfm_jax.CFM(LinearMLPField(), params, D)
     z = jax.random.normal(jax.random.key(6), (50, D)) @ jnp.diag(jnp.array([1.0, 0.5, 2.0]))
     mu = GaussianMeasure(z.mean(0), jnp.cov(z.T, bias=True))
     x = _x0()
@@ -132,15 +135,17 @@ def test_affine_field_moments_exact_for_any_empirical_context():
         sol = gaussian_flow(model, x, mu, steps=steps)
         fs = cfm_jax.forward(model, x, z, steps=steps)
         np.testing.assert_allclose(sol.x1, fs.x1, atol=1e-12)
-        np.testing.assert_allclose(sol.context.mean, fs.z1.mean(0), atol=1e-12)
-        np.testing.assert_allclose(sol.context.cov, jnp.cov(fs.z1.T, bias=True), atol=1e-11)
+        np.testing.assert_allclose(sol.context.mean, fs.context.points.mean(0), atol=1e-12)
+        np.testing.assert_allclose(sol.context.cov, jnp.cov(fs.context.points.T, bias=True), atol=1e-11)
 
 
 def test_sum_field_adds_closed_forms(linear_mlp_model):
     params, mu = linear_mlp_model.layer_params(1), _mu()
-    c, M = linear_mlp_model.field.gaussian_affine(params, mu.mean, mu.cov)
+    field = linear_mlp_model.field
+    assert isinstance(field, AbstractGaussianField)  # the sum of two closed forms is typed as one
+    c, M = field.gaussian_affine(params, mu.mean, mu.cov)
     ca, Ma = AttentionField().gaussian_affine(params, mu.mean, mu.cov)
-    cm, Mm = MLPField(activation=linear).gaussian_affine(params, mu.mean, mu.cov)
+    cm, Mm = LinearMLPField().gaussian_affine(params, mu.mean, mu.cov)
     np.testing.assert_allclose(c, ca + cm, atol=1e-14)
     np.testing.assert_allclose(M, Ma + Mm, atol=1e-14)
 
@@ -199,11 +204,12 @@ def test_token_adjoint_matches_autodiff(linear_mlp_model):
     def loss(x0):
         return 0.5 * jnp.mean(jnp.sum((gaussian_flow(model, x0, mu, steps=8).x1 - y) ** 2, -1))
 
-    ss, ps = gaussian_token_adjoint(model, x, mu, y, steps=8)
-    assert ps.shape == (5, 4, D) and ss.shape == (5,)
+    sol, ps = token_adjoint(model, x, mu, y, steps=8)
+    assert sol.ss is not None
+    assert ps.shape == (5, 4, D) and sol.ss.shape == (5,)
     np.testing.assert_allclose(ps[0], jax.grad(loss)(x), atol=1e-13)
     np.testing.assert_allclose(ps[-1], (gaussian_flow(model, x, mu, steps=8).x1 - y) / 4, atol=1e-14)
-    _, ps_steps = gaussian_token_adjoint(model, x, mu, y, steps=8, saveat=cfm_jax.SaveAt(steps=True))
+    _, ps_steps = token_adjoint(model, x, mu, y, steps=8, saveat=cfm_jax.SaveAt(steps=True))
     np.testing.assert_allclose(ps_steps[::2], ps, atol=1e-15)
 
 
@@ -212,11 +218,12 @@ def test_saveat_and_shapes(linear_mlp_model):
     L = model.num_layers
     layers = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
     steps = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(steps=True))
-    assert isinstance(layers, GaussianSolution) and isinstance(layers.context, GaussianMeasure)
-    assert layers.xs is not None and layers.covs is not None and layers.ss is not None
-    assert steps.xs is not None and steps.means is not None
-    assert layers.xs.shape == (L + 1, 4, D) and layers.covs.shape == (L + 1, D, D)
-    assert steps.means.shape == (2 * L + 1, D)
+    assert isinstance(layers, FlowSolution) and isinstance(layers.context, GaussianMeasure)
+    assert layers.xs is not None and layers.contexts is not None and layers.ss is not None
+    assert steps.xs is not None and steps.contexts is not None
+    assert layers.xs.shape == (L + 1, 4, D) and layers.contexts.cov.shape == (L + 1, D, D)
+    assert steps.contexts.mean.shape == (2 * L + 1, D)
+    np.testing.assert_allclose(layers.contexts.cov[-1], layers.context.cov, atol=1e-15)
     np.testing.assert_allclose(layers.ss, jnp.arange(L + 1) / L)
     np.testing.assert_allclose(steps.xs[::2], layers.xs, atol=1e-15)
     np.testing.assert_allclose(layers.xs[-1], layers.x1, atol=1e-15)
@@ -224,45 +231,6 @@ def test_saveat_and_shapes(linear_mlp_model):
     assert single.xs is not None
     assert single.x1.shape == (D,) and single.xs.shape == (L + 1, D)
     np.testing.assert_allclose(single.x1, layers.x1[0], atol=1e-15)
-
-
-def test_sample_moments_iid_and_qmc():
-    mu = _mu()
-    for qmc in (False, True):
-        z = mu.sample(jax.random.key(2), 1 << 14, qmc=qmc)
-        assert z.shape == (1 << 14, D)
-        np.testing.assert_allclose(z.mean(0), mu.mean, atol=0.02)
-        np.testing.assert_allclose(jnp.cov(z.T), mu.cov, atol=0.02)
-    a = mu.sample(jax.random.key(2), 64, qmc=True)
-    np.testing.assert_array_equal(a, mu.sample(jax.random.key(2), 64, qmc=True))
-    assert not np.allclose(a, mu.sample(jax.random.key(3), 64, qmc=True))
-
-
-@pytest.mark.parametrize(
-    "mean, cov, match",
-    [
-        (jnp.zeros((2, 2)), jnp.eye(2), "`mean` must have shape"),
-        (jnp.zeros(2), jnp.eye(3), "`cov` must have shape"),
-        (jnp.array([0.0, jnp.nan]), jnp.eye(2), "`mean` contains non-finite"),
-        (jnp.zeros(2), jnp.array([[1.0, 0.5], [0.0, 1.0]]), "`cov` must be symmetric"),
-        (jnp.zeros(2), jnp.array([[1.0, 2.0], [2.0, 1.0]]), "`cov` must be positive definite"),
-        (jnp.zeros(2), jnp.array([[1.0, jnp.inf], [jnp.inf, 1.0]]), "`cov` contains non-finite"),
-    ],
-)
-def test_gaussian_measure_validation(mean, cov, match):
-    with pytest.raises(ValueError, match=match):
-        GaussianMeasure(mean, cov)
-
-
-@pytest.mark.parametrize(
-    "cov, match",
-    [(jnp.array([[1.0, 2.0], [2.0, 1.0]]), "positive definite"), (jnp.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric")],
-)
-def test_gaussian_measure_validation_under_jit(cov, match):
-    f = jax.jit(lambda c: GaussianMeasure(jnp.zeros(2), c).cov.sum())
-    assert np.isfinite(f(jnp.eye(2)))
-    with pytest.raises(Exception, match=match):
-        jax.block_until_ready(f(cov))
 
 
 def test_bad_inputs(linear_mlp_model):
@@ -273,10 +241,10 @@ def test_bad_inputs(linear_mlp_model):
         gaussian_flow(linear_mlp_model, _x0(), GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
     with pytest.raises(ValueError, match="`steps`=6 must be a multiple"):
         gaussian_flow(linear_mlp_model, _x0(), mu, steps=6)
-    with pytest.raises(ValueError, match="`x0` must have shape"):
+    with pytest.raises(ValueError, match="`x0` has dimension 5"):
         gaussian_flow(linear_mlp_model, jnp.zeros((2, 5)), mu)
     with pytest.raises(ValueError, match="`y` must have the shape"):
-        gaussian_token_adjoint(linear_mlp_model, _x0(), mu, jnp.zeros((3, D)))
+        token_adjoint(linear_mlp_model, _x0(), mu, jnp.zeros((3, D)))
     with pytest.raises(ValueError, match="`n` must be a positive int"):
         mu.sample(jax.random.key(0), 0)
 
@@ -296,13 +264,136 @@ def test_token_adjoint_checks_values_under_jit(linear_mlp_model):
     """Under jax.jit, a non-finite x0 or y raises an error naming it (the eager check cannot see
     tracers); throw=False leaves the checks out of the program."""
     mu = GaussianMeasure(jnp.zeros(3), jnp.eye(3))
-    f = jax.jit(lambda x, y: gaussian_token_adjoint(linear_mlp_model, x, mu, y)[1])
+    f = jax.jit(lambda x, y: token_adjoint(linear_mlp_model, x, mu, y)[1])
     good = jnp.zeros((2, 3))
     errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
     with pytest.raises(errors, match="`x0`"):
         jax.block_until_ready(f(good.at[0, 0].set(jnp.nan), good))
     with pytest.raises(errors, match="`y`"):
         jax.block_until_ready(f(good, good.at[1, 2].set(jnp.inf)))
-    unchecked = jax.jit(lambda x, y: gaussian_token_adjoint(linear_mlp_model, x, mu, y, throw=False)[1])
+    unchecked = jax.jit(lambda x, y: token_adjoint(linear_mlp_model, x, mu, y, throw=False)[1])
     assert "callback" not in unchecked.lower(good, good).as_text()
     np.testing.assert_array_equal(unchecked(good, good), f(good, good))
+
+
+def _tame_attention(L=2, dtype=jnp.float64):
+    """Attention only, small values: the moment ODE stays bounded on [0, 1] (a large V makes dΣ/ds =
+    MΣ + ΣMᵀ, quadratic in Σ, blow up in finite depth)."""
+    return cfm_jax.Transformer.init(jax.random.key(7), D, heads=1, layers=L, v_scale=0.3, dtype=dtype)
+
+
+def test_adaptive_moment_ode_through_the_one_loop():
+    """An adaptive controller works on a Gaussian context as on atoms (it used to fail on the default
+    solver with an AttributeError): it agrees with a fine fixed-step solve, reports its steps, and a too
+    small ``max_steps`` is reported in ``result`` (throw=False) or raised (throw=True)."""
+    model, mu, x = _tame_attention(), _mu(), _x0()
+    pid = diffrax.PIDController(rtol=1e-8, atol=1e-8)
+    ref = gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), steps=32 * model.num_layers)
+    sol = gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=pid)
+    np.testing.assert_allclose(sol.x1, ref.x1, atol=1e-6)
+    np.testing.assert_allclose(sol.context.cov, ref.context.cov, atol=1e-6)
+    assert sol.result == diffrax.RESULTS.successful
+    stats = sol.stats
+    assert int(stats["num_steps"]) == int(stats["num_accepted_steps"]) + int(stats["num_rejected_steps"])
+    assert int(stats["num_accepted_steps"]) >= model.num_layers
+    tight = diffrax.PIDController(rtol=1e-12, atol=1e-12)  # a whole layer in one step is never accepted
+    capped = gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=tight, max_steps=1, throw=False)
+    assert capped.result == diffrax.RESULTS.max_steps_reached
+    with pytest.raises(eqx.EquinoxRuntimeError, match="max_steps"):
+        gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=tight, max_steps=1)
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"stepsize_controller": diffrax.PIDController(rtol=1e-3, atol=1e-3)}, "`stepsize_controller`.*error estimate"),
+        ({"stepsize_controller": 0.1}, "`stepsize_controller` must be a diffrax"),
+        ({"stepsize_controller": diffrax.StepTo(ts=jnp.linspace(0.0, 1.0, 5))}, "`stepsize_controller`=diffrax.StepTo"),
+        ({"max_steps": 0}, "`max_steps` must be a positive int"),
+        ({"solver": "euler"}, "`solver` must be a diffrax solver"),
+        ({"saveat": "layers"}, "`saveat` must be a cfm_jax.SaveAt"),
+        ({"progress_meter": True}, "`progress_meter` must be a diffrax progress meter"),
+        ({"adjoint": cfm_jax.DiscreteAdjoint()}, "`adjoint`=DiscreteAdjoint.*EmpiricalMeasure"),
+    ],
+)
+def test_gaussian_flow_validates_its_options_as_forward_does(options, match):
+    """Options are validated once, for every kind of context: errors name the argument (they used to be
+    an AttributeError from inside the solve, or diffrax's message)."""
+    with pytest.raises(ValueError, match=match):
+        gaussian_flow(_tame_attention(), _x0(), _mu(), **options)
+
+
+def test_token_adjoint_refuses_a_loss_that_is_not_callable():
+    with pytest.raises(ValueError, match="`loss` must be None or a callable"):
+        token_adjoint(_tame_attention(), _x0(), _mu(), jnp.zeros((4, D)), loss="mse")  # pyright: ignore[reportArgumentType]  # bad on purpose
+
+
+@pytest.mark.parametrize("wrap", ["eager", "eqx.filter_jit", "jax.jit"])
+@pytest.mark.parametrize(
+    "bad, match", [("nan", "`context`: `cov` contains non-finite"), ("singular", "positive definite")]
+)
+def test_a_gaussian_built_by_tree_map_is_checked_when_it_reaches_forward(wrap, bad, match):
+    """A diverged gradient step builds its measure with jax.tree.map, bypassing the constructor: forward
+    checks the values itself, eagerly and under any jit (it used to return a silent NaN)."""
+    model, mu, x = _tame_attention(), _mu(), _x0()
+    new = {"nan": lambda c: c * jnp.nan, "singular": lambda c: jnp.ones_like(c)}[bad]
+    broken = jax.tree.map(lambda a: new(a) if a.ndim == 2 else a, mu)
+
+    def run(m):
+        return cfm_jax.forward(model, x, m).x1
+
+    f = {"eager": run, "eqx.filter_jit": eqx.filter_jit(run), "jax.jit": jax.jit(run)}[wrap]
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match=match):
+        jax.block_until_ready(f(broken))
+    assert np.isfinite(np.asarray(f(mu))).all()
+    if bad == "nan":  # throw=False leaves the checks out, as documented
+        assert np.isnan(np.asarray(cfm_jax.forward(model, x, broken, throw=False).x1)).all()
+
+
+def test_piecewise_linear_path_takes_theta_at_each_step_start():
+    """The Euler recursion on a piecewise-linear path against a recursion written out here: step i
+    (of size h = 1/N) uses θ(i/N), the path interpolated at the step's start."""
+    base = _tame_attention(L=2)
+    rng = np.random.default_rng(0)
+    params = {
+        k: jnp.asarray(np.concatenate([v, v[:1] + 0.3 * rng.normal(size=v[:1].shape)], 0))
+        for k, v in base.stacked_params().items()
+    }
+    model = cfm_jax.PiecewiseLinearCFM(AttentionField(), params, D)
+    mu, x = _mu(), np.asarray(_x0())
+    N, L = 6, 2
+    m, S = np.asarray(mu.mean), np.asarray(mu.cov)
+    for i in range(N):
+        s = i / N
+        l = min(int(s * L), L - 1)
+        frac = s * L - l
+        theta = {k: (1 - frac) * v[l] + frac * v[l + 1] for k, v in params.items()}
+        c, M = (np.asarray(a) for a in AttentionField().gaussian_affine(theta, jnp.asarray(m), jnp.asarray(S)))
+        G = np.eye(D) + M / N
+        x, m, S = x + (c + x @ M.T) / N, m + (c + M @ m) / N, G @ S @ G.T
+    sol = gaussian_flow(model, _x0(), mu, steps=N)
+    np.testing.assert_allclose(sol.x1, x, atol=1e-13)
+    np.testing.assert_allclose(sol.context.mean, m, atol=1e-13)
+    np.testing.assert_allclose(sol.context.cov, S, atol=1e-13)
+
+
+def test_a_wider_context_dtype_is_not_cast_to_the_tokens():
+    """float32 tokens with a float64 Gaussian context (and model): the solve runs in float64, the widest
+    input, equal to the solve from the same tokens in float64."""
+    model = _tame_attention()
+    x32 = _x0().astype(jnp.float32)
+    sol = gaussian_flow(model, x32, _mu())
+    assert sol.x1.dtype == jnp.float64
+    np.testing.assert_allclose(sol.x1, gaussian_flow(model, x32.astype(jnp.float64), _mu()).x1, rtol=1e-15)
+
+
+def test_steps_are_counted_once_per_step():
+    """stats["num_steps"] is L·k for k fixed steps per layer, through every path of the loop."""
+    model, mu, x = _tame_attention(L=2), _mu(), _x0()
+    for solver in (diffrax.Euler(), diffrax.Heun()):
+        sol = gaussian_flow(model, x, mu, solver=solver, steps=6, saveat=cfm_jax.SaveAt(steps=True))
+        assert int(sol.stats["num_steps"]) == 6 and int(sol.stats["num_rejected_steps"]) == 0
+        assert sol.ss is not None and sol.ss.shape == (7,)
+    auto = gaussian_flow(model, x, mu, steps=6, adjoint=diffrax.RecursiveCheckpointAdjoint())  # diffeqsolve
+    assert int(auto.stats["num_steps"]) == 6
+    np.testing.assert_allclose(auto.x1, gaussian_flow(model, x, mu, steps=6).x1, atol=1e-14)

@@ -163,12 +163,11 @@ def test_functional_gradient_does_not_depend_on_how_depth_is_cut():
     )
 
 
-def test_value_and_grad_is_a_deprecated_alias_of_loss_and_grad():
-    model, x0, ctx, y = _problem(5)
-    with pytest.warns(DeprecationWarning, match="loss_and_grad"):
-        old = cfm_jax.value_and_grad(model, x0, ctx, y)
-    new = cfm_jax.loss_and_grad(model, x0, ctx, y)
-    assert _rel(old, new) == 0.0
+def test_value_and_grad_was_removed():
+    """The deprecated alias of loss_and_grad (it shadowed jax.value_and_grad) is gone after its release."""
+    assert "value_and_grad" not in cfm_jax.__all__
+    with pytest.raises(AttributeError):
+        cfm_jax.value_and_grad  # noqa: B018
 
 
 def test_adjoint_trajectories_honour_the_memory_policy():
@@ -186,3 +185,58 @@ def test_adjoint_trajectories_honour_the_memory_policy():
             np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12, atol=1e-14, err_msg=name)
     with pytest.raises(ValueError, match="StoreEvery"):
         cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(memory=cfm_jax.Backsolve()))
+
+
+@pytest.mark.parametrize("wrap", ["jax.jit", "eqx.filter_jit"])
+def test_targets_are_checked_inside_jit(wrap):
+    """A non-finite y reaching the gradient API under a caller's jit raises an error naming `y` (the eager
+    check cannot see a tracer) in every output computed from it; throw=False leaves the check out."""
+    model, x0, ctx, y = _problem(1)
+    jit = jax.jit if wrap == "jax.jit" else eqx.filter_jit
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+    bad = y.at[0, 1].set(jnp.nan)
+    outputs = {  # each computed from y
+        "loss_and_grad": lambda t: cfm_jax.loss_and_grad(model, x0, ctx, t)[1],
+        "adjoint_trajectories": lambda t: cfm_jax.adjoint_trajectories(model, x0, ctx, t).ps,
+        "token_adjoint": lambda t: cfm_jax.token_adjoint(model, x0, ctx, t)[1],
+    }
+    for name, output in outputs.items():
+        with pytest.raises(errors, match="`y` contains non-finite"):
+            jax.block_until_ready(jit(output)(bad))
+    unchecked = jit(lambda t: cfm_jax.loss_and_grad(model, x0, ctx, t, throw=False)[0])
+    assert np.isnan(np.asarray(unchecked(bad)))
+
+
+def test_token_adjoint_is_the_particle_adjoints_token_row():
+    """For atoms, the token-only sweep (context held on its trajectory) gives the p of the full
+    adjoint, at the layers and at every step, and from stored layer states (token_covectors)."""
+    model, x0, ctx, y = _problem(2)
+    full = cfm_jax.adjoint_trajectories(model, x0, ctx, y, steps=8)
+    sol, ps = cfm_jax.token_adjoint(model, x0, ctx, y, steps=8, saveat=cfm_jax.SaveAt(steps=True))
+    np.testing.assert_allclose(ps, full.ps, rtol=1e-11, atol=1e-14)
+    assert sol.xs is not None
+    np.testing.assert_allclose(sol.xs, full.xs, rtol=1e-13)
+    sol_l, ps_l = cfm_jax.token_adjoint(model, x0, ctx, y)  # one step per layer, saved at the layers
+    np.testing.assert_allclose(ps_l, cfm_jax.adjoint_trajectories(model, x0, ctx, y).ps, rtol=1e-11, atol=1e-14)
+    assert sol_l.xs is not None and sol_l.contexts is not None
+    from cfm_jax._gradients import token_covectors
+
+    stored = token_covectors(model, sol_l.xs, sol_l.contexts.points, ctx.weights, y)
+    np.testing.assert_allclose(stored, ps_l, rtol=1e-12, atol=1e-15)
+    single, p_single = cfm_jax.token_adjoint(model, x0[0], ctx, y[0])
+    assert single.x1.shape == (3,) and p_single.shape == (model.num_layers + 1, 3)
+    with pytest.raises(ValueError, match="`context`: a GaussianMeasure"):
+        cfm_jax.adjoint_trajectories(model, x0, cfm_jax.GaussianMeasure(jnp.zeros(3), jnp.eye(3)), y)
+    with pytest.raises(ValueError, match="`solver` must be diffrax.Euler"):
+        cfm_jax.token_adjoint(model, x0, ctx, y, solver=diffrax.Heun())
+
+
+def test_gaussian_token_adjoint_is_deprecated():
+    model = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, layers=2)
+    mu, x0 = cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2)), jnp.ones((1, 2))
+    with pytest.warns(DeprecationWarning, match="token_adjoint"):
+        ss, ps = cfm_jax.gaussian_token_adjoint(model, x0, mu, jnp.zeros((1, 2)))
+    sol, want = cfm_jax.token_adjoint(model, x0, mu, jnp.zeros((1, 2)))
+    assert sol.ss is not None
+    np.testing.assert_array_equal(ss, sol.ss)
+    np.testing.assert_array_equal(ps, want)

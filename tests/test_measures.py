@@ -1,11 +1,13 @@
-"""Context measures: validation at the boundary, pad_to and unchecked construction."""
+"""Context measures: validation at the boundary (eagerly and inside jit), pad_to and unchecked
+construction, the Gaussian context and its samples."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cfm_jax import EmpiricalMeasure, split_atom
+from cfm_jax import EmpiricalMeasure, GaussianMeasure, split_atom
 
 
 @pytest.mark.parametrize(
@@ -83,11 +85,7 @@ def test_split_atom_negative_index_splits_from_the_end():
 )
 def test_checked_applies_the_same_rule_inside_jit(weights, ok):
     """``checked`` (used by the public entry points) enforces the constructor's rule on traced values."""
-    import equinox as eqx
-
-    from cfm_jax._measures import checked
-
-    f = jax.jit(lambda w: checked(EmpiricalMeasure.unchecked(jnp.zeros((3, 2)), w)).weights)
+    f = jax.jit(lambda w: EmpiricalMeasure.unchecked(jnp.zeros((3, 2)), w).checked().weights)
     if ok:
         np.testing.assert_array_equal(f(jnp.array(weights)), jnp.array(weights))
     else:
@@ -115,3 +113,73 @@ def test_weight_sum_is_checked_on_both_sides(excess):
         EmpiricalMeasure(points, base * (1 + excess))
     mu = EmpiricalMeasure(points, base * (1 + excess / 4))
     assert float(mu.weights.sum()) == pytest.approx(1 + excess / 4, abs=1e-12)
+
+
+# the Gaussian context N(mean, cov)
+
+
+def _mu():
+    A = jnp.array([[0.5, 0.1, 0.0], [0.0, 0.4, 0.2], [0.1, 0.0, 0.45]])
+    return GaussianMeasure(jnp.array([0.2, -0.1, 0.1]), A @ A.T + 0.05 * jnp.eye(3))
+
+
+def test_sample_moments_iid_and_qmc():
+    mu = _mu()
+    for qmc in (False, True):
+        z = mu.sample(jax.random.key(2), 1 << 14, qmc=qmc)
+        assert z.shape == (1 << 14, 3)
+        np.testing.assert_allclose(z.mean(0), mu.mean, atol=0.02)
+        np.testing.assert_allclose(jnp.cov(z.T), mu.cov, atol=0.02)
+    a = mu.sample(jax.random.key(2), 64, qmc=True)
+    np.testing.assert_array_equal(a, mu.sample(jax.random.key(2), 64, qmc=True))
+    assert not np.allclose(a, mu.sample(jax.random.key(3), 64, qmc=True))
+
+
+@pytest.mark.parametrize(
+    "mean, cov, match",
+    [
+        (jnp.zeros((2, 2)), jnp.eye(2), "`mean` must have shape"),
+        (jnp.zeros(2), jnp.eye(3), "`cov` must have shape"),
+        (jnp.array([0.0, jnp.nan]), jnp.eye(2), "`mean` contains non-finite"),
+        (jnp.zeros(2), jnp.array([[1.0, 0.5], [0.0, 1.0]]), "`cov` must be symmetric"),
+        (jnp.zeros(2), jnp.array([[1.0, 2.0], [2.0, 1.0]]), "`cov` must be positive definite"),
+        (jnp.zeros(2), jnp.array([[1.0, jnp.inf], [jnp.inf, 1.0]]), "`cov` contains non-finite"),
+    ],
+)
+def test_gaussian_measure_validation(mean, cov, match):
+    with pytest.raises(ValueError, match=match):
+        GaussianMeasure(mean, cov)
+
+
+@pytest.mark.parametrize(
+    "cov, match",
+    [(jnp.array([[1.0, 2.0], [2.0, 1.0]]), "positive definite"), (jnp.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric")],
+)
+def test_gaussian_measure_validation_under_jit(cov, match):
+    f = jax.jit(lambda c: GaussianMeasure(jnp.zeros(2), c).cov.sum())
+    assert np.isfinite(f(jnp.eye(2)))
+    # a plain jax.jit raises the check's message as JAX's runtime error (a ValueError on some paths)
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError, ValueError), match=match):
+        jax.block_until_ready(f(cov))
+
+
+@pytest.mark.parametrize("cov", [[[1.0, 1.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 0.0]]], ids=["rank one", "zero variance"])
+def test_singular_covariance_is_refused_eagerly_and_under_jit(cov):
+    cov = jnp.array(cov)
+    with pytest.raises(ValueError, match="`cov` must be positive definite"):
+        GaussianMeasure(jnp.zeros(2), cov)
+    f = jax.jit(lambda c: GaussianMeasure(jnp.zeros(2), c).cov.sum())
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="positive definite"):
+        jax.block_until_ready(f(cov))
+    assert np.isfinite(f(cov + 1e-3 * jnp.eye(2)))  # barely definite is fine
+
+
+def test_checked_gaussian_names_the_argument_and_passes_good_values():
+    """GaussianMeasure.checked (what forward applies) enforces the constructor's rule on values that
+    bypassed it, naming the argument; good values pass unchanged."""
+    mu = _mu()
+    f = jax.jit(lambda m: m.checked("mu").cov)
+    np.testing.assert_array_equal(f(mu), mu.cov)
+    broken = jax.tree.map(lambda a: a.at[0].set(jnp.inf) if a.ndim == 1 else a, mu)
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="`mu`: `mean` contains non-finite"):
+        jax.block_until_ready(jax.jit(lambda m: m.checked("mu").mean)(broken))

@@ -121,7 +121,7 @@ def test_qmc_reference_error_falls_faster_than_iid():
     slopes with seed CIs, disjoint). One compiled system: prefixes of N points with weights 1/n
     (a scrambled Sobol prefix of 2^k points is itself a scrambled net)."""
     import cfm_jax
-    from cfm_jax._gaussian_limit import GaussianMeasure, gaussian_flow
+    from cfm_jax import GaussianMeasure, gaussian_flow
 
     d, s = 3, 3**-0.5
     model = cfm_jax.Transformer.init(jax.random.key(1), d, heads=2, layers=2, dtype=jnp.float64)

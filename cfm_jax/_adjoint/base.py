@@ -1,10 +1,17 @@
-"""The hand-adjoint strategy interface and how it is attached to the forward solve.
+"""The strategies of ``forward(adjoint=...)``: one hook, and the hand adjoints attached through it.
 
-A strategy (:class:`AbstractHandAdjoint`) provides a forward pass that keeps what its backward
+Every strategy is an :class:`AbstractStrategy` whose ``solve`` runs the one forward loop of
+``cfm_jax._flow`` and decides how it is differentiated, as diffrax's ``AbstractAdjoint.loop`` does
+for ``diffeqsolve``: :class:`Autodiff` lets JAX differentiate the loop (with a diffrax adjoint on each
+layer's ``diffeqsolve``, or the plain loop), and a hand adjoint (:class:`AbstractHandAdjoint`) wraps
+it in a custom VJP. ``forward`` calls the hook and nothing else; a diffrax adjoint given by the user
+becomes ``Autodiff(adjoint)`` once, where the arguments are checked (:func:`as_strategy`).
+
+A hand adjoint provides a forward pass that keeps what its backward
 sweep needs (``run_forward``) and the backward sweep itself (``run_backward``), which takes the
 cotangents of *every* output of the solve — final tokens x1, final context z1, weights, saved
 trajectories — and returns the gradients with respect to *every* input: the model, x0, z0 and
-the weights w. :func:`solve` wires the two together with ``eqx.filter_custom_vjp``, so
+the weights w. Its ``solve`` (the hook) wires the two together with ``eqx.filter_custom_vjp``, so
 ``jax.grad``, ``jax.vjp``, ``eqx.filter_grad``, ``jax.jit`` and ``jax.vmap`` all run the hand
 adjoint.
 
@@ -26,10 +33,69 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._fields import LocalVJP
-from .._flow import FlowSolution, FlowSpec, loop, solution
+from .._flow import AbstractCarriedContext, EmpiricalContext, FlowSolution, FlowSpec, loop, solution, with_progress
 from .._measures import EmpiricalMeasure
 from .._paths import AbstractCFM
 from .memory import AbstractMemory
+
+
+class Cotangents(NamedTuple):
+    """The cotangents of a solve's outputs that a backward sweep reads (None: zero).
+
+    ``x1 (B, d)``, ``z1 (n, d)``, ``weights (n,)`` (the final context's and the saved contexts'
+    weights together), ``xs (S, B, d)`` and ``zs (S, n, d)`` (saved trajectories)."""
+
+    x1: Array | None = None
+    z1: Array | None = None
+    weights: Array | None = None
+    xs: Array | None = None
+    zs: Array | None = None
+
+
+def cotangents_of(ct: FlowSolution[EmpiricalMeasure]) -> Cotangents:
+    """The :class:`Cotangents` of an empirical-context solution's cotangent (weights summed over depths)."""
+    final, saved = ct.context, ct.contexts
+    z1, w1 = (None, None) if final is None else (final.points, final.weights)
+    zs, ws = (None, None) if saved is None else (saved.points, saved.weights)
+    weights = w1 if ws is None else (ws.sum(0) if w1 is None else w1 + ws.sum(0))
+    return Cotangents(ct.x1, z1, weights, ct.xs, zs)
+
+
+class AbstractStrategy(eqx.Module):
+    """How :func:`cfm_jax.forward` differentiates its one loop: the hook every strategy implements."""
+
+    @abc.abstractmethod
+    def validate(self, model: AbstractCFM, context: AbstractCarriedContext, spec: FlowSpec) -> None:
+        """Raise a ``ValueError`` naming the argument if the strategy does not apply."""
+
+    @abc.abstractmethod
+    def solve(self, model: AbstractCFM, context: AbstractCarriedContext, y0: tuple, spec: FlowSpec) -> FlowSolution:
+        """The solve from the state ``y0`` (tokens first, then the context's rows), differentiable."""
+
+
+class Autodiff(AbstractStrategy):
+    """JAX's autodiff through the loop: ``adjoint`` a diffrax adjoint differentiating each layer's
+    ``diffeqsolve``, or None for the plain loop (fixed steps: a ``lax.scan`` of the solver's steps,
+    which every JAX transformation, forward mode included, differentiates; adaptive steps:
+    ``diffrax.RecursiveCheckpointAdjoint()``)."""
+
+    adjoint: diffrax.AbstractAdjoint | None = None
+
+    def validate(self, model, context, spec):
+        if isinstance(self.adjoint, diffrax.BacksolveAdjoint):
+            raise ValueError(
+                "`adjoint`=diffrax.BacksolveAdjoint() does not apply: the forward solves one ODE per layer inside a "
+                "lax.scan and each solve closes over that layer's traced parameters, which BacksolveAdjoint cannot "
+                "differentiate. Use ContinuousAdjoint(memory=Backsolve()) (the hand-written backsolve) or "
+                "diffrax.RecursiveCheckpointAdjoint()."
+            )
+
+    def solve(self, model, context, y0, spec):
+        emit = spec.saveat.emit
+        out = with_progress(
+            spec, lambda meter: loop(model, context, y0, spec, emit=emit, adjoint=self.adjoint, meter=meter)
+        )
+        return solution(model, context, y0, spec, out, emit)
 
 
 class AdjointResult(NamedTuple):
@@ -50,14 +116,29 @@ class AdjointResult(NamedTuple):
     probe_values: Array | None = None
 
 
-class AbstractHandAdjoint(eqx.Module):
-    """A hand-written adjoint of the forward solve, passed as ``forward(..., adjoint=...)``."""
+class AbstractHandAdjoint(AbstractStrategy):
+    """A hand-written adjoint of the forward solve, passed as ``forward(..., adjoint=...)``: its own
+    forward of the one loop, keeping what its backward sweep needs, attached as a custom VJP."""
 
     memory: eqx.AbstractVar[AbstractMemory]
 
     @abc.abstractmethod
-    def validate(self, model: AbstractCFM, spec: FlowSpec) -> None:
-        """Raise a ``ValueError`` naming the argument if the strategy does not apply."""
+    def check_spec(self, model: AbstractCFM, spec: FlowSpec) -> None:
+        """Raise a ``ValueError`` naming the argument if the strategy does not apply to these options."""
+
+    def validate(self, model, context, spec):
+        if not isinstance(context, EmpiricalContext):
+            raise ValueError(
+                f"`adjoint`={type(self).__name__}() follows the atoms of an EmpiricalMeasure context; a "
+                "GaussianMeasure context is differentiated by autodiff through the loop (leave `adjoint` out, "
+                "or pass a diffrax adjoint)."
+            )
+        self.check_spec(model, spec)
+
+    def solve(self, model, context, y0, spec):
+        assert isinstance(context, EmpiricalContext)
+        x, z = y0
+        return _solve((model, x, z, context.weights), self, spec)
 
     @abc.abstractmethod
     def probe_stride(self, model: AbstractCFM, spec: FlowSpec) -> int:
@@ -65,11 +146,11 @@ class AbstractHandAdjoint(eqx.Module):
 
     @abc.abstractmethod
     def run_forward(
-        self, model: AbstractCFM, y0: tuple, w, spec: FlowSpec, *, store: bool, start=None
+        self, model: AbstractCFM, context: AbstractCarriedContext, y0: tuple, spec: FlowSpec, *, store: bool
     ) -> tuple[FlowSolution, Any]:
         """The forward loop (the one loop of ``_flow.loop``), keeping what the backward sweep needs.
 
-        ``y0 = (x (B, d), z (n, d), ζ (R, d))`` with probe rows started at steps ``start (R,)``.
+        ``y0 = (x (B, d), z (n, d), ζ (R, d))`` with probe rows started at steps ``context.start (R,)``.
         Returns ``(FlowSolution, residuals)`` (residuals None unless ``store``).
         """
 
@@ -77,13 +158,12 @@ class AbstractHandAdjoint(eqx.Module):
     def run_backward(
         self,
         model: AbstractCFM,
+        context: AbstractCarriedContext,
         y0: tuple,
-        w,
         spec: FlowSpec,
         residuals,
-        cotangents: FlowSolution,
+        cotangents: Cotangents,
         *,
-        start=None,
         trajectories: bool = False,
     ) -> AdjointResult:
         """Backward sweep from the output cotangents (None entries are zero)."""
@@ -181,7 +261,7 @@ def _state(x, z):
 @eqx.filter_custom_vjp
 def _solve(inputs, adjoint, spec):
     model, x, z, w = inputs
-    sol, _ = adjoint.run_forward(model, _state(x, z), w, spec, store=False)
+    sol, _ = adjoint.run_forward(model, EmpiricalContext(w), _state(x, z), spec, store=False)
     return sol
 
 
@@ -189,40 +269,44 @@ def _solve(inputs, adjoint, spec):
 def _solve_fwd(perturbed, inputs, adjoint, spec):
     del perturbed
     model, x, z, w = inputs
-    return adjoint.run_forward(model, _state(x, z), w, spec, store=True)
+    return adjoint.run_forward(model, EmpiricalContext(w), _state(x, z), spec, store=True)
 
 
 @_solve.def_bwd
 def _solve_bwd(residuals, cotangents, perturbed, inputs, adjoint, spec):
     model, x, z, w = inputs
     _check_only_theta_is_perturbed(model, perturbed[0])
-    res = adjoint.run_backward(model, _state(x, z), w, spec, residuals, cotangents)
+    ct = cotangents_of(cotangents)
+    res = adjoint.run_backward(model, EmpiricalContext(w), _state(x, z), spec, residuals, ct)
     grads = _inexact_like(res.grads, eqx.filter(model, eqx.is_inexact_array))
     return grads, res.x0, res.z0, res.weights
 
 
-def solve(adjoint: AbstractHandAdjoint | diffrax.AbstractAdjoint, model, x, z, w, spec: FlowSpec) -> FlowSolution:
-    """The forward loop differentiated by ``adjoint`` (2-D ``x``, validated inputs).
-
-    A diffrax adjoint differentiates the loop by autodiff; a hand adjoint runs its own forward of
-    the same loop with its backward sweep attached as a custom VJP.
-    """
+def as_strategy(adjoint) -> AbstractStrategy:
+    """The strategy of ``forward(adjoint=...)``: a hand adjoint as it is, a diffrax adjoint as
+    ``Autodiff(adjoint)``; ``ValueError`` naming ``adjoint`` otherwise."""
+    if isinstance(adjoint, AbstractStrategy):
+        return adjoint
     if isinstance(adjoint, diffrax.AbstractAdjoint):
-        y0 = (x, z)
-        return solution(
-            model, y0, w, spec, loop(model, y0, w, spec, emit=spec.saveat.emit, adjoint=adjoint), spec.saveat.emit
-        )
-    return _solve((model, x, z, w), adjoint, spec)
+        return Autodiff(adjoint)
+    raise ValueError(
+        "`adjoint` must be DiscreteAdjoint(), ContinuousAdjoint(...) or a diffrax adjoint such as "
+        f"diffrax.RecursiveCheckpointAdjoint(), got {adjoint!r}."
+    )
 
 
 __all__ = [
     "AbstractHandAdjoint",
+    "AbstractStrategy",
     "AdjointResult",
+    "Autodiff",
+    "Cotangents",
+    "as_strategy",
     "cotangent_or_zero",
+    "cotangents_of",
     "finish",
     "model_grads",
     "probe_rows",
-    "solve",
     "step_params",
     "system_vjp",
     "weight_gradient",

@@ -25,13 +25,32 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._flow import layer_ends, loop, solution, solve_segment, state_before
-from .base import AbstractHandAdjoint, cotangent_or_zero, finish, system_vjp
+from .._flow import FlowSpec, fixed_controller, layer_ends, loop, solution, solve_segment, state_before, with_progress
+from .base import AbstractHandAdjoint, AdjointResult, cotangent_or_zero, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
 
 
 def _last(ys):
     return jax.tree.map(lambda a: a[-1], ys)
+
+
+_SECOND_ORDER = (
+    "ContinuousAdjoint() is first order only: its gradient approximates the continuous one (at the solvers' "
+    "order) and is not the derivative of any loss, so differentiating it again (jax.hessian, jax.jacfwd or "
+    "jax.grad of jax.grad) would give a non-symmetric, meaningless 'Hessian'. Use DiscreteAdjoint() (the exact "
+    "adjoint of Euler, whose second derivatives equal autodiff's) or diffrax.DirectAdjoint()."
+)
+
+
+@jax.custom_jvp
+def _first_order_only(tree):
+    """The identity, refusing to be differentiated (forward or reverse: a custom JVP that raises)."""
+    return tree
+
+
+@_first_order_only.defjvp
+def _first_order_only_jvp(primals, tangents):
+    raise TypeError(_SECOND_ORDER)
 
 
 class ContinuousAdjoint(AbstractHandAdjoint):
@@ -55,25 +74,38 @@ class ContinuousAdjoint(AbstractHandAdjoint):
     stepsize_controller: diffrax.AbstractStepSizeController | None = None
     memory: AbstractMemory = StoreEvery(1)
 
-    def validate(self, model, spec):
+    def _backward_spec(self, spec: FlowSpec) -> FlowSpec:
+        """The forward's spec with this adjoint's solver and controller (where given)."""
         if self.solver is not None and not isinstance(self.solver, diffrax.AbstractSolver):
             raise ValueError(f"ContinuousAdjoint `solver` must be a diffrax solver or None, got {self.solver!r}.")
-        ctrl = self.stepsize_controller
-        if ctrl is not None and not isinstance(ctrl, diffrax.AbstractStepSizeController):
+        solver = spec.solver if self.solver is None else self.solver
+        if self.stepsize_controller is None:
+            controller = spec.stepsize_controller
+        else:
+            try:
+                controller = fixed_controller(self.stepsize_controller)
+            except ValueError as e:
+                raise ValueError(f"ContinuousAdjoint {e}") from None
+        if controller is not None and not isinstance(solver, diffrax.AbstractAdaptiveSolver):
             raise ValueError(
-                f"ContinuousAdjoint `stepsize_controller` must be a diffrax controller or None, got {ctrl!r}."
+                f"ContinuousAdjoint `stepsize_controller`: the backward solver {type(solver).__name__}() has no "
+                "error estimate to adapt the steps from; pass an adaptive solver (e.g. diffrax.Tsit5())."
             )
+        return FlowSpec(solver, controller, spec.saveat, spec.steps, spec.max_steps)
+
+    def check_spec(self, model, spec):
+        self._backward_spec(spec)
         L = model.num_layers
         segment_steps(self.memory, "continuous", layers=L, steps=spec.steps, steps_per_layer=spec.steps // L)
 
     def probe_stride(self, model, spec):
         return spec.steps // model.num_layers
 
-    def run_forward(self, model, y0, w, spec, *, store, start=None):
+    def run_forward(self, model, context, y0, spec, *, store):
         keep = store and not isinstance(self.memory, Backsolve)
         emit = "ends" if keep and spec.saveat.emit == "none" else spec.saveat.emit
-        result = loop(model, y0, w, spec, emit=emit, start=start)
-        sol = solution(model, y0, w, spec, result, emit)
+        result = with_progress(spec, lambda meter: loop(model, context, y0, spec, emit=emit, meter=meter))
+        sol = solution(model, context, y0, spec, result, emit)
         residuals = None
         if store:
             # the states at every layer's start, to restart the backward state from
@@ -84,16 +116,20 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             residuals = (result.final, ends)
         return sol, residuals
 
-    def run_backward(self, model, y0, w, spec, residuals, cotangents, *, start=None, trajectories=False):
+    def run_backward(self, model, context, y0, spec, residuals, cotangents, *, trajectories=False) -> AdjointResult:
+        """The backward system of the module docstring; its result refuses second derivatives."""
+        return _first_order_only(self._backward(model, context, y0, spec, residuals, cotangents, trajectories))
+
+    def _backward(self, model, context, y0, spec, residuals, cotangents, trajectories):
         x, z, zeta0 = y0
+        w, start = context.weights, context.start
         L = model.num_layers
         k = spec.steps // L
         start = jnp.zeros((0,), jnp.int32) if start is None else start
         dtype, B, n, d = x.dtype, x.shape[0], z.shape[0], x.shape[1]
         R = zeta0.shape[0]
         pc = model.piecewise_constant
-        solver = spec.solver if self.solver is None else self.solver
-        controller = spec.stepsize_controller if self.stepsize_controller is None else self.stepsize_controller
+        bspec = self._backward_spec(spec)
         final, ends = residuals
         if trajectories and ends is None:
             raise ValueError(
@@ -153,18 +189,9 @@ class ContinuousAdjoint(AbstractHandAdjoint):
                 st, (p, b, bz, phi, dlogw, g) = c
                 t0 = (l.astype(dtype) + (j + 1).astype(dtype) / sub) / L
                 t1 = (l.astype(dtype) + j.astype(dtype) / sub) / L
-                ys, _, nsteps = solve_segment(
-                    term,
-                    solver,
-                    t0,
-                    t1,
-                    per_sub,
-                    (st, (p, b, bz, phi, dlogw, g)),
-                    args,
-                    stepsize_controller=controller,
-                    max_steps=spec.max_steps,
-                )
-                st, (p, b, bz, phi, dlogw, g) = _last(ys)
+                seg = solve_segment(term, bspec, t0, t1, per_sub, (st, (p, b, bz, phi, dlogw, g)), args)
+                nsteps = seg.accepted
+                st, (p, b, bz, phi, dlogw, g) = _last(seg.ys)
                 if inj is not None:
                     jx, jz = inj
                     p = p if jx is None else p + jx[j]

@@ -1,13 +1,28 @@
 """Velocity fields V(x, μ; θ): attention, MLP, their sums, and user-defined fields."""
 
 from .attention import AttentionField, attention_matrix, attention_means
-from .base import AbstractField, LayerParams, LocalVJP, SumField, complete_params, generic_local_vjp
-from .mlp import MLPField, linear
+from .base import (
+    AbstractField,
+    AbstractGaussianField,
+    AbstractSumField,
+    GaussianSumField,
+    LayerParams,
+    LocalVJP,
+    SumField,
+    complete_params,
+    generic_local_vjp,
+    sum_fields,
+)
+from .mlp import LinearMLPField, MLPField, linear, mlp_field
 
 __all__ = [
     "AbstractField",
+    "AbstractGaussianField",
+    "AbstractSumField",
     "AttentionField",
+    "GaussianSumField",
     "LayerParams",
+    "LinearMLPField",
     "LocalVJP",
     "MLPField",
     "SumField",
@@ -16,4 +31,6 @@ __all__ = [
     "complete_params",
     "generic_local_vjp",
     "linear",
+    "mlp_field",
+    "sum_fields",
 ]

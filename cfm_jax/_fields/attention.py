@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .base import AbstractField, LocalVJP, complete_params
+from .base import AbstractGaussianField, LocalVJP, complete_params
 
 #: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking (CPU).
 AUTO_DENSE_LIMIT = 1 << 22
@@ -229,7 +229,7 @@ def _local_block(q, c, act, z, logw, A, Vh, targets):
     return (velocity, dx), (dzw.T, dlogw, dA, dV, dtar, phi)
 
 
-class AttentionField(AbstractField):
+class AttentionField(AbstractGaussianField):
     """Multi-head softmax attention; reads ``Q, K, V: (H, d, d)`` from the layer parameters.
 
     Attributes:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import equinox as eqx
 import jax
@@ -140,38 +140,33 @@ class AbstractField(eqx.Module):
         """Σ_r D_θV(q_r, μ)ᵀ c_r, a mapping shaped like ``params``."""
         return self.local_vjp(queries, measure, params, cot).dparams
 
-    def __add__(self, other: AbstractField) -> SumField:
-        return SumField((self, other))
+    def __add__(self, other: AbstractField) -> AbstractField:
+        """The sum field V + V' (a :class:`GaussianSumField` when both summands have a Gaussian closed form)."""
+        return sum_fields((self, other))
 
+
+class AbstractGaussianField(AbstractField):
+    """A field with a Gaussian closed form: at a Gaussian context its velocity is affine in the query,
+    V(x, N(mean, cov); θ) = c + M x, so the infinite-context flow keeps the context Gaussian
+    (docs/theory.md, the Gaussian limit). The exact Gaussian path is typed against this interface:
+    attention, the affine MLP and their sums implement it; a field that does not is refused by type.
+    """
+
+    @abc.abstractmethod
     def gaussian_affine(
         self, params: LayerParams, mean: Float[Array, " d"], cov: Float[Array, "d d"]
     ) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
-        """The field at a Gaussian context as an affine map: V(x, N(mean, cov); θ) = c + M x.
-
-        Returns ``(c (d,), M (d, d))``. Only fields whose velocity at a Gaussian context is
-        affine in x have it (attention, an MLP with a linear activation, their sums); the default
-        raises a ``TypeError`` naming the field.
-        """
-        raise TypeError(
-            f"{type(self).__name__} has no Gaussian closed form: its velocity at a Gaussian context is not "
-            "affine in x, so the infinite-context flow does not stay Gaussian."
-        )
+        """``(c (d,), M (d, d))`` with V(x, N(mean, cov); θ) = c + M x."""
 
 
 def _add(a, b):
     return None if a is None else a + b
 
 
-class SumField(AbstractField):
+class AbstractSumField(AbstractField):
     """V = Σ_k V_k; each summand reads the parameters it needs from the same layer mapping."""
 
-    fields: tuple[AbstractField, ...]
-
-    def __init__(self, fields):
-        flat = []
-        for f in fields:
-            flat.extend(f.fields if isinstance(f, SumField) else (f,))
-        self.fields = tuple(flat)
+    fields: eqx.AbstractVar[tuple[AbstractField, ...]]
 
     def __call__(self, x, measure, params):
         out = self.fields[0](x, measure, params)
@@ -195,13 +190,63 @@ class SumField(AbstractField):
             )
         return out
 
+
+def _flatten(fields) -> tuple[AbstractField, ...]:
+    flat = []
+    for f in fields:
+        flat.extend(f.fields if isinstance(f, AbstractSumField) else (f,))
+    return tuple(flat)
+
+
+class SumField(AbstractSumField):
+    """V = Σ_k V_k (nested sums are flattened). ``a + b`` builds one; it is a
+    [`GaussianSumField`][cfm_jax.GaussianSumField] when every summand has a Gaussian closed form."""
+
+    fields: tuple[AbstractField, ...]
+
+    def __init__(self, fields):
+        self.fields = _flatten(fields)
+
+
+class GaussianSumField(AbstractSumField, AbstractGaussianField):
+    """A sum of fields that all have a Gaussian closed form; its (c, M) is the sum of theirs."""
+
+    fields: tuple[AbstractField, ...]
+
+    def __init__(self, fields):
+        flat = _flatten(fields)
+        bad = [type(f).__name__ for f in flat if not isinstance(f, AbstractGaussianField)]
+        if bad:
+            raise TypeError(f"GaussianSumField: {', '.join(bad)} has no Gaussian closed form; use SumField.")
+        self.fields = flat
+
     def gaussian_affine(self, params, mean, cov):
-        """The summands' affine maps (c, M), added; refused if any summand has none."""
-        parts = [f.gaussian_affine(params, mean, cov) for f in self.fields]
+        """The summands' affine maps (c, M), added."""
+        parts = [cast(AbstractGaussianField, f).gaussian_affine(params, mean, cov) for f in self.fields]
         c, M = parts[0]
         for cp, Mp in parts[1:]:
             c, M = c + cp, M + Mp
         return c, M
 
 
-__all__ = ["AbstractField", "LayerParams", "LocalVJP", "SumField", "complete_params", "generic_local_vjp"]
+def sum_fields(fields) -> AbstractField:
+    """The sum of ``fields``: a :class:`GaussianSumField` if every summand has a Gaussian closed form,
+    else a :class:`SumField`."""
+    flat = _flatten(fields)
+    if all(isinstance(f, AbstractGaussianField) for f in flat):
+        return GaussianSumField(flat)
+    return SumField(flat)
+
+
+__all__ = [
+    "AbstractField",
+    "AbstractGaussianField",
+    "AbstractSumField",
+    "GaussianSumField",
+    "LayerParams",
+    "LocalVJP",
+    "SumField",
+    "complete_params",
+    "generic_local_vjp",
+    "sum_fields",
+]

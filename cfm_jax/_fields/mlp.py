@@ -12,20 +12,39 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .base import AbstractField, LocalVJP, complete_params
+from .base import AbstractField, AbstractGaussianField, LocalVJP, complete_params
 
 
 def linear(x):
-    """The identity activation σ(x) = x: declares an MLP affine (it then has a Gaussian closed form)."""
+    """The identity activation σ(x) = x: ``Transformer(..., activation=linear)`` builds the affine MLP
+    [`LinearMLPField`][cfm_jax.LinearMLPField] (which has a Gaussian closed form)."""
     return x
+
+
+def _local_vjp(activation, queries, measure, params, cot, active, targets) -> LocalVJP:
+    """Closed-form local products of W2 σ(W1 q + b1) + b2 (module docstring); σ, σ' from one jvp."""
+    W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
+    hidden = queries @ W1.T + b1[None, :]
+    sig, dsig = jax.jvp(activation, (hidden,), (jnp.ones_like(hidden),))
+    velocity = sig @ W2.T + b2[None, :]
+    k = dsig * (cot @ W2)
+    dx = k @ W1
+    act = 1.0 if active is None else jnp.asarray(active, queries.dtype)[:, None]
+    ca, ka = cot * act, k * act
+    dparams = complete_params({"W1": ka.T @ queries, "b1": ka.sum(0), "W2": ca.T @ sig, "b2": ca.sum(0)}, params)
+    z = measure.points
+    dtar = None if targets is None else jnp.zeros_like(targets)
+    phi = None if targets is None else jnp.zeros(targets.shape[:1], targets.dtype)
+    return LocalVJP(velocity, dx, jnp.zeros_like(z), jnp.zeros(z.shape[:1], z.dtype), dparams, dtar, phi)
 
 
 class MLPField(AbstractField):
     """Reads ``W1: (m, d)``, ``b1: (m,)``, ``W2: (d, m)``, ``b2: (d,)`` from the layer parameters.
 
     Attributes:
-        activation: elementwise σ, default :func:`jax.nn.gelu`; [`linear`][cfm_jax.linear] declares the
-            MLP affine (needed for :meth:`gaussian_affine`).
+        activation: elementwise σ, default :func:`jax.nn.gelu`. A nonlinear MLP maps a Gaussian
+            context to a non-Gaussian one, so this field has no Gaussian closed form; the affine MLP
+            is [`LinearMLPField`][cfm_jax.LinearMLPField].
     """
 
     activation: Callable = eqx.field(static=True, default=jax.nn.gelu)
@@ -35,33 +54,31 @@ class MLPField(AbstractField):
         return hidden @ params["W2"].T + params["b2"][None, :]
 
     def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
-        """Closed-form local products (module docstring); σ and σ' from one forward-mode pass."""
-        W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
-        hidden = queries @ W1.T + b1[None, :]
-        sig, dsig = jax.jvp(self.activation, (hidden,), (jnp.ones_like(hidden),))
-        velocity = sig @ W2.T + b2[None, :]
-        k = dsig * (cot @ W2)
-        dx = k @ W1
-        act = 1.0 if active is None else jnp.asarray(active, queries.dtype)[:, None]
-        ca, ka = cot * act, k * act
-        dparams = complete_params({"W1": ka.T @ queries, "b1": ka.sum(0), "W2": ca.T @ sig, "b2": ca.sum(0)}, params)
-        z = measure.points
-        dtar = None if targets is None else jnp.zeros_like(targets)
-        phi = None if targets is None else jnp.zeros(targets.shape[:1], targets.dtype)
-        return LocalVJP(velocity, dx, jnp.zeros_like(z), jnp.zeros(z.shape[:1], z.dtype), dparams, dtar, phi)
+        """Closed-form local products (module docstring)."""
+        return _local_vjp(self.activation, queries, measure, params, cot, active, targets)
+
+
+class LinearMLPField(AbstractGaussianField):
+    """The affine MLP W2 (W1 x + b1) + b2 (σ = [`linear`][cfm_jax.linear]), with the parameters of
+    [`MLPField`][cfm_jax.MLPField]; independent of the context, so it has a Gaussian closed form."""
+
+    def __call__(self, x, measure, params):
+        return (x @ params["W1"].T + params["b1"][None, :]) @ params["W2"].T + params["b2"][None, :]
+
+    def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
+        """Closed-form local products (module docstring, σ' = 1)."""
+        return _local_vjp(linear, queries, measure, params, cot, active, targets)
 
     def gaussian_affine(self, params, mean, cov):
-        """With σ = [`linear`][cfm_jax.linear]: V(x) = W2 W1 x + W2 b1 + b2 (no context dependence).
-
-        Any other activation is refused (``TypeError`` naming the field and the activation): a
-        nonlinear MLP maps a Gaussian context to a non-Gaussian one. Linearity is declared (the
-        activation *is* [`linear`][cfm_jax.linear]), not guessed from the function's values.
-        """
-        if self.activation is not linear:
-            raise TypeError(
-                f"MLPField with activation {self.activation!r} has no Gaussian closed form "
-                "(a nonlinear MLP does not keep "
-                "the context Gaussian); only activation=cfm_jax.linear does."
-            )
+        """V(x) = W2 W1 x + W2 b1 + b2 (no context dependence)."""
         W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
         return W2 @ b1 + b2, W2 @ W1
+
+
+def mlp_field(activation: Callable) -> AbstractField:
+    """:class:`LinearMLPField` when ``activation`` is :func:`linear` (declared, not guessed from its
+    values), else ``MLPField(activation)``."""
+    return LinearMLPField() if activation is linear else MLPField(activation=activation)
+
+
+__all__ = ["LinearMLPField", "MLPField", "linear", "mlp_field"]
