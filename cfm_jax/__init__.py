@@ -12,7 +12,7 @@ and the module of each name — plus the subpackages ``chaos``, ``distributed``,
 and ``stochastic``; modules whose names start with ``_`` are implementation. The package root is
 lazy: a name is imported from its module on first use, so ``import cfm_jax`` does not import JAX
 until something numerical is asked for.
-
+"""
 
 # ruff: noqa: F401  (the TYPE_CHECKING imports are the public list, read at run time: see the docstring)
 # pyright: reportUnsupportedDunderAll=false
