@@ -13,9 +13,8 @@ from cfm_jax.stochastic import (
     exact_increment,
     kernel_matrix,
     random_tokens,
-    sample_mlp,
 )
-from cfm_jax.stochastic._noise import mlp_noise
+from cfm_jax.stochastic._noise import _mlp_noise, _sample_mlp
 
 
 def test_mlp_covariance_is_kappa_for_every_width():
@@ -23,7 +22,7 @@ def test_mlp_covariance_is_kappa_for_every_width():
     k = NoiseKernel("tanh", 1.2, 0.8, 0.3)
     d, m, R = 4, 3, 20_000
     x = random_tokens(jax.random.key(1), 3, d)
-    xi = jax.vmap(lambda kk: mlp_noise(sample_mlp(kk, k, d, m), x, k.activation))(
+    xi = jax.vmap(lambda kk: _mlp_noise(_sample_mlp(kk, k, d, m), x, k.activation))(
         jax.random.split(jax.random.key(2), R)
     )
     prods = jnp.einsum("rid,rjd->rij", xi, xi) / d  # (R, 3, 3)
