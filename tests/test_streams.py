@@ -24,3 +24,17 @@ def test_user_streams_match_the_teacher_stream(setup):
         np.testing.assert_array_equal(getattr(fs(2), f), getattr(samples[2], f))
     with pytest.raises(ValueError, match="4 samples"):
         ogd.run_ogd(student, ArrayStream(*arrays), ogd.ridge_sgd(ETA, CK_LAM), 5)
+
+
+def test_a_stream_must_implement_call():
+    """AbstractStream is abstract: it, or a subclass without ``__call__``, cannot be instantiated (a
+    missing method is a TypeError at construction, not a NotImplementedError deep in a training loop)."""
+    from cfm_jax._streams import AbstractStream
+
+    class NoCall(AbstractStream):
+        pass
+
+    for cls in (AbstractStream, NoCall):
+        with pytest.raises(TypeError, match="abstract"):
+            cls()  # pyright: ignore[reportAbstractUsage]  # abstract on purpose
+    assert FunctionStream(lambda k: (jnp.zeros((1, 2)), jnp.ones((3, 2)), jnp.zeros((1, 2)))).length is None
