@@ -23,6 +23,11 @@ Relative error −0.3 … −2.8 % at ``relative_epsilon = 0.01`` (bias ≈ −(
 checks this). When W1 ≲ ε the divergence turns quadratic in the displacement (an MMD-like
 regime), so keep ε = ``relative_epsilon``·c well below the distances being measured. Smaller ε
 needs more iterations (~1/ε for this cost): raise ``max_iterations`` and lower ``threshold``.
+
+:func:`wasserstein1` compiles its traceable methods (``"sorted"``, ``"sinkhorn"``) once per shape and
+option set (``eqx.filter_jit``). Values — the measures' points and weights, ``epsilon`` and
+``relative_epsilon`` — are checked eagerly when concrete (``ValueError``) and inside the compiled
+program otherwise (``eqx.error_if``), so the checks hold under a caller's ``jax.jit`` too.
 """
 
 from __future__ import annotations
@@ -30,17 +35,35 @@ from __future__ import annotations
 import typing
 from typing import Literal
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ._measures import EmpiricalMeasure, as_measure
+from ._measures import EmpiricalMeasure, as_measure, checked
 from ._validation import is_concrete
 
 W1Method = Literal["auto", "sinkhorn", "exact", "sorted"]
 """How :func:`wasserstein1` computes W1 (see its docstring)."""
 METHODS: tuple[W1Method, ...] = typing.get_args(W1Method)
+
+
+def require(x, ok, message: str):
+    """``x``, after checking ``ok``: a ``ValueError`` with ``message`` now when ``ok`` is concrete and
+    False, else a check inside the compiled program (``eqx.error_if`` on ``x``)."""
+    if is_concrete(ok):
+        if not bool(ok):
+            raise ValueError(message)
+        return x
+    return eqx.error_if(x, ~ok, message)
+
+
+def positive_finite(name: str, value):
+    """``value`` (a number or a scalar array) checked finite and > 0 (:func:`require`)."""
+    v = jnp.asarray(value)
+    got = f", got {value!r}" if is_concrete(v) else ""
+    return require(value, jnp.isfinite(v) & (v > 0), f"`{name}` must be finite and > 0{got}.")
 
 
 def _check_pair(mu, nu):
@@ -56,7 +79,7 @@ def _check_pair(mu, nu):
             nu = m
     if mu.dim != nu.dim:
         raise ValueError(f"`mu` and `nu` must live in the same dimension, got d = {mu.dim} and {nu.dim}.")
-    return mu, nu
+    return checked(mu, "mu"), checked(nu, "nu")
 
 
 def sorted_w1(x, a, y, b):
@@ -223,7 +246,8 @@ def wasserstein1(
         max_iterations, threshold: Sinkhorn stopping rule (marginal error).
 
     Returns:
-        A scalar array, in the points' dtype, for every method.
+        A scalar array, in the points' dtype, for every method. The traceable methods are compiled;
+        bad values raise an error naming the argument eagerly and under ``jax.jit`` (module docstring).
     """
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
@@ -232,31 +256,39 @@ def wasserstein1(
     if method == "auto":
         method = "sorted" if d == 1 else "sinkhorn"
     x, a, y, b = mu.points, mu.weights, nu.points, nu.weights
-    if method == "sorted":
-        if d != 1:
-            raise ValueError(f"method='sorted' is the exact formula for d = 1 only; got d = {d}.")
-        dtype = jnp.result_type(x, y)
-        return sorted_w1(x.astype(dtype), a.astype(dtype), y.astype(dtype), b.astype(dtype))
+    if method == "sorted" and d != 1:
+        raise ValueError(f"method='sorted' is the exact formula for d = 1 only; got d = {d}.")
     if method == "exact":
         if not all(is_concrete(t) for t in (x, a, y, b)):
             raise ValueError("method='exact' runs a NumPy LP and cannot be traced (jit/vmap/grad).")
         return jnp.asarray(_exact_w1(x, a, y, b), jnp.result_type(x, y))
-    if epsilon is None and not (np.isfinite(relative_epsilon) and relative_epsilon > 0):
-        raise ValueError(f"`relative_epsilon` must be finite and > 0, got {relative_epsilon!r}.")
-    if epsilon is not None and is_concrete(epsilon) and not (np.isfinite(float(epsilon)) and float(epsilon) > 0):
-        raise ValueError(f"`epsilon` must be finite and > 0, got {epsilon!r}.")
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
-        raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
-    if not (np.isfinite(float(threshold)) and float(threshold) > 0):
-        raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"`batch_size` must be None or a positive int, got {batch_size!r}.")
+    if method == "sinkhorn":
+        if epsilon is None:
+            relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
+        else:
+            epsilon = positive_finite("epsilon", epsilon)
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
+            raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
+        if not (np.isfinite(float(threshold)) and float(threshold) > 0):
+            raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"`batch_size` must be None or a positive int, got {batch_size!r}.")
+        max_iterations, threshold = int(max_iterations), float(threshold)
+    return _traceable_w1(x, a, y, b, method, relative_epsilon, epsilon, batch_size, max_iterations, threshold)
+
+
+@eqx.filter_jit
+def _traceable_w1(x, a, y, b, method, relative_epsilon, epsilon, batch_size, max_iterations, threshold):
+    """The sorted or Sinkhorn W1 of checked arrays in their common dtype (compiled once per shape)."""
     dtype = jnp.result_type(x, y)
+    x, a, y, b = (t.astype(dtype) for t in (x, a, y, b))
+    if method == "sorted":
+        return sorted_w1(x, a, y, b)
     return sinkhorn_w1(
-        x.astype(dtype),
-        a.astype(dtype),
-        y.astype(dtype),
-        b.astype(dtype),
+        x,
+        a,
+        y,
+        b,
         relative_epsilon=relative_epsilon,
         epsilon=epsilon,
         batch_size=batch_size,

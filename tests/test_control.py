@@ -33,3 +33,38 @@ def test_translated_context_moves_by_the_translation():
     field = W1ControlField.create(nu)
     v = field(jnp.zeros((2, 1)), EmpiricalMeasure(nu.points + 0.3, nu.weights), {"c": jnp.asarray(2.0)})
     np.testing.assert_allclose(v, 0.6, rtol=1e-10)
+
+
+def test_create_checks_values_eagerly_and_under_jit():
+    """A zero or non-finite direction, a bad relative_epsilon or a non-finite ν is refused by name:
+    a ValueError eagerly, the same message from inside the program under jax.jit (where the checks
+    used to vanish and a zero direction gave a NaN field). Each check rides on the attribute it
+    guards, so the jitted function returns the whole field."""
+    import equinox as eqx
+
+    pts = jax.random.normal(jax.random.key(4), (8, 2), jnp.float64)
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+
+    def build(p, e, r):
+        return W1ControlField.create(EmpiricalMeasure.unchecked(p, jnp.full((8,), 1 / 8)), e, relative_epsilon=r)
+
+    jitted = jax.jit(build)
+    bad = (
+        (pts, jnp.zeros(2), 0.01, "`direction` must be a finite, non-zero vector"),
+        (pts, jnp.array([1.0, jnp.inf]), 0.01, "`direction` must be a finite, non-zero vector"),
+        (pts, jnp.ones(2), 0.0, "`relative_epsilon` must be finite and > 0"),
+        (pts, jnp.ones(2), float("nan"), "`relative_epsilon` must be finite and > 0"),
+        (pts.at[0, 0].set(jnp.nan), jnp.ones(2), 0.01, "`nu` points contain non-finite"),
+    )
+    for p, e, r, match in bad:
+        with pytest.raises((ValueError, *errors), match=match):
+            build(p, e, r)
+        with pytest.raises(errors, match=match):
+            jax.block_until_ready(jitted(p, e, r))
+    with pytest.raises(ValueError, match="`relative_epsilon` must be finite and > 0, got -1"):
+        build(pts, jnp.ones(2), -1.0)  # eagerly a ValueError that shows the value
+    np.testing.assert_allclose(jitted(pts, jnp.array([3.0, 4.0]), 0.01).direction, [0.6, 0.8], rtol=1e-12)
+    with pytest.raises(ValueError, match="`max_iterations`"):
+        W1ControlField.create(EmpiricalMeasure(pts), max_iterations=0)
+    with pytest.raises(ValueError, match="`threshold`"):
+        W1ControlField.create(EmpiricalMeasure(pts), threshold=0.0)
