@@ -4,7 +4,7 @@ library module has its own test file.
 Layers (low to high; a module may import its own layer and the ones below):
 
     _validation, stats, _qmc → _measures → _fields → _paths → _flow (_gaussian_limit) → _adjoint → _solve
-    → _gradients → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, chaos)
+    → _gradients → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _regime, chaos)
     → experiments → cli
 
 ``stochastic`` sits beside them: it may use the layers up to ``_fields`` (and stats), and only
@@ -29,7 +29,7 @@ LAYERS = [
     ("_adjoint",),
     ("_solve",),
     ("_gradients",),
-    ("ogd", "_wasserstein", "_populations", "_streams", "_sharding", "distributed", "_control", "chaos"),
+    ("ogd", "_wasserstein", "_populations", "_streams", "_sharding", "distributed", "_control", "_regime", "chaos"),
     ("experiments",),
     ("cli", "__main__", "_demo"),
 ]
