@@ -68,3 +68,17 @@ def test_create_checks_values_eagerly_and_under_jit():
         W1ControlField.create(EmpiricalMeasure(pts), max_iterations=0)
     with pytest.raises(ValueError, match="`threshold`"):
         W1ControlField.create(EmpiricalMeasure(pts), threshold=0.0)
+
+
+def test_epsilon_is_relative_to_the_spread_of_nu():
+    """ε = relative_epsilon·(2 Var_ν)^{1/2} with Var_ν = Σ_i b_i‖y_i − ȳ‖² (the documented scale: the
+    root mean squared distance of two independent draws of ν), for a weighted ν in d = 2."""
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(10, 2)) * np.array([1.0, 3.0])
+    b = rng.uniform(0.5, 1.5, 10)
+    b /= b.sum()
+    field = W1ControlField.create(EmpiricalMeasure(jnp.asarray(y), jnp.asarray(b)), relative_epsilon=0.02)
+    var = b @ np.sum((y - b @ y) ** 2, axis=1)
+    assert float(field.epsilon) == pytest.approx(0.02 * np.sqrt(2 * var), rel=1e-12)
+    pairs = np.sum((y[:, None] - y[None]) ** 2, axis=-1)
+    assert float(field.epsilon) == pytest.approx(0.02 * np.sqrt(b @ pairs @ b), rel=1e-12)  # E‖Y − Y'‖²

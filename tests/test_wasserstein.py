@@ -224,3 +224,12 @@ def test_values_are_checked_under_jit():
     rel = jax.jit(lambda r: wasserstein1(mu, nu, method="sinkhorn", relative_epsilon=r))
     with pytest.raises(errors, match="`relative_epsilon` must be finite and > 0"):
         jax.block_until_ready(rel(jnp.asarray(-0.01)))
+
+
+def test_exact_with_one_uniform_and_one_weighted_cloud_of_equal_size():
+    """The assignment shortcut applies only when both clouds are uniform: a weighted cloud against a
+    uniform one of the same size goes through the LP, checked against the exact 1-D formula (either
+    order)."""
+    mu, nu = _cloud(60, 12, 1), _cloud(61, 12, 1, 0.4, weighted=False)
+    for a, b in ((mu, nu), (nu, mu)):
+        assert abs(wasserstein1(a, b, method="exact") - float(wasserstein1(a, b, method="sorted"))) < 1e-9
