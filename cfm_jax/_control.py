@@ -27,6 +27,7 @@ from jaxtyping import Array, Float
 
 from ._fields.base import AbstractField
 from ._measures import EmpiricalMeasure, as_measure, checked
+from ._validation import is_concrete
 from ._wasserstein import positive_finite, require, self_transport_cost, sinkhorn_w1, sorted_w1
 
 
@@ -56,25 +57,32 @@ class W1ControlField(AbstractField):
         max_iterations: int = 2000,
         threshold: float = 1e-3,
         batch_size: int | None = None,
+        throw: bool = True,
     ) -> W1ControlField:
         """Control field for the fixed measure ``nu`` (an :class:`EmpiricalMeasure` or ``(m, d)``).
 
         ``direction`` defaults to e_1 and is normalised; ε = ``relative_epsilon``·(2 Var_ν)^{1/2}.
+        ``throw=False`` leaves out the in-program checks of traced values (a sweep building the
+        field from its own reference sample inside ``jit``; concrete values are always checked).
         """
         if not isinstance(nu, EmpiricalMeasure):
             try:
                 nu = as_measure(nu)
             except ValueError as e:
                 raise ValueError(f"`nu`: {e}") from None
-        nu = checked(nu, "nu")
+        if throw or is_concrete(nu.points):
+            nu = checked(nu, "nu")
         d = nu.dim
         dtype = nu.points.dtype
         e = jnp.zeros((d,), dtype).at[0].set(1.0) if direction is None else jnp.asarray(direction, dtype)
         if e.shape != (d,):
             raise ValueError(f"`direction` must have shape ({d},), got {e.shape}.")
         norm = jnp.linalg.norm(e)
-        e = require(e, jnp.isfinite(norm) & (norm > 0), "`direction` must be a finite, non-zero vector.")
-        relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
+        ok = jnp.isfinite(norm) & (norm > 0)
+        if throw or is_concrete(ok):
+            e = require(e, ok, "`direction` must be a finite, non-zero vector.")
+        if throw or is_concrete(relative_epsilon):
+            relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
             raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
         if not (math.isfinite(float(threshold)) and float(threshold) > 0):

@@ -60,13 +60,17 @@ def require(x, ok, message: str):
 
 
 def positive_finite(name: str, value):
-    """``value`` (a number or a scalar array) checked finite and > 0 (:func:`require`)."""
-    v = jnp.asarray(value)
-    got = f", got {value!r}" if is_concrete(v) else ""
-    return require(value, jnp.isfinite(v) & (v > 0), f"`{name}` must be finite and > 0{got}.")
+    """``value`` (a number or a scalar array) checked finite and > 0: a ``ValueError`` now when it is
+    concrete, else a check inside the compiled program (:func:`require`)."""
+    if is_concrete(value):
+        v = np.asarray(value, dtype=np.float64)
+        if not (np.isfinite(v).all() and (v > 0).all()):
+            raise ValueError(f"`{name}` must be finite and > 0, got {value!r}.")
+        return value
+    return require(value, jnp.isfinite(value) & (value > 0), f"`{name}` must be finite and > 0.")
 
 
-def _check_pair(mu, nu):
+def _check_pair(mu, nu, throw: bool):
     for name, m in (("mu", mu), ("nu", nu)):
         if not isinstance(m, EmpiricalMeasure):
             try:
@@ -79,7 +83,7 @@ def _check_pair(mu, nu):
             nu = m
     if mu.dim != nu.dim:
         raise ValueError(f"`mu` and `nu` must live in the same dimension, got d = {mu.dim} and {nu.dim}.")
-    return checked(mu, "mu"), checked(nu, "nu")
+    return (checked(mu, "mu"), checked(nu, "nu")) if throw else (mu, nu)
 
 
 def sorted_w1(x, a, y, b):
@@ -233,6 +237,7 @@ def wasserstein1(
     batch_size: int | None = None,
     max_iterations: int = 2000,
     threshold: float = 1e-3,
+    throw: bool = True,
 ):
     """W1(μ, ν) = min over couplings π of ∫‖x − y‖ dπ, for two :class:`EmpiricalMeasure` s.
 
@@ -244,6 +249,9 @@ def wasserstein1(
         epsilon: absolute Sinkhorn ε.
         batch_size: Sinkhorn row-block size for large clouds (memory O(batch_size·m)).
         max_iterations, threshold: Sinkhorn stopping rule (marginal error).
+        throw: False leaves out the checks of traced values inside the compiled program (for a
+            sweep's own measures: a program containing them is never stored by JAX's persistent
+            compilation cache); concrete ε values are still checked.
 
     Returns:
         A scalar array, in the points' dtype, for every method. The traceable methods are compiled;
@@ -251,7 +259,7 @@ def wasserstein1(
     """
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
-    mu, nu = _check_pair(mu, nu)
+    mu, nu = _check_pair(mu, nu, throw)
     d = mu.dim
     if method == "auto":
         method = "sorted" if d == 1 else "sinkhorn"
@@ -264,8 +272,9 @@ def wasserstein1(
         return jnp.asarray(_exact_w1(x, a, y, b), jnp.result_type(x, y))
     if method == "sinkhorn":
         if epsilon is None:
-            relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
-        else:
+            if throw or is_concrete(relative_epsilon):
+                relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
+        elif throw or is_concrete(epsilon):
             epsilon = positive_finite("epsilon", epsilon)
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
             raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")

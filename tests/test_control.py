@@ -82,3 +82,18 @@ def test_epsilon_is_relative_to_the_spread_of_nu():
     assert float(field.epsilon) == pytest.approx(0.02 * np.sqrt(2 * var), rel=1e-12)
     pairs = np.sum((y[:, None] - y[None]) ** 2, axis=-1)
     assert float(field.epsilon) == pytest.approx(0.02 * np.sqrt(b @ pairs @ b), rel=1e-12)  # E‖Y − Y'‖²
+
+
+def test_throw_false_builds_a_callback_free_field_under_jit():
+    """throw=False: a field built under jit from a sweep's own reference carries no host callback (so
+    the program can be stored by JAX's persistent compilation cache), and equals the checked one."""
+    pts = jax.random.normal(jax.random.key(4), (8, 2), jnp.float64)
+
+    def build(p, throw):
+        return W1ControlField.create(EmpiricalMeasure.unchecked(p, jnp.full((8,), 1 / 8)), throw=throw).epsilon
+
+    assert "callback" not in str(jax.make_jaxpr(lambda p: build(p, False))(pts))
+    assert "callback" in str(jax.make_jaxpr(lambda p: build(p, True))(pts))
+    assert float(jax.jit(lambda p: build(p, False))(pts)) == pytest.approx(
+        float(jax.jit(lambda p: build(p, True))(pts))
+    )

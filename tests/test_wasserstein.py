@@ -233,3 +233,17 @@ def test_exact_with_one_uniform_and_one_weighted_cloud_of_equal_size():
     mu, nu = _cloud(60, 12, 1), _cloud(61, 12, 1, 0.4, weighted=False)
     for a, b in ((mu, nu), (nu, mu)):
         assert abs(wasserstein1(a, b, method="exact") - float(wasserstein1(a, b, method="sorted"))) < 1e-9
+
+
+def test_throw_false_leaves_the_checks_out_of_a_traced_program():
+    """throw=False (a sweep's own measures): no value check in the compiled program, so a NaN passes
+    through as NaN instead of raising; a concrete bad ε is still refused."""
+    mu, nu = _cloud(50, 8, 1), _cloud(51, 8, 1, 0.3)
+    f = jax.jit(lambda x: wasserstein1(EmpiricalMeasure.unchecked(x, mu.weights), nu, throw=False))
+    assert np.isnan(float(f(mu.points.at[0, 0].set(jnp.nan))))
+    assert "callback" not in str(jax.make_jaxpr(f)(mu.points))
+    assert "callback" in str(
+        jax.make_jaxpr(jax.jit(lambda x: wasserstein1(EmpiricalMeasure.unchecked(x, mu.weights), nu)))(mu.points)
+    )
+    with pytest.raises(ValueError, match="`relative_epsilon`"):
+        wasserstein1(_cloud(0), _cloud(1), relative_epsilon=-1.0, throw=False)
