@@ -71,3 +71,12 @@ def test_attention_epsilon_reuses_its_program():
     with count_compilations() as count:
         est = attention_epsilon(keys[1], b, 3, 3, starts=4, steps=3)
     assert count() == 0 and est.configurations > 0
+
+
+def test_attention_epsilon_refuses_non_finite_attention_by_name():
+    """NaN attention matrices give an error naming `attention`, not a ratio search that finds nothing."""
+    import equinox as eqx
+
+    bad = SphereAttention("SA", 1.0, Q=jnp.full((3, 3), jnp.nan))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`attention` parameters contain non-finite"):
+        attention_epsilon(jax.random.key(0), bad, 3, 3, starts=2, steps=2)

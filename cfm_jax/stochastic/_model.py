@@ -33,7 +33,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._fields.attention import attention_means
-from .._validation import check_save_every, finite_params
+from .._validation import check_save_every
 from ._kernels import NoiseKernel
 from ._noise import _mlp_noise, _sample_mlp
 
@@ -232,9 +232,14 @@ def _checked_model(model, throw: bool):
     return _finite_params(model) if throw else model
 
 
-def _finite_params(module):
-    """``module`` with its floating arrays checked finite inside compiled code (none: nothing to check)."""
-    return finite_params(module) if jax.tree.leaves(eqx.filter(module, eqx.is_inexact_array)) else module
+def _finite_params(module, name: str = "model"):
+    """``module`` with its floating arrays checked finite inside compiled code, the error naming
+    ``name`` (no arrays: nothing to check)."""
+    leaves = jax.tree.leaves(eqx.filter(module, eqx.is_inexact_array))
+    if not leaves:
+        return module
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
+    return eqx.error_if(module, ~ok, f"`{name}` parameters contain non-finite values (nan/inf).")
 
 
 @eqx.filter_jit

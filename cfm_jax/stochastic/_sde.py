@@ -136,7 +136,7 @@ def integrate_increments(
     if dB.shape[1:] != x0.shape or K == 0 or K % sde.steps:
         raise ValueError(f"`dB` must have shape (k·{sde.steps}, {x0.shape[0]}, {x0.shape[1]}), got {dB.shape}.")
     if throw:
-        sde, dB = _finite_params(sde), finite("dB", dB)
+        sde, dB = _finite_params(sde, "sde"), finite("dB", dB)
     dB = dB.astype(x0.dtype).reshape(sde.steps, K // sde.steps, *x0.shape).sum(1)
     body = lambda x, b: (sde.step_increment_systems(x[None], b[None])[0], None)  # noqa: E731
     if save_every is None:
@@ -217,7 +217,7 @@ def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
     if sde.noise != "exact":
         raise ValueError("`solve_diffrax` needs `noise='exact'` (the field is a Brownian control).")
     x0 = _check_tokens(x0)
-    sde = _finite_params(sde)
+    sde = _finite_params(sde, "sde")
     struct = jax.ShapeDtypeStruct(x0.shape, x0.dtype)
 
     def diffusion(t, y, args):
