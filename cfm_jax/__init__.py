@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # the public names, once
         uniform_sphere,
     )
     from ._qmc import sobol, sobol_normal
+    from ._regime import AttentionRegime, HeavyTailWarning, attention_regime, warn_if_heavy_tailed
     from ._sharding import context_mesh, gather, replicate, shard_inputs
     from ._solve import default_adjoint, forward, gaussian_flow
     from ._streams import AbstractStream, ArrayStream, FunctionStream, Sample, TeacherStudentStream

@@ -10,9 +10,15 @@ stays put (W1(ν, ν) = 0) while an n-point context drifts by ~W1(μ_n, ν) alon
 W1 is the debiased Sinkhorn divergence with the Euclidean cost (``cfm_jax._wasserstein``) at a
 *fixed* ε (set from ν's own scale at construction, so V is one functional of μ) and the self term
 OT_ε(ν, ν) precomputed; in d = 1 the exact sorted formula is used instead.
+
+:meth:`W1ControlField.create` checks its values eagerly when they are concrete (``ValueError``) and
+inside the compiled program otherwise (``eqx.error_if``): ν's points and weights, a finite non-zero
+``direction`` and a finite ``relative_epsilon`` > 0, so a control built under ``jax.jit`` is checked too.
 """
 
 from __future__ import annotations
+
+import math
 
 import equinox as eqx
 import jax
@@ -22,7 +28,7 @@ from jaxtyping import Array, Float
 from ._fields.base import AbstractField
 from ._measures import EmpiricalMeasure, as_measure
 from ._validation import is_concrete
-from ._wasserstein import self_transport_cost, sinkhorn_w1, sorted_w1
+from ._wasserstein import positive_finite, require, self_transport_cost, sinkhorn_w1, sorted_w1
 
 
 class W1ControlField(AbstractField):
@@ -51,22 +57,36 @@ class W1ControlField(AbstractField):
         max_iterations: int = 2000,
         threshold: float = 1e-3,
         batch_size: int | None = None,
+        throw: bool = True,
     ) -> W1ControlField:
         """Control field for the fixed measure ``nu`` (an :class:`EmpiricalMeasure` or ``(m, d)``).
 
         ``direction`` defaults to e_1 and is normalised; ε = ``relative_epsilon``·(2 Var_ν)^{1/2}.
+        ``throw=False`` leaves out the in-program checks of traced values (a sweep building the
+        field from its own reference sample inside ``jit``; concrete values are always checked).
         """
-        nu = as_measure(nu)
+        if not isinstance(nu, EmpiricalMeasure):
+            try:
+                nu = as_measure(nu)
+            except ValueError as e:
+                raise ValueError(f"`nu`: {e}") from None
+        if throw or is_concrete(nu.points):
+            nu = nu.checked("nu")
         d = nu.dim
         dtype = nu.points.dtype
         e = jnp.zeros((d,), dtype).at[0].set(1.0) if direction is None else jnp.asarray(direction, dtype)
         if e.shape != (d,):
             raise ValueError(f"`direction` must have shape ({d},), got {e.shape}.")
         norm = jnp.linalg.norm(e)
-        if is_concrete(norm) and not float(norm) > 0:
-            raise ValueError("`direction` must be a non-zero vector.")
-        if not relative_epsilon > 0:
-            raise ValueError(f"`relative_epsilon` must be > 0, got {relative_epsilon!r}.")
+        ok = jnp.isfinite(norm) & (norm > 0)
+        if throw or is_concrete(ok):
+            e = require(e, ok, "`direction` must be a finite, non-zero vector.")
+        if throw or is_concrete(relative_epsilon):
+            relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+            raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
+        if not (math.isfinite(float(threshold)) and float(threshold) > 0):
+            raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
         y, b = nu.points, nu.weights
         var = b @ jnp.sum((y - b @ y) ** 2, -1)
         eps = jax.lax.stop_gradient(relative_epsilon * jnp.sqrt(2 * var))

@@ -18,6 +18,7 @@ sphere, …) or any user function.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 
 import equinox as eqx
@@ -43,14 +44,17 @@ class Sample(eqx.Module):
 class AbstractStream(eqx.Module):
     """``stream(k) -> Sample`` for a (possibly traced) integer step ``k``.
 
-    ``length`` is the number of available samples (None: unbounded).
+    Subclasses implement ``__call__``; ``length`` is the number of available samples (None:
+    unbounded, the default; finite streams override it).
     """
 
+    @abc.abstractmethod
     def __call__(self, k) -> Sample:
-        raise NotImplementedError
+        """Sample ``k``: a pure function of the (possibly traced) step index."""
 
     @property
     def length(self) -> int | None:
+        """The number of available samples (None: unbounded)."""
         return None
 
 

@@ -23,6 +23,11 @@ Relative error −0.3 … −2.8 % at ``relative_epsilon = 0.01`` (bias ≈ −(
 checks this). When W1 ≲ ε the divergence turns quadratic in the displacement (an MMD-like
 regime), so keep ε = ``relative_epsilon``·c well below the distances being measured. Smaller ε
 needs more iterations (~1/ε for this cost): raise ``max_iterations`` and lower ``threshold``.
+
+:func:`wasserstein1` compiles its traceable methods (``"sorted"``, ``"sinkhorn"``) once per shape and
+option set (``eqx.filter_jit``). Values — the measures' points and weights, ``epsilon`` and
+``relative_epsilon`` — are checked eagerly when concrete (``ValueError``) and inside the compiled
+program otherwise (``eqx.error_if``), so the checks hold under a caller's ``jax.jit`` too.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import typing
 from typing import Literal
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,7 +49,28 @@ W1Method = Literal["auto", "sinkhorn", "exact", "sorted"]
 METHODS: tuple[W1Method, ...] = typing.get_args(W1Method)
 
 
-def _check_pair(mu, nu):
+def require(x, ok, message: str):
+    """``x``, after checking ``ok``: a ``ValueError`` with ``message`` now when ``ok`` is concrete and
+    False, else a check inside the compiled program (``eqx.error_if`` on ``x``)."""
+    if is_concrete(ok):
+        if not bool(ok):
+            raise ValueError(message)
+        return x
+    return eqx.error_if(x, ~ok, message)
+
+
+def positive_finite(name: str, value):
+    """``value`` (a number or a scalar array) checked finite and > 0: a ``ValueError`` now when it is
+    concrete, else a check inside the compiled program (:func:`require`)."""
+    if is_concrete(value):
+        v = np.asarray(value, dtype=np.float64)
+        if not (np.isfinite(v).all() and (v > 0).all()):
+            raise ValueError(f"`{name}` must be finite and > 0, got {value!r}.")
+        return value
+    return require(value, jnp.isfinite(value) & (value > 0), f"`{name}` must be finite and > 0.")
+
+
+def _check_pair(mu, nu, throw: bool):
     for name, m in (("mu", mu), ("nu", nu)):
         if not isinstance(m, EmpiricalMeasure):
             try:
@@ -56,7 +83,7 @@ def _check_pair(mu, nu):
             nu = m
     if mu.dim != nu.dim:
         raise ValueError(f"`mu` and `nu` must live in the same dimension, got d = {mu.dim} and {nu.dim}.")
-    return mu, nu
+    return (mu.checked("mu"), nu.checked("nu")) if throw else (mu, nu)
 
 
 def sorted_w1(x, a, y, b):
@@ -210,6 +237,7 @@ def wasserstein1(
     batch_size: int | None = None,
     max_iterations: int = 2000,
     threshold: float = 1e-3,
+    throw: bool = True,
 ):
     """W1(μ, ν) = min over couplings π of ∫‖x − y‖ dπ, for two :class:`EmpiricalMeasure` s.
 
@@ -221,42 +249,55 @@ def wasserstein1(
         epsilon: absolute Sinkhorn ε.
         batch_size: Sinkhorn row-block size for large clouds (memory O(batch_size·m)).
         max_iterations, threshold: Sinkhorn stopping rule (marginal error).
+        throw: False leaves out the checks of traced values inside the compiled program (for a
+            sweep's own measures: a program containing them is never stored by JAX's persistent
+            compilation cache); concrete ε values are still checked.
 
     Returns:
-        A scalar array, in the points' dtype, for every method.
+        A scalar array, in the points' dtype, for every method. The traceable methods are compiled;
+        bad values raise an error naming the argument eagerly and under ``jax.jit`` (module docstring).
     """
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
-    mu, nu = _check_pair(mu, nu)
+    mu, nu = _check_pair(mu, nu, throw)
     d = mu.dim
     if method == "auto":
         method = "sorted" if d == 1 else "sinkhorn"
     x, a, y, b = mu.points, mu.weights, nu.points, nu.weights
-    if method == "sorted":
-        if d != 1:
-            raise ValueError(f"method='sorted' is the exact formula for d = 1 only; got d = {d}.")
-        dtype = jnp.result_type(x, y)
-        return sorted_w1(x.astype(dtype), a.astype(dtype), y.astype(dtype), b.astype(dtype))
+    if method == "sorted" and d != 1:
+        raise ValueError(f"method='sorted' is the exact formula for d = 1 only; got d = {d}.")
     if method == "exact":
         if not all(is_concrete(t) for t in (x, a, y, b)):
             raise ValueError("method='exact' runs a NumPy LP and cannot be traced (jit/vmap/grad).")
         return jnp.asarray(_exact_w1(x, a, y, b), jnp.result_type(x, y))
-    if epsilon is None and not (np.isfinite(relative_epsilon) and relative_epsilon > 0):
-        raise ValueError(f"`relative_epsilon` must be finite and > 0, got {relative_epsilon!r}.")
-    if epsilon is not None and is_concrete(epsilon) and not (np.isfinite(float(epsilon)) and float(epsilon) > 0):
-        raise ValueError(f"`epsilon` must be finite and > 0, got {epsilon!r}.")
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
-        raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
-    if not (np.isfinite(float(threshold)) and float(threshold) > 0):
-        raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"`batch_size` must be None or a positive int, got {batch_size!r}.")
+    if method == "sinkhorn":
+        if epsilon is None:
+            if throw or is_concrete(relative_epsilon):
+                relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
+        elif throw or is_concrete(epsilon):
+            epsilon = positive_finite("epsilon", epsilon)
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
+            raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
+        if not (np.isfinite(float(threshold)) and float(threshold) > 0):
+            raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"`batch_size` must be None or a positive int, got {batch_size!r}.")
+        max_iterations, threshold = int(max_iterations), float(threshold)
+    return _traceable_w1(x, a, y, b, method, relative_epsilon, epsilon, batch_size, max_iterations, threshold)
+
+
+@eqx.filter_jit
+def _traceable_w1(x, a, y, b, method, relative_epsilon, epsilon, batch_size, max_iterations, threshold):
+    """The sorted or Sinkhorn W1 of checked arrays in their common dtype (compiled once per shape)."""
     dtype = jnp.result_type(x, y)
+    x, a, y, b = (t.astype(dtype) for t in (x, a, y, b))
+    if method == "sorted":
+        return sorted_w1(x, a, y, b)
     return sinkhorn_w1(
-        x.astype(dtype),
-        a.astype(dtype),
-        y.astype(dtype),
-        b.astype(dtype),
+        x,
+        a,
+        y,
+        b,
         relative_epsilon=relative_epsilon,
         epsilon=epsilon,
         batch_size=batch_size,

@@ -33,3 +33,67 @@ def test_translated_context_moves_by_the_translation():
     field = W1ControlField.create(nu)
     v = field(jnp.zeros((2, 1)), EmpiricalMeasure(nu.points + 0.3, nu.weights), {"c": jnp.asarray(2.0)})
     np.testing.assert_allclose(v, 0.6, rtol=1e-10)
+
+
+def test_create_checks_values_eagerly_and_under_jit():
+    """A zero or non-finite direction, a bad relative_epsilon or a non-finite ν is refused by name:
+    a ValueError eagerly, the same message from inside the program under jax.jit (where the checks
+    used to vanish and a zero direction gave a NaN field). Each check rides on the attribute it
+    guards, so the jitted function returns the whole field."""
+    import equinox as eqx
+
+    pts = jax.random.normal(jax.random.key(4), (8, 2), jnp.float64)
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+
+    def build(p, e, r):
+        return W1ControlField.create(EmpiricalMeasure.unchecked(p, jnp.full((8,), 1 / 8)), e, relative_epsilon=r)
+
+    jitted = jax.jit(build)
+    bad = (
+        (pts, jnp.zeros(2), 0.01, "`direction` must be a finite, non-zero vector"),
+        (pts, jnp.array([1.0, jnp.inf]), 0.01, "`direction` must be a finite, non-zero vector"),
+        (pts, jnp.ones(2), 0.0, "`relative_epsilon` must be finite and > 0"),
+        (pts, jnp.ones(2), float("nan"), "`relative_epsilon` must be finite and > 0"),
+        (pts.at[0, 0].set(jnp.nan), jnp.ones(2), 0.01, "`nu` points contain non-finite"),
+    )
+    for p, e, r, match in bad:
+        with pytest.raises((ValueError, *errors), match=match):
+            build(p, e, r)
+        with pytest.raises(errors, match=match):
+            jax.block_until_ready(jitted(p, e, r))
+    with pytest.raises(ValueError, match="`relative_epsilon` must be finite and > 0, got -1"):
+        build(pts, jnp.ones(2), -1.0)  # eagerly a ValueError that shows the value
+    np.testing.assert_allclose(jitted(pts, jnp.array([3.0, 4.0]), 0.01).direction, [0.6, 0.8], rtol=1e-12)
+    with pytest.raises(ValueError, match="`max_iterations`"):
+        W1ControlField.create(EmpiricalMeasure(pts), max_iterations=0)
+    with pytest.raises(ValueError, match="`threshold`"):
+        W1ControlField.create(EmpiricalMeasure(pts), threshold=0.0)
+
+
+def test_epsilon_is_relative_to_the_spread_of_nu():
+    """ε = relative_epsilon·(2 Var_ν)^{1/2} with Var_ν = Σ_i b_i‖y_i − ȳ‖² (the documented scale: the
+    root mean squared distance of two independent draws of ν), for a weighted ν in d = 2."""
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(10, 2)) * np.array([1.0, 3.0])
+    b = rng.uniform(0.5, 1.5, 10)
+    b /= b.sum()
+    field = W1ControlField.create(EmpiricalMeasure(jnp.asarray(y), jnp.asarray(b)), relative_epsilon=0.02)
+    var = b @ np.sum((y - b @ y) ** 2, axis=1)
+    assert float(field.epsilon) == pytest.approx(0.02 * np.sqrt(2 * var), rel=1e-12)
+    pairs = np.sum((y[:, None] - y[None]) ** 2, axis=-1)
+    assert float(field.epsilon) == pytest.approx(0.02 * np.sqrt(b @ pairs @ b), rel=1e-12)  # E‖Y − Y'‖²
+
+
+def test_throw_false_builds_a_callback_free_field_under_jit():
+    """throw=False: a field built under jit from a sweep's own reference carries no host callback (so
+    the program can be stored by JAX's persistent compilation cache), and equals the checked one."""
+    pts = jax.random.normal(jax.random.key(4), (8, 2), jnp.float64)
+
+    def build(p, throw):
+        return W1ControlField.create(EmpiricalMeasure.unchecked(p, jnp.full((8,), 1 / 8)), throw=throw).epsilon
+
+    assert "callback" not in str(jax.make_jaxpr(lambda p: build(p, False))(pts))
+    assert "callback" in str(jax.make_jaxpr(lambda p: build(p, True))(pts))
+    assert float(jax.jit(lambda p: build(p, False))(pts)) == pytest.approx(
+        float(jax.jit(lambda p: build(p, True))(pts))
+    )

@@ -95,7 +95,7 @@ def test_burn_in_drops_exactly_the_first_steps(method):
     """With attention on (N = 3 tokens, 10 steps), burn_in = 0.3 must average the log growth of
     steps 3…9 only, over the time they span: against a hand loop over the same layer keys that
     records every step's log growth (an independent path: Python loop, no scan, no mask)."""
-    from cfm_jax.stochastic._lyapunov import _tangent, benettin, twin
+    from cfm_jax.stochastic._lyapunov import _benettin as benettin, _tangent, _twin as twin
 
     k = NoiseKernel("tanh", 1.0, 1.0, 0.3)
     model = StochasticTransformer(k, width=8, layers=10, horizon=1.0, attention=SphereAttention("SA", 1.0))
@@ -148,3 +148,28 @@ def test_twin_separation_must_be_positive():
     assert np.isfinite(
         estimate_lyapunov(sde, jax.random.key(1), x0, method="twin", realisations=2, delta=1e-9).estimate
     )
+
+
+@pytest.mark.parametrize("method", ["benettin", "twin"])
+def test_estimate_lyapunov_reuses_its_program(method):
+    """A second estimate with other keys and tokens compiles nothing (counted, not timed): the vmapped
+    estimator is one compiled program, not a fresh lambda per call. Bad tokens are refused by name
+    from inside it; another number of realisations is another program."""
+    import equinox as eqx
+    from _compiles import count_compilations
+
+    kernel = NoiseKernel("relu", 1.0, 1.0, 0.5)
+    # Benettin differentiates each step: the discrete model (the exact sampler's eigh has no tangent)
+    sde = StochasticTransformer(kernel, 4, 4, 0.1) if method == "benettin" else SphereSDE(kernel, 4, 0.1)
+    x0s = [random_tokens(k, 2, 3) for k in jax.random.split(jax.random.key(0), 2)]
+    keys = jax.random.split(jax.random.key(1), 2)
+    first = estimate_lyapunov(sde, keys[0], x0s[0], method=method, realisations=2)
+    with count_compilations() as count:
+        second = estimate_lyapunov(sde, keys[1], x0s[1], method=method, realisations=2)
+    assert count() == 0
+    assert np.isfinite(second.samples).all() and not np.array_equal(first.samples, second.samples)
+    with count_compilations() as count:
+        estimate_lyapunov(sde, keys[1], x0s[1], method=method, realisations=3)
+    assert count() >= 1
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`x0` rows must be unit vectors"):
+        estimate_lyapunov(sde, keys[1], 2 * x0s[1], method=method, realisations=2)

@@ -3,12 +3,14 @@ random-feature SDE)."""
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from cfm_jax.stochastic import (
+    AbstractSphereModel,
     NoiseKernel,
     SphereAttention,
     SphereSDE,
@@ -149,3 +151,114 @@ def test_random_tokens_and_simulate_many_check_sizes():
     assert simulate_many(model, x0, jax.random.split(jax.random.key(0), 1))[1].shape == (1, 2, 3)
     with pytest.raises(ValueError, match="`keys`"):
         simulate_many(model, x0, jax.random.split(jax.random.key(0), 0))
+
+
+def _tiny_models():
+    kernel = NoiseKernel("relu", 1.0, 1.0, 0.5)
+    return StochasticTransformer(kernel, width=4, layers=2, horizon=0.1), SphereSDE(kernel, steps=2, horizon=0.1)
+
+
+@pytest.mark.parametrize("wrap", ["eager", "jax.jit", "vmap"])
+def test_simulators_check_token_values_under_any_transformation(wrap):
+    """Tokens off the sphere or non-finite raise an error naming `x0` from inside the compiled program,
+    eagerly, under a caller's jax.jit and under vmap: never a silent NaN trajectory. throw=False
+    skips the checks (a sweep over tokens it draws itself)."""
+    from cfm_jax.stochastic import integrate_increments, solve_diffrax
+
+    model, sde = _tiny_models()
+    key, keys = jax.random.key(1), jax.random.split(jax.random.key(2), 2)
+    x = random_tokens(jax.random.key(0), 2, 3)
+    dB = 0.1 * jax.random.normal(jax.random.key(3), (2, 2, 3))
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)  # the second under a plain jax.jit
+    runs = {"simulate": lambda x0: simulate(model, x0, key)[1]}
+    if wrap == "eager":
+        from cfm_jax.stochastic import brownian_path
+
+        path = brownian_path(jax.random.key(4), sde, (2, 3))
+        runs |= {
+            "simulate_many": lambda x0: simulate_many(model, x0, keys)[1],
+            "simulate_many per realisation": lambda x0: simulate_many(sde, jnp.stack([x, x0]), keys)[1],
+            "integrate_increments": lambda x0: integrate_increments(sde, x0, dB),
+            "solve_diffrax": lambda x0: solve_diffrax(sde, x0, path),
+        }
+    for name, run in runs.items():
+        f = {"eager": run, "jax.jit": jax.jit(run), "vmap": lambda x0, run=run: jax.vmap(run)(x0[None])}[wrap]
+        for bad, match in (
+            (2 * x, "`x0` rows must be unit vectors"),
+            (x.at[1, 2].set(jnp.nan), "`x0` contains non-finite"),
+        ):
+            with pytest.raises(errors, match=match):
+                jax.block_until_ready(f(bad))
+        assert np.isfinite(np.asarray(f(x))).all(), name
+    assert simulate(model, 2 * x, key, throw=False)[1].shape == x.shape
+
+
+def test_simulators_check_the_model_and_increments_inside_the_program():
+    """A NaN in the model's parameters or in the Brownian increments is refused by name (in jit)."""
+    from cfm_jax.stochastic import integrate_increments
+
+    model, sde = _tiny_models()
+    x = random_tokens(jax.random.key(0), 2, 3)
+    bad_attention = SphereAttention("SA", 1.0, Q=jnp.full((3, 3), jnp.nan))
+    bad = StochasticTransformer(model.kernel, width=4, layers=2, horizon=0.1, attention=bad_attention)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`model` parameters"):
+        simulate(bad, x, jax.random.key(1))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`dB`"):
+        integrate_increments(sde, x, jnp.full((2, 2, 3), jnp.inf))
+    with pytest.raises(ValueError, match="`model` must be"):
+        simulate(model.kernel, x, jax.random.key(1))  # pyright: ignore[reportArgumentType]  # bad on purpose
+    with pytest.raises(ValueError, match="3 starts but `keys` has 2"):
+        simulate_many(model, jnp.stack([x, x, x]), jax.random.split(jax.random.key(0), 2))
+
+
+def test_simulators_are_compiled_once():
+    """simulate, simulate_many and the SDE integrators reuse their program on a second call with new
+    tokens, keys and increments (counted compilations, not time); a new static option compiles anew."""
+    from _compiles import count_compilations
+
+    from cfm_jax.stochastic import integrate_increments
+
+    model, sde = _tiny_models()
+    xs = [random_tokens(k, 2, 3) for k in jax.random.split(jax.random.key(0), 2)]
+    ks = jax.random.split(jax.random.key(1), 2)
+    kss = [jax.random.split(k, 2) for k in ks]
+    dBs = [0.1 * jax.random.normal(k, (4, 2, 3)) for k in ks]
+
+    def calls(i):
+        simulate(model, xs[i], ks[i], save_every=1)
+        simulate_many(sde, xs[i], kss[i])
+        integrate_increments(sde, xs[i], dBs[i])
+
+    calls(0)
+    with count_compilations() as count:
+        calls(1)
+    assert count() == 0
+    with count_compilations() as count:
+        simulate(model, xs[1], ks[1], save_every=2)
+    assert count() >= 1  # the counter sees a compilation where there is one
+
+
+class _Still(AbstractSphereModel):
+    """A user's model: tokens stay where they are (checks that simulate accepts any AbstractSphereModel)."""
+
+    horizon: float = 1.0
+
+    @property
+    def num_steps(self) -> int:
+        return 3
+
+    @property
+    def dt(self) -> float:
+        return self.horizon / 3
+
+    def step_systems(self, xs, key):
+        return xs
+
+
+def test_any_sphere_model_runs_and_the_interface_is_abstract():
+    x = random_tokens(jax.random.key(0), 2, 3)
+    ts, xs = simulate(_Still(1.0), x, jax.random.key(1), save_every=1)
+    np.testing.assert_allclose(ts, [0, 1 / 3, 2 / 3, 1])
+    np.testing.assert_array_equal(xs[-1], x)
+    with pytest.raises(TypeError):
+        AbstractSphereModel()  # pyright: ignore[reportAbstractUsage, reportCallIssue]  # abstract on purpose

@@ -13,9 +13,8 @@ from cfm_jax.stochastic import (
     exact_increment,
     kernel_matrix,
     random_tokens,
-    sample_mlp,
 )
-from cfm_jax.stochastic._noise import mlp_noise
+from cfm_jax.stochastic._noise import _mlp_noise, _sample_mlp
 
 
 def test_mlp_covariance_is_kappa_for_every_width():
@@ -23,7 +22,7 @@ def test_mlp_covariance_is_kappa_for_every_width():
     k = NoiseKernel("tanh", 1.2, 0.8, 0.3)
     d, m, R = 4, 3, 20_000
     x = random_tokens(jax.random.key(1), 3, d)
-    xi = jax.vmap(lambda kk: mlp_noise(sample_mlp(kk, k, d, m), x, k.activation))(
+    xi = jax.vmap(lambda kk: _mlp_noise(_sample_mlp(kk, k, d, m), x, k.activation))(
         jax.random.split(jax.random.key(2), R)
     )
     prods = jnp.einsum("rid,rjd->rij", xi, xi) / d  # (R, 3, 3)
@@ -59,3 +58,23 @@ def test_exact_increment_covariance_including_nearly_equal_tokens(eps):
     expected = 2 * dt * float(k.deficit(jnp.asarray(r)))
     ratio = float(jnp.mean(diff**2)) / expected
     assert abs(ratio - 1) < 5 * math.sqrt(2 / (R * d)), ratio
+
+
+@pytest.mark.parametrize("noise", ["exact", "features"])
+def test_a_single_token_moves_with_variance_kappa_one(noise):
+    """One token (the factor's N = 1 branch): Var ΔW^a = Δt κ(1) per coordinate, for a kernel with
+    κ(1) = 8 (a unit κ(1) would hide a variance used in place of its root). Both samplers, R = 8000
+    draws, within 5 standard errors of the variance (SE = Δt κ(1) √(2/(R d)))."""
+    from cfm_jax.stochastic import feature_increment
+
+    k = NoiseKernel("relu", 2.0, 2.0, 0.0)
+    assert k.kappa1 == pytest.approx(8.0)
+    d, dt, R = 3, 0.01, 8000
+    x = random_tokens(jax.random.key(0), 1, d)
+    if noise == "exact":
+        draw = lambda kk: exact_increment(kk, x, k, dt)  # noqa: E731
+    else:
+        draw = lambda kk: feature_increment(kk, x, k, dt, 64)  # noqa: E731
+    dW = np.asarray(jax.vmap(draw)(jax.random.split(jax.random.key(1), R)))
+    var = float(np.mean(dW**2))
+    assert abs(var - dt * k.kappa1) < 5 * dt * k.kappa1 * math.sqrt(2 / (R * d)), var

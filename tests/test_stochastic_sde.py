@@ -52,6 +52,15 @@ def test_diffrax_and_scan_agree_on_a_shared_brownian_path():
         np.testing.assert_allclose(x_dfx, x_scan, atol=1e-12)
 
 
+def test_sphere_solver_composes_euler_instead_of_subclassing_it():
+    """The retracted solver wraps diffrax's Euler step: no concrete diffrax solver among its bases."""
+    from cfm_jax.stochastic._sde import _SphereEuler
+
+    concrete = [c for c in _SphereEuler.__mro__[1:] if c.__module__.startswith("diffrax")]
+    assert concrete and all(c.__name__.startswith("Abstract") for c in concrete), concrete
+    assert isinstance(_SphereEuler().euler, diffrax.Euler)
+
+
 def test_strong_convergence_of_coupled_scheme():
     """Coarse and fine schemes driven by the same Brownian matrix: strong error → 0 with a
     fitted order in [0.35, 1.3] (theory: ½ for non-commutative noise, up to 1)."""

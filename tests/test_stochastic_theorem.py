@@ -57,3 +57,26 @@ def test_attention_epsilon_checks_its_arguments():
     with pytest.raises(ValueError, match="no visited configuration"):
         run(min_energy=1e6)
     assert np.isfinite(run(beta=1e-3, horizon=1e-3, min_energy=0.0).epsilon)
+
+
+def test_attention_epsilon_reuses_its_program():
+    """The search over noiseless flows is one compiled program: a second call with another key and
+    another attention of the same kind compiles nothing (counted, not timed)."""
+    from _compiles import count_compilations
+
+    a = SphereAttention("SA", 1.0, V=-jnp.eye(3))
+    b = SphereAttention("SA", 1.0, V=-2 * jnp.eye(3))
+    keys = jax.random.split(jax.random.key(0), 2)
+    attention_epsilon(keys[0], a, 3, 3, starts=4, steps=3)
+    with count_compilations() as count:
+        est = attention_epsilon(keys[1], b, 3, 3, starts=4, steps=3)
+    assert count() == 0 and est.configurations > 0
+
+
+def test_attention_epsilon_refuses_non_finite_attention_by_name():
+    """NaN attention matrices give an error naming `attention`, not a ratio search that finds nothing."""
+    import equinox as eqx
+
+    bad = SphereAttention("SA", 1.0, Q=jnp.full((3, 3), jnp.nan))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`attention` parameters contain non-finite"):
+        attention_epsilon(jax.random.key(0), bad, 3, 3, starts=2, steps=2)

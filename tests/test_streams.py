@@ -24,3 +24,38 @@ def test_user_streams_match_the_teacher_stream(setup):
         np.testing.assert_array_equal(getattr(fs(2), f), getattr(samples[2], f))
     with pytest.raises(ValueError, match="4 samples"):
         ogd.run_ogd(student, ArrayStream(*arrays), ogd.ridge_sgd(ETA, CK_LAM), 5)
+
+
+def test_a_stream_must_implement_call():
+    """AbstractStream is abstract: it, or a subclass without ``__call__``, cannot be instantiated (a
+    missing method is a TypeError at construction, not a NotImplementedError deep in a training loop)."""
+    from cfm_jax._streams import AbstractStream
+
+    class NoCall(AbstractStream):
+        pass
+
+    for cls in (AbstractStream, NoCall):
+        with pytest.raises(TypeError, match="abstract"):
+            cls()  # pyright: ignore[reportAbstractUsage]  # abstract on purpose
+    assert FunctionStream(lambda k: (jnp.zeros((1, 2)), jnp.ones((3, 2)), jnp.zeros((1, 2)))).length is None
+
+
+def test_teacher_stream_samples_have_their_law():
+    """Sample k: x_0 ~ N(0, x_scale² I), y = the teacher's x_1 on the sample's own context plus label
+    noise of standard deviation `noise`, independent of x_0. Over 64 samples (512 numbers): the std
+    of x_0 and of y − x_1 within 5 standard errors of x_scale = 2 and noise = 0.1, and their
+    correlation within 5/√512 of 0 (a noise drawn with x_0's key correlates them exactly)."""
+    teacher = cfm_jax.Transformer.init(jax.random.key(1), 2, heads=1, layers=2, dtype=jnp.float64)
+    stream = cfm_jax.TeacherStudentStream(
+        teacher, cfm_jax.gaussian(2), jax.random.key(5), batch=4, context_size=8, noise=0.1, x_scale=2.0
+    )
+    s = jax.vmap(stream)(jnp.arange(64))
+    x1 = jax.vmap(lambda x0, z: cfm_jax.forward(teacher, x0, z).x1)(s.x0, s.context)
+    x0, r = np.asarray(s.x0).ravel(), np.asarray(s.y - x1).ravel()
+    n = x0.size
+    assert abs(x0.std() - 2.0) < 5 * 2.0 / np.sqrt(2 * n)
+    assert abs(r.std() - 0.1) < 5 * 0.1 / np.sqrt(2 * n)
+    assert abs(np.corrcoef(x0, r)[0, 1]) < 5 / np.sqrt(n)
+    quiet = cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(2), jax.random.key(5), batch=4, context_size=8)
+    q = quiet(3)
+    np.testing.assert_allclose(q.y, cfm_jax.forward(teacher, q.x0, q.context).x1, rtol=1e-12)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cfm_jax import EmpiricalMeasure, wasserstein1
-from cfm_jax._wasserstein import cost_scale, sorted_w1
+from cfm_jax._wasserstein import W1Method, cost_scale, sorted_w1
 
 N, D = 32, 2
 
@@ -188,3 +188,62 @@ def test_sinkhorn_stopping_rule_is_checked():
         with pytest.raises(ValueError, match=f"`{name}`"):
             wasserstein1(mu, nu, method="sinkhorn", **kw)  # pyright: ignore[reportArgumentType]  # bad on purpose
     assert float(wasserstein1(mu, nu, method="sinkhorn", max_iterations=1, threshold=1e-12)) >= 0
+
+
+def test_values_are_checked_under_jit():
+    """Non-finite points or weights of either measure and a bad ε are refused by name under jax.jit
+    too (the checks used to run only on concrete values: a NaN point gave a silent NaN distance)."""
+    import equinox as eqx
+
+    mu, nu = _cloud(50, 8, 1), _cloud(51, 8, 1, 0.3)
+    # under a plain jax.jit the message arrives wrapped in JAX's runtime error (a ValueError when the
+    # check sits inside a nested compiled function)
+    errors = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError, ValueError)
+    methods: tuple[W1Method, ...] = ("sorted", "sinkhorn")
+    for method in methods:
+
+        @jax.jit
+        def f(x, a, y, b, eps, method: W1Method = method):
+            return wasserstein1(
+                EmpiricalMeasure.unchecked(x, a), EmpiricalMeasure.unchecked(y, b), method=method, epsilon=eps
+            )
+
+        args = (mu.points, mu.weights, nu.points, nu.weights, jnp.asarray(0.05))
+        assert np.isfinite(float(f(*args)))
+        for i, value, match in (
+            (0, mu.points.at[2, 0].set(jnp.nan), "`mu` points contain non-finite"),
+            (3, nu.weights.at[1].set(-0.5), "`nu` weights must be non-negative"),
+            (1, mu.weights * 2, "`mu` weights must sum to 1"),
+        ):
+            with pytest.raises(errors, match=match):
+                jax.block_until_ready(f(*args[:i], value, *args[i + 1 :]))
+        if method == "sinkhorn":
+            for eps in (0.0, -1.0, float("nan")):
+                with pytest.raises(errors, match="`epsilon` must be finite and > 0"):
+                    jax.block_until_ready(f(*args[:4], jnp.asarray(eps)))
+    rel = jax.jit(lambda r: wasserstein1(mu, nu, method="sinkhorn", relative_epsilon=r))
+    with pytest.raises(errors, match="`relative_epsilon` must be finite and > 0"):
+        jax.block_until_ready(rel(jnp.asarray(-0.01)))
+
+
+def test_exact_with_one_uniform_and_one_weighted_cloud_of_equal_size():
+    """The assignment shortcut applies only when both clouds are uniform: a weighted cloud against a
+    uniform one of the same size goes through the LP, checked against the exact 1-D formula (either
+    order)."""
+    mu, nu = _cloud(60, 12, 1), _cloud(61, 12, 1, 0.4, weighted=False)
+    for a, b in ((mu, nu), (nu, mu)):
+        assert abs(wasserstein1(a, b, method="exact") - float(wasserstein1(a, b, method="sorted"))) < 1e-9
+
+
+def test_throw_false_leaves_the_checks_out_of_a_traced_program():
+    """throw=False (a sweep's own measures): no value check in the compiled program, so a NaN passes
+    through as NaN instead of raising; a concrete bad ε is still refused."""
+    mu, nu = _cloud(50, 8, 1), _cloud(51, 8, 1, 0.3)
+    f = jax.jit(lambda x: wasserstein1(EmpiricalMeasure.unchecked(x, mu.weights), nu, throw=False))
+    assert np.isnan(float(f(mu.points.at[0, 0].set(jnp.nan))))
+    assert "callback" not in str(jax.make_jaxpr(f)(mu.points))
+    assert "callback" in str(
+        jax.make_jaxpr(jax.jit(lambda x: wasserstein1(EmpiricalMeasure.unchecked(x, mu.weights), nu)))(mu.points)
+    )
+    with pytest.raises(ValueError, match="`relative_epsilon`"):
+        wasserstein1(_cloud(0), _cloud(1), relative_epsilon=-1.0, throw=False)

@@ -1,14 +1,28 @@
 """Stochastic transformer on the sphere with random-MLP common noise (second paper; docs/stochastic.md).
 
-* :mod:`.kernels` — κ(ρ), κ(1), κ'(1) (closed forms for ReLU/linear, Gauss–Hermite otherwise),
-  the closed-form Lyapunov exponent, the paper's parametrisation (``NoiseKernel.paper``), λ̄ and
-  the energy rate λ̄' of its theorem.
-* :mod:`.noise` — exact common-noise sampler (symmetric PSD square root) and random features.
-* :mod:`.model` — the discrete post-norm model, attention drift, :func:`simulate`.
-* :mod:`.sde` — the limit Stratonovich SDE (scan and diffrax integrators, coupled increments).
-* :mod:`.energies` — the paper's E_β, ∬‖x−y‖^{2p}, polar and nematic order, diameter.
-* :mod:`.lyapunov` — Benettin (tangent) and twin-trajectory estimators.
-* :mod:`.theorem` — the attention term ε of the theorem's Assumption 2 (a lower estimate).
+The public names, by theme (implementation in the private modules named in brackets):
+
+* kernels [``_kernels``] — :class:`NoiseKernel`: κ(ρ), κ'(ρ), κ(1), κ'(1) (closed forms for
+  ReLU/linear, Gauss–Hermite otherwise), the Lyapunov exponent (``NoiseKernel.lyapunov``), the
+  paper's parametrisation (``NoiseKernel.paper``), λ̄ (``dissipation``) and the energy rate λ̄' of its
+  theorem (``energy_rate``, ``energy_rate_function``); :func:`kappa_monte_carlo`, an independent check.
+* common noise [``_noise``] — the exact sampler of the Gaussian field at the token positions
+  (:func:`field_factor`, :func:`exact_increment`, :func:`kernel_matrix`) and random features
+  (:func:`feature_increment`).
+* models [``_model``, ``_sde``] — :class:`AbstractSphereModel`, the discrete post-norm
+  :class:`StochasticTransformer` and the limit :class:`SphereSDE`, with :class:`SphereAttention`;
+  :func:`simulate` and :func:`simulate_many` (compiled ``lax.scan`` s), and for the SDE
+  :func:`integrate_increments` (given Brownian increments) and :func:`solve_diffrax` (the same scheme
+  through ``diffrax.diffeqsolve`` on a :func:`brownian_path`).
+* observables [``_energies``] — the paper's E_β (:func:`energy_deficit`), ∬‖x−y‖^{2p}, polar and
+  nematic order, diameter, and their statistics over realisations.
+* Lyapunov exponents [``_lyapunov``] — :func:`estimate_lyapunov` (Benettin tangent vectors or twin
+  trajectories, one compiled program reused across calls).
+* the theorem's attention term [``_theorem``] — :func:`attention_epsilon`, a lower estimate of ε of
+  Assumption 2.
+
+The simulators are compiled (``eqx.filter_jit``) and check the tokens' values inside the compiled
+program (``eqx.error_if``), so bad tokens raise an error naming ``x0`` eagerly and under ``jax.jit``.
 """
 
 from ._energies import (
@@ -24,91 +38,69 @@ from ._energies import (
     realisation_stats,
     trajectory_observables,
 )
-from ._kernels import (
-    ACTIVATIONS,
-    PAPER_ACTIVATIONS,
-    KernelMethod,
-    NoiseKernel,
-    energy_rate,
-    energy_rate_function,
-    get_activation,
-    kappa_monte_carlo,
-    lyapunov_exponent,
-)
-from ._lyapunov import LyapunovEstimate, LyapunovMethod, benettin, estimate_lyapunov, twin
+from ._kernels import ACTIVATIONS, PAPER_ACTIVATIONS, Activation, KernelMethod, NoiseKernel, kappa_monte_carlo
+from ._lyapunov import LyapunovEstimate, LyapunovMethod, estimate_lyapunov
 from ._model import (
+    AbstractSphereModel,
     AttentionKind,
     SphereAttention,
     StochasticTransformer,
-    check_model_arguments,
-    check_tokens,
     normalise,
     random_tokens,
     simulate,
     simulate_many,
 )
-from ._noise import (
-    exact_increment,
-    feature_increment,
-    field_factor,
-    kernel_matrix,
-    mlp_noise,
-    psd_sqrt,
-    sample_mlp,
-)
+from ._noise import exact_increment, feature_increment, field_factor, kernel_matrix
 from ._sde import NoiseSampler, SphereSDE, brownian_increments, brownian_path, integrate_increments, solve_diffrax
 from ._theorem import EpsilonEstimate, attention_epsilon, attention_velocity, energy_growth_ratio
 
 __all__ = [
+    # kernels
     "ACTIVATIONS",
-    "AttentionKind",
-    "EpsilonEstimate",
+    "Activation",
     "KernelMethod",
-    "LyapunovEstimate",
-    "LyapunovMethod",
     "NoiseKernel",
-    "NoiseSampler",
     "PAPER_ACTIVATIONS",
-    "SphereAttention",
-    "SphereSDE",
-    "StochasticTransformer",
-    "attention_epsilon",
-    "attention_velocity",
-    "benettin",
-    "brownian_increments",
-    "brownian_path",
-    "check_model_arguments",
-    "check_tokens",
-    "diameter",
-    "distance_energy",
-    "energy_deficit",
-    "energy_growth_ratio",
-    "energy_rate",
-    "energy_rate_function",
-    "estimate_lyapunov",
+    "kappa_monte_carlo",
+    # common noise
     "exact_increment",
     "feature_increment",
     "field_factor",
-    "fit_exponential_rate",
-    "get_activation",
-    "integrate_increments",
-    "interaction_energy",
-    "kappa_monte_carlo",
     "kernel_matrix",
-    "lyapunov_exponent",
-    "mlp_noise",
-    "nematic_order",
+    # models and simulation
+    "AbstractSphereModel",
+    "AttentionKind",
+    "NoiseSampler",
+    "SphereAttention",
+    "SphereSDE",
+    "StochasticTransformer",
+    "brownian_increments",
+    "brownian_path",
+    "integrate_increments",
     "normalise",
-    "observables",
-    "order_parameter",
-    "pairwise_cosines",
-    "psd_sqrt",
     "random_tokens",
-    "realisation_stats",
-    "sample_mlp",
     "simulate",
     "simulate_many",
     "solve_diffrax",
+    # observables
+    "diameter",
+    "distance_energy",
+    "energy_deficit",
+    "fit_exponential_rate",
+    "interaction_energy",
+    "nematic_order",
+    "observables",
+    "order_parameter",
+    "pairwise_cosines",
+    "realisation_stats",
     "trajectory_observables",
-    "twin",
+    # Lyapunov exponents
+    "LyapunovEstimate",
+    "LyapunovMethod",
+    "estimate_lyapunov",
+    # the theorem's attention term
+    "EpsilonEstimate",
+    "attention_epsilon",
+    "attention_velocity",
+    "energy_growth_ratio",
 ]

@@ -22,7 +22,7 @@ the cancellation-free deficit D(r) = κ(1) − κ(1 − r),
     G(1 − r)/r = κ(1)(d − 3 + r + βr(2 − r)) − (D(r)/r)(d − 2 + u² − βu(1 − u²)),
     F(1 − r) = e^{−βr} · (G/r) · βr/(1 − e^{−βr}),
 
-which has full relative precision for every r ∈ [0, 2] (:func:`energy_rate_function`).
+which has full relative precision for every r ∈ [0, 2] (:meth:`NoiseKernel.energy_rate_function`).
 
 Closed forms: ReLU (arc-cosine kernel at correlation c = (s_b² ρ + s_c²)/v, with or without bias)
 and the linear activation. Any other activation uses a tensor Gauss–Hermite rule; because the
@@ -67,7 +67,7 @@ ACTIVATIONS: dict[str, Callable] = {
 _CLOSED_FORM = ("relu", "linear")
 
 
-def get_activation(name: Activation) -> Callable:
+def _get_activation(name: Activation) -> Callable:
     """The activation function called ``name`` (see :data:`ACTIVATIONS`)."""
     if name not in ACTIVATIONS:
         raise ValueError(f"`activation` must be one of {sorted(ACTIVATIONS)}, got {name!r}.")
@@ -125,7 +125,7 @@ class NoiseKernel(eqx.Module):
         order: int = 64,
         grid: int = 257,
     ):
-        get_activation(activation)
+        _get_activation(activation)
         for name, val in (("s_a", s_a), ("s_b", s_b), ("s_c", s_c), ("s_w", s_w)):
             if not (math.isfinite(float(val)) and float(val) >= 0):
                 raise ValueError(f"`{name}` must be finite and >= 0, got {val!r}.")
@@ -217,7 +217,7 @@ class NoiseKernel(eqx.Module):
         z, w = _gauss_hermite(self.order)
         z = jnp.asarray(z, jax.dtypes.canonicalize_dtype(jnp.float64))  # float64 where enabled
         u = math.sqrt(self.variance) * z
-        sig = get_activation(self.activation)
+        sig = _get_activation(self.activation)
         d1 = jax.vmap(jax.grad(sig))
         d2 = jax.vmap(jax.grad(jax.grad(sig)))
         e = lambda f: float(np.sum(w * np.asarray(f(u), np.float64) ** 2))  # noqa: E731
@@ -244,7 +244,7 @@ class NoiseKernel(eqx.Module):
 
     def lyapunov(self, d: int) -> float:
         """Top Lyapunov exponent of the noise flow on S^{d-1}: ½[(d−3)κ'(1) − (d−1)κ(1)]."""
-        return lyapunov_exponent(self, d)
+        return _lyapunov_exponent(self, d)
 
     @classmethod
     def paper(cls, activation: Activation, dim: int, sigma_u: float = 0.0, sigma_w: float = 0.0) -> NoiseKernel:
@@ -269,11 +269,11 @@ class NoiseKernel(eqx.Module):
 
     def energy_rate_function(self, u: Float[Array, ...], d: int, beta: float) -> Float[Array, ...]:
         """F(u) of the energy theorem (module docstring), robust near u = 1 where F → −λ̄."""
-        return energy_rate_function(self, u, d, beta)
+        return _energy_rate_function(self, u, d, beta)
 
     def energy_rate(self, d: int, beta: float) -> float:
         """λ̄' = −inf_{u ∈ [−1, 1]} F(u): E[E_β(μ_t)] ≤ exp((ε + λ̄') t) E[E_β(μ_0)]."""
-        return energy_rate(self, d, beta)
+        return _energy_rate(self, d, beta)
 
     def moment_rate(self, d: int, p: float) -> float:
         """Exponential rate of E‖x − y‖^{2p} for two nearby tokens under the noise flow.
@@ -289,11 +289,11 @@ class NoiseKernel(eqx.Module):
     # ------------------------------------------------------------------- quadrature paths
     def quadrature(self, rho: Float[Array, ...], order: int | None = None) -> Float[Array, ...]:
         """κ(ρ) by a tensor Gauss–Hermite rule (any activation; slow: order² points per ρ)."""
-        return self._bivariate(rho, get_activation(self.activation), self.s_a**2, order) + self.s_w**2
+        return self._bivariate(rho, _get_activation(self.activation), self.s_a**2, order) + self.s_w**2
 
     def quadrature_derivative(self, rho, order: int | None = None):
         """κ'(ρ) = s_a² s_b² E[σ'(u) σ'(u')] by the same rule (Price's theorem)."""
-        dsig = jnp.vectorize(jax.grad(get_activation(self.activation)))
+        dsig = jnp.vectorize(jax.grad(_get_activation(self.activation)))
         return self._bivariate(rho, dsig, self.s_a**2 * self.s_b**2, order)
 
     def _bivariate(self, rho, f, scale, order):
@@ -314,13 +314,13 @@ def _check_dim(d):
         raise ValueError(f"`d` must be an integer >= 2, got {d!r}.")
 
 
-def lyapunov_exponent(kernel: NoiseKernel, d: int) -> float:
-    """λ₁ = ½[(d − 3) κ'(1) − (d − 1) κ(1)] (docs/theory.md; checked by ``stochastic.lyapunov``)."""
+def _lyapunov_exponent(kernel: NoiseKernel, d: int) -> float:
+    """λ₁ = ½[(d − 3) κ'(1) − (d − 1) κ(1)] (docs/theory.md; checked by :func:`estimate_lyapunov`)."""
     _check_dim(d)
     return 0.5 * ((d - 3) * kernel.dkappa1 - (d - 1) * kernel.kappa1)
 
 
-def energy_rate_function(kernel: NoiseKernel, u: Float[Array, ...], d: int, beta: float) -> Float[Array, ...]:
+def _energy_rate_function(kernel: NoiseKernel, u: Float[Array, ...], d: int, beta: float) -> Float[Array, ...]:
     """F(u) = β e^{βu} G(u)/(e^β − e^{βu}) elementwise on [−1, 1], F(1) = −λ̄ (module docstring).
 
     Evaluated through r = 1 − u and ``kernel.deficit`` so that no difference of nearly equal
@@ -342,20 +342,20 @@ def energy_rate_function(kernel: NoiseKernel, u: Float[Array, ...], d: int, beta
     return jnp.exp(-x) * g_over_r * ratio
 
 
-def energy_rate(kernel: NoiseKernel, d: int, beta: float, *, grid: int = 4001) -> float:
+def _energy_rate(kernel: NoiseKernel, d: int, beta: float, *, grid: int = 4001) -> float:
     """λ̄' = −inf_{u ∈ [−1, 1]} F(u): a dense grid in r = 1 − u (uniform plus geometric near
     r = 0), then a bounded Brent refinement around the best node (relative accuracy ~1e-9)."""
     from scipy.optimize import minimize_scalar
 
     with jax.ensure_compile_time_eval():
         r = np.unique(np.concatenate([[0.0], np.linspace(0.0, 2.0, int(grid)), np.geomspace(1e-9, 1e-2, 200)]))
-        f = np.asarray(energy_rate_function(kernel, jnp.asarray(1.0 - r), d, beta), dtype=np.float64)
+        f = np.asarray(_energy_rate_function(kernel, jnp.asarray(1.0 - r), d, beta), dtype=np.float64)
         k = int(np.argmin(f))
         lo, hi = r[max(k - 1, 0)], r[min(k + 1, r.size - 1)]
         best = float(f[k])
         if hi > lo:
             res = minimize_scalar(
-                lambda t: float(energy_rate_function(kernel, jnp.asarray(1.0 - t), d, beta)),
+                lambda t: float(_energy_rate_function(kernel, jnp.asarray(1.0 - t), d, beta)),
                 bounds=(lo, hi),
                 method="bounded",
                 options={"xatol": 1e-12 * max(1.0, hi)},
@@ -370,7 +370,7 @@ def kappa_monte_carlo(key, kernel: NoiseKernel, rho, samples: int = 100_000):
     ``rho``: ``(K,)``. Returns two ``(K,)`` arrays.
     """
     rho = jnp.atleast_1d(jnp.asarray(rho, dtype=float))
-    sig = get_activation(kernel.activation)
+    sig = _get_activation(kernel.activation)
     k1, k2 = jax.random.split(key)
     z1 = jax.random.normal(k1, (samples, 1), rho.dtype)
     z2 = jax.random.normal(k2, (samples, 1), rho.dtype)

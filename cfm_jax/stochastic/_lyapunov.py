@@ -1,29 +1,33 @@
 """Numerical top Lyapunov exponent of the stochastic flow, to check λ₁ = ½[(d−3)κ'(1) − (d−1)κ(1)].
 
-Two estimators, each a ``lax.scan`` over steps vmapped over independent realisations:
+Two estimators (``method=`` of :func:`estimate_lyapunov`), each a ``lax.scan`` over steps vmapped over
+independent realisations:
 
-* :func:`benettin` (tangent method): push a tangent vector v through the Jacobian of every
+* ``"benettin"`` (tangent method): push a tangent vector v through the Jacobian of every
   layer with ``jax.jvp`` (same layer key → same MLP weights), renormalise it each step and
   average log‖v‖. Works for the discrete model (and the features SDE); with attention on the
   tangent lives on the whole N-token configuration.
-* :func:`twin` (twin trajectories): a copy of the system at distance δ is driven by the *same*
+* ``"twin"`` (twin trajectories): a copy of the system at distance δ is driven by the *same*
   noise (for the exact SDE the field is sampled jointly at both configurations), its
   separation is measured and reset to δ after every step.
 
 The estimate is the mean over realisations of (1/(T − t₀)) Σ log growth, with a Student-t CI.
-The step-size bias is O(Δt) (the scheme's weak order): keep κ(1)Δt small.
+The step-size bias is O(Δt) (the scheme's weak order): keep κ(1)Δt small. The vmapped estimator is
+one compiled program (``eqx.filter_jit``) reused by every call with the same model structure, token
+shape, number of realisations and options.
 """
 
 from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..stats import mean_ci
-from ._model import check_tokens, normalise
+from ._model import AbstractSphereModel, _check_tokens, normalise
 
 #: Estimator of the top exponent: tangent vectors via jvp, or twin trajectories.
 LyapunovMethod = Literal["benettin", "twin"]
@@ -50,7 +54,7 @@ def _burn_steps(model, burn_in):
     return n0, (model.num_steps - n0) * model.dt
 
 
-def benettin(model, x0, key, *, burn_in: float = 0.0):
+def _benettin(model, x0, key, *, burn_in: float = 0.0):
     """One realisation of the tangent-method estimate from tokens ``x0: (N, d)``."""
     n0, span = _burn_steps(model, burn_in)
     k0, kp = jax.random.split(key)
@@ -68,7 +72,7 @@ def benettin(model, x0, key, *, burn_in: float = 0.0):
     return acc / span
 
 
-def twin(model, x0, key, *, delta: float = 1e-6, burn_in: float = 0.0):
+def _twin(model, x0, key, *, delta: float = 1e-6, burn_in: float = 0.0):
     """One realisation of the twin-trajectory estimate (``model.step_systems`` shares the noise)."""
     n0, span = _burn_steps(model, burn_in)
     k0, kp = jax.random.split(key)
@@ -89,8 +93,17 @@ def twin(model, x0, key, *, delta: float = 1e-6, burn_in: float = 0.0):
     return acc / span
 
 
+@eqx.filter_jit
+def _samples(model, x0, keys, method: LyapunovMethod, delta: float, burn_in: float, throw: bool):
+    """One estimate per key ``(R,)``: the compiled, vmapped estimator behind :func:`estimate_lyapunov`."""
+    x0 = _check_tokens(x0, throw=throw)
+    if method == "benettin":
+        return jax.vmap(lambda k: _benettin(model, x0, k, burn_in=burn_in))(keys)
+    return jax.vmap(lambda k: _twin(model, x0, k, delta=delta, burn_in=burn_in))(keys)
+
+
 def estimate_lyapunov(
-    model,
+    model: AbstractSphereModel,
     key,
     x0,
     *,
@@ -99,6 +112,7 @@ def estimate_lyapunov(
     delta: float = 1e-6,
     burn_in: float = 0.0,
     level: float = 0.95,
+    throw: bool = True,
 ) -> LyapunovEstimate:
     """Top Lyapunov exponent of ``model`` (discrete or SDE) over ``realisations`` runs.
 
@@ -107,19 +121,25 @@ def estimate_lyapunov(
         x0: the start ``(N, d)`` shared by all realisations (N = 1: the noise flow alone).
         delta: twin separation (needs float64 for values below ~1e-3).
         burn_in: fraction of the steps discarded (transient to synchronisation with attention).
+        level: confidence level of the Student-t interval.
+        throw: check the values of ``x0`` inside the program (False: a sweep's own tokens).
+
+    The estimator is compiled once per model structure, token shape, ``realisations``, ``method``,
+    ``delta`` and ``burn_in``; later calls (other keys, tokens or model parameters) reuse it.
     """
+    if not isinstance(model, AbstractSphereModel):
+        raise ValueError(f"`model` must be a StochasticTransformer or a SphereSDE, got {type(model).__name__}.")
     if method not in ("benettin", "twin"):
         raise ValueError(f"`method` must be 'benettin' or 'twin', got {method!r}.")
-    if int(realisations) < 2:
-        raise ValueError(f"`realisations` must be >= 2, got {realisations!r}.")
+    if isinstance(realisations, bool) or int(realisations) != realisations or int(realisations) < 2:
+        raise ValueError(f"`realisations` must be an integer >= 2, got {realisations!r}.")
     if method == "twin" and not (np.isfinite(float(delta)) and float(delta) > 0):
         raise ValueError(f"`delta` must be finite and > 0, got {delta!r}.")
-    x0 = check_tokens(x0)
+    _burn_steps(model, burn_in)
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"`level` must be in (0, 1), got {level!r}.")
     keys = jax.random.split(key, int(realisations))
-    if method == "benettin":
-        one = lambda k: benettin(model, x0, k, burn_in=burn_in)  # noqa: E731
-    else:
-        one = lambda k: twin(model, x0, k, delta=delta, burn_in=burn_in)  # noqa: E731
-    samples = np.asarray(jax.jit(jax.vmap(one))(keys), dtype=np.float64)
+    samples = _samples(model, x0, keys, method, float(delta), float(burn_in), bool(throw))
+    samples = np.asarray(samples, dtype=np.float64)
     mean, half = mean_ci(samples, level)
     return LyapunovEstimate(mean, half, samples)

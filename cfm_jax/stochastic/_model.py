@@ -10,10 +10,19 @@ All models here expose ``step(x, key)``, ``num_steps``, ``dt`` and ``horizon`` s
 :func:`simulate` (a ``lax.scan``) and the Lyapunov estimators treat the discrete model and the
 limit SDE alike. The layer key is the only source of randomness: calling ``step`` twice with the
 same key uses the same MLP weights, which is how systems of different sizes share one noise.
+
+:func:`simulate` and :func:`simulate_many` are compiled (``eqx.filter_jit``): the model's arrays and
+the tokens are traced, its Python settings and ``save_every`` are static, and a repeated call with
+the same shapes reuses the program. Shapes raise ``ValueError`` when traced; the tokens' values
+(finite, on the unit sphere) and the model's parameters (finite) are checked inside the program
+(``eqx.error_if``), so the checks hold under a caller's ``jax.jit`` and ``vmap`` too. ``throw=False``
+leaves the value checks out (sweeps over tokens they draw themselves: a program with them is never
+stored by JAX's persistent compilation cache).
 """
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Literal
 
@@ -21,13 +30,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.core import Tracer
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._fields.attention import attention_means
 from .._validation import check_save_every
 from ._kernels import NoiseKernel
-from ._noise import mlp_noise, sample_mlp
+from ._noise import _mlp_noise, _sample_mlp
 
 _SPHERE_ATOL = 1e-5
 
@@ -93,7 +101,7 @@ class SphereAttention(eqx.Module):
         return weights @ (x @ V.T)
 
 
-def check_model_arguments(kernel, attention, steps_name: str, steps, horizon) -> None:
+def _check_model_arguments(kernel, attention, steps_name: str, steps, horizon) -> None:
     """ValueError naming the argument unless ``kernel``/``attention`` have the right types,
     ``steps`` >= 1 and ``horizon`` is finite and > 0 (shared by the discrete model and the SDE)."""
     if not isinstance(kernel, NoiseKernel):
@@ -106,7 +114,34 @@ def check_model_arguments(kernel, attention, steps_name: str, steps, horizon) ->
         raise ValueError(f"`horizon` must be finite and > 0, got {horizon!r}.")
 
 
-class StochasticTransformer(eqx.Module):
+class AbstractSphereModel(eqx.Module):
+    """A stochastic model of N tokens on the sphere stepped by :func:`simulate` and the Lyapunov
+    estimators: ``num_steps`` steps of size ``dt`` over ``[0, horizon]``, each drawing its randomness
+    from one key. Systems stepped together by ``step_systems`` share that randomness (the common
+    noise), which is how systems of different sizes, or twin copies, are coupled."""
+
+    horizon: eqx.AbstractVar[float]
+
+    @property
+    @abc.abstractmethod
+    def num_steps(self) -> int:
+        """The number of steps (layers of the discrete model)."""
+
+    @property
+    @abc.abstractmethod
+    def dt(self) -> float:
+        """The step size ``horizon / num_steps``."""
+
+    @abc.abstractmethod
+    def step_systems(self, xs: Float[Array, "S N d"], key: PRNGKeyArray) -> Float[Array, "S N d"]:
+        """One step for S systems driven by the same randomness (``key``)."""
+
+    def step(self, x: Float[Array, "N d"], key: PRNGKeyArray) -> Float[Array, "N d"]:
+        """One step of one system: ``step_systems`` with S = 1."""
+        return self.step_systems(x[None], key)[0]
+
+
+class StochasticTransformer(AbstractSphereModel):
     """Discrete post-norm transformer with random-MLP common noise (docs/stochastic.md).
 
     Args:
@@ -127,7 +162,7 @@ class StochasticTransformer(eqx.Module):
     def __init__(self, kernel=None, width=64, layers=100, horizon=1.0, attention=None):
         self.kernel = NoiseKernel() if kernel is None else kernel
         self.attention = SphereAttention() if attention is None else attention
-        check_model_arguments(self.kernel, self.attention, "layers", layers, horizon)
+        _check_model_arguments(self.kernel, self.attention, "layers", layers, horizon)
         if int(width) < 1:
             raise ValueError(f"`width` must be >= 1, got {width!r}.")
         self.width, self.layers, self.horizon = int(width), int(layers), float(horizon)
@@ -140,50 +175,43 @@ class StochasticTransformer(eqx.Module):
     def dt(self) -> float:
         return self.horizon / self.layers
 
-    def step(self, x: Float[Array, "N d"], key: PRNGKeyArray) -> Float[Array, "N d"]:
-        """One layer: attention sublayer then MLP sublayer, each followed by 𝒩."""
-        return self.step_systems(x[None], key)[0]
-
     def step_systems(self, xs: Float[Array, "S N d"], key: PRNGKeyArray) -> Float[Array, "S N d"]:
-        """One layer for S systems sharing the same MLP weights (the same common noise)."""
+        """One layer (attention sublayer then MLP sublayer, each followed by 𝒩) for S systems sharing
+        the same MLP weights (the same common noise)."""
         if self.attention.active:
             xs = normalise(xs + self.dt * jax.vmap(self.attention)(xs))
-        w = sample_mlp(key, self.kernel, xs.shape[-1], self.width, xs.dtype)
-        return normalise(xs + math.sqrt(self.dt) * mlp_noise(w, xs, self.kernel.activation))
+        w = _sample_mlp(key, self.kernel, xs.shape[-1], self.width, xs.dtype)
+        return normalise(xs + math.sqrt(self.dt) * _mlp_noise(w, xs, self.kernel.activation))
 
 
-def check_tokens(x0, d: int | None = None) -> Array:
-    """Validate tokens ``(N, d)`` on the unit sphere (ValueError naming ``x0`` otherwise)."""
+def _check_tokens(x0, d: int | None = None, *, throw: bool = True) -> Array:
+    """Tokens ``(N, d)`` on the unit sphere: shapes raise ``ValueError`` naming ``x0``; with ``throw``
+    the values (finite, unit rows) are checked inside compiled code (``eqx.error_if``)."""
     x0 = jnp.asarray(x0)
     if x0.ndim != 2 or x0.shape[0] < 1 or x0.shape[1] < 2:
         raise ValueError(f"`x0` must have shape (N, d) with N >= 1, d >= 2, got {x0.shape}.")
     if d is not None and x0.shape[1] != d:
         raise ValueError(f"`x0` must have d = {d} columns, got {x0.shape[1]}.")
-    if not isinstance(x0, Tracer):
-        a = np.asarray(x0, dtype=np.float64)
-        if not np.isfinite(a).all():
-            raise ValueError("`x0` contains non-finite values.")
-        if np.abs(np.linalg.norm(a, axis=-1) - 1).max() > _SPHERE_ATOL:
-            raise ValueError("`x0` rows must be unit vectors (tokens on the sphere); use `normalise`.")
-    return x0
+    if not jnp.issubdtype(x0.dtype, jnp.floating):
+        raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
+    if not throw:
+        return x0
+    x0 = eqx.error_if(x0, ~jnp.all(jnp.isfinite(x0)), "`x0` contains non-finite values (nan/inf).")
+    off = jnp.max(jnp.abs(jnp.linalg.norm(x0, axis=-1) - 1))
+    return eqx.error_if(
+        x0, off > _SPHERE_ATOL, "`x0` rows must be unit vectors (tokens on the sphere); use `normalise`."
+    )
 
 
-def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: int | None = None):
-    """Run ``model`` (discrete or SDE) from ``x0`` over its ``num_steps`` steps with one key.
-
-    Returns ``(ts, xs)``: with ``save_every=k`` (must divide ``num_steps``), the times
-    ``(S + 1,)`` and states ``(S + 1, N, d)`` every k steps (including t = 0); with None only
-    the final state ``(N, d)`` is returned as ``(T, x_T)``. jit/vmap-able (vmap over ``key``
-    for realisations; see :func:`simulate_many`).
-    """
-    x0 = check_tokens(x0)
+def _run(model, x0: Float[Array, "N d"], key: PRNGKeyArray, save_every: int | None):
+    """The scan behind :func:`simulate` (inputs already checked)."""
     n = model.num_steps
     keys = jax.random.split(key, n)
     body = lambda x, k: (model.step(x, k), None)  # noqa: E731
     if save_every is None:
         x1, _ = jax.lax.scan(body, x0, keys)
         return jnp.asarray(model.horizon, x0.dtype), x1
-    k = check_save_every(save_every, n, "the number of steps")
+    k = save_every
 
     def outer(x, kk):
         x, _ = jax.lax.scan(body, x, kk)
@@ -195,15 +223,58 @@ def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: i
     return ts, xs
 
 
-def simulate_many(model, x0, keys, *, save_every: int | None = None):
+def _checked_model(model, throw: bool):
+    if not isinstance(model, AbstractSphereModel):
+        raise ValueError(
+            f"`model` must be a StochasticTransformer, a SphereSDE or another AbstractSphereModel, got "
+            f"{type(model).__name__}."
+        )
+    return _finite_params(model) if throw else model
+
+
+def _finite_params(module, name: str = "model"):
+    """``module`` with its floating arrays checked finite inside compiled code, the error naming
+    ``name`` (no arrays: nothing to check)."""
+    leaves = jax.tree.leaves(eqx.filter(module, eqx.is_inexact_array))
+    if not leaves:
+        return module
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
+    return eqx.error_if(module, ~ok, f"`{name}` parameters contain non-finite values (nan/inf).")
+
+
+@eqx.filter_jit
+def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: int | None = None, throw: bool = True):
+    """Run ``model`` (discrete or SDE) from ``x0`` over its ``num_steps`` steps with one key.
+
+    Returns ``(ts, xs)``: with ``save_every=k`` (must divide ``num_steps``), the times
+    ``(S + 1,)`` and states ``(S + 1, N, d)`` every k steps (including t = 0); with None only
+    the final state ``(N, d)`` is returned as ``(T, x_T)``. Compiled; jit/vmap-able (vmap over
+    ``key`` for realisations; see :func:`simulate_many`). ``throw=False`` skips the in-program value
+    checks of ``x0`` and the model (module docstring).
+    """
+    model = _checked_model(model, throw)
+    x0 = _check_tokens(x0, throw=throw)
+    if save_every is not None:
+        save_every = check_save_every(save_every, model.num_steps, "the number of steps")
+    return _run(model, x0, key, save_every)
+
+
+@eqx.filter_jit
+def simulate_many(model, x0, keys, *, save_every: int | None = None, throw: bool = True):
     """:func:`simulate` vmapped over a batch of keys ``(R,)``: states gain a leading ``R`` axis.
 
-    ``x0`` may be ``(N, d)`` (shared) or ``(R, N, d)`` (one start per realisation).
+    ``x0`` may be ``(N, d)`` (shared) or ``(R, N, d)`` (one start per realisation). Compiled.
     """
     x0 = jnp.asarray(x0)
     if jnp.ndim(keys) < 1 or len(keys) < 1:
         raise ValueError(f"`keys` must be a non-empty batch of PRNG keys (R,), got shape {jnp.shape(keys)}.")
+    model = _checked_model(model, throw)
     in_x = 0 if x0.ndim == 3 else None
-    check_tokens(x0 if in_x is None else x0.reshape(-1, x0.shape[-1]))
-    ts, xs = jax.vmap(lambda x, k: simulate(model, x, k, save_every=save_every), in_axes=(in_x, 0))(x0, keys)
+    if in_x == 0 and x0.shape[0] != len(keys):
+        raise ValueError(f"`x0` has {x0.shape[0]} starts but `keys` has {len(keys)} keys.")
+    flat = _check_tokens(x0 if in_x is None else x0.reshape(-1, x0.shape[-1]), throw=throw)
+    x0 = flat.reshape(x0.shape)
+    if save_every is not None:
+        save_every = check_save_every(save_every, model.num_steps, "the number of steps")
+    ts, xs = jax.vmap(lambda x, k: _run(model, x, k, save_every), in_axes=(in_x, 0))(x0, keys)
     return ts[0], xs

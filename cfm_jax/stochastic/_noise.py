@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._kernels import Activation, NoiseKernel, get_activation
+from ._kernels import Activation, NoiseKernel, _get_activation
 
 
 def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
@@ -31,7 +31,7 @@ def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "
     return kernel(jnp.clip(rho, -1.0, 1.0))
 
 
-def psd_sqrt(C: Float[Array, "N N"]) -> Float[Array, "N N"]:
+def _psd_sqrt(C: Float[Array, "N N"]) -> Float[Array, "N N"]:
     """Symmetric square root of a (numerically) PSD matrix; negative eigenvalues clipped to 0."""
     lam, U = jnp.linalg.eigh(0.5 * (C + C.T))
     return (U * jnp.sqrt(jnp.maximum(lam, 0.0))) @ U.T
@@ -63,7 +63,7 @@ def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N
     S = G - jnp.outer(d, d) / k1
     sk = jnp.sqrt(k1)
     top = jnp.zeros((1, N), x.dtype).at[0, 0].set(sk)
-    bottom = jnp.concatenate([(sk - d / sk)[:, None], psd_sqrt(S)], axis=1)
+    bottom = jnp.concatenate([(sk - d / sk)[:, None], _psd_sqrt(S)], axis=1)
     return jnp.concatenate([top, bottom], axis=0)
 
 
@@ -73,7 +73,7 @@ def exact_increment(key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKern
     return field_factor(x, kernel) @ dB
 
 
-def sample_mlp(key: PRNGKeyArray, kernel: NoiseKernel, d: int, width: int, dtype=None):
+def _sample_mlp(key: PRNGKeyArray, kernel: NoiseKernel, d: int, width: int, dtype=None):
     """Fresh MLP weights ``(A (d, m), B (m, d), c (m,), b (d,))`` with the kernel's scales.
 
     ``b`` is the output bias (all zeros when ``kernel.s_w == 0``; the key split is the same
@@ -88,10 +88,10 @@ def sample_mlp(key: PRNGKeyArray, kernel: NoiseKernel, d: int, width: int, dtype
     return A, B, c, b
 
 
-def mlp_noise(weights, x: Float[Array, "... d"], activation: Activation) -> Float[Array, "... d"]:
+def _mlp_noise(weights, x: Float[Array, "... d"], activation: Activation) -> Float[Array, "... d"]:
     """ξ(x) = m^{-1/2} A σ(B x + c) + b for a batch of points (shared weights)."""
     A, B, c, b = weights
-    h = get_activation(activation)(x @ B.T + c)
+    h = _get_activation(activation)(x @ B.T + c)
     return (h @ A.T) / math.sqrt(A.shape[1]) + b
 
 
@@ -99,5 +99,5 @@ def feature_increment(
     key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt, width: int
 ) -> Float[Array, "N d"]:
     """Random-feature increment √Δt ξ(x) (covariance exact, Gaussian only as width → ∞)."""
-    w = sample_mlp(key, kernel, x.shape[-1], width, x.dtype)
-    return jnp.sqrt(dt) * mlp_noise(w, x, kernel.activation)
+    w = _sample_mlp(key, kernel, x.shape[-1], width, x.dtype)
+    return jnp.sqrt(dt) * _mlp_noise(w, x, kernel.activation)

@@ -12,15 +12,17 @@ by random features (``noise="features"``: the random MLP of width m, O(N m d)).
 Two integrators, same scheme: :func:`simulate` (a ``lax.scan``, used everywhere) and
 :func:`solve_diffrax` (``diffrax.diffeqsolve`` with a shared ``UnsafeBrownianPath`` or
 ``VirtualBrownianTree`` as control, a ``ControlTerm`` whose vector field is the lineax operator
-ΔB ↦ C(x)^{1/2} ΔB, and an Euler solver that retracts to the sphere after each step).
+ΔB ↦ C(x)^{1/2} ΔB, and diffrax's Euler step composed with the retraction to the sphere).
 :func:`integrate_increments` drives the scan with given Brownian increments: it reproduces the
 diffrax solve to round-off on the same path, and couples schemes of different step sizes.
+Both are compiled (``eqx.filter_jit``) and check the tokens' values inside the program, as
+:func:`simulate` does.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 import diffrax
 import equinox as eqx
@@ -29,16 +31,23 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._validation import check_save_every
+from .._validation import check_save_every, finite
 from ._kernels import NoiseKernel
-from ._model import SphereAttention, check_model_arguments, check_tokens, normalise
-from ._noise import field_factor, mlp_noise, sample_mlp
+from ._model import (
+    AbstractSphereModel,
+    SphereAttention,
+    _check_model_arguments,
+    _check_tokens,
+    _finite_params,
+    normalise,
+)
+from ._noise import _mlp_noise, _sample_mlp, field_factor
 
 #: Sampler of the common field at the token positions: exact (C^{1/2} ΔB) or random features.
 NoiseSampler = Literal["exact", "features"]
 
 
-class SphereSDE(eqx.Module):
+class SphereSDE(AbstractSphereModel):
     """Limit SDE with common Gaussian-field noise, discretised with ``steps`` steps on [0, T].
 
     Args:
@@ -61,7 +70,7 @@ class SphereSDE(eqx.Module):
     def __init__(self, kernel=None, steps=100, horizon=1.0, attention=None, noise="exact", width=1024):
         self.kernel = NoiseKernel() if kernel is None else kernel
         self.attention = SphereAttention() if attention is None else attention
-        check_model_arguments(self.kernel, self.attention, "steps", steps, horizon)
+        _check_model_arguments(self.kernel, self.attention, "steps", steps, horizon)
         if noise not in ("exact", "features"):
             raise ValueError(f"`noise` must be 'exact' or 'features', got {noise!r}.")
         if int(width) < 1:
@@ -79,15 +88,12 @@ class SphereSDE(eqx.Module):
     def drift(self, xs: Float[Array, "S N d"]) -> Float[Array, "S N d"]:
         return jax.vmap(self.attention)(xs)
 
-    def step(self, x: Float[Array, "N d"], key: PRNGKeyArray) -> Float[Array, "N d"]:
-        return self.step_systems(x[None], key)[0]
-
     def step_systems(self, xs: Float[Array, "S N d"], key: PRNGKeyArray) -> Float[Array, "S N d"]:
         """One step for S systems driven by the same field (sampled jointly at all S·N points)."""
         S, N, d = xs.shape
         if self.noise == "features":
-            w = sample_mlp(key, self.kernel, d, self.width, xs.dtype)
-            dW = math.sqrt(self.dt) * mlp_noise(w, xs, self.kernel.activation)
+            w = _sample_mlp(key, self.kernel, d, self.width, xs.dtype)
+            dW = math.sqrt(self.dt) * _mlp_noise(w, xs, self.kernel.activation)
         else:
             dB = math.sqrt(self.dt) * jax.random.normal(key, (S * N, d), xs.dtype)
             dW = (field_factor(xs.reshape(S * N, d), self.kernel) @ dB).reshape(S, N, d)
@@ -111,18 +117,27 @@ def brownian_increments(key: PRNGKeyArray, steps: int, shape, horizon: float, dt
     return math.sqrt(horizon / steps) * jax.random.normal(key, (steps,) + tuple(shape), dtype)
 
 
-def integrate_increments(sde: SphereSDE, x0, dB: Float[Array, "K N d"], *, save_every: int | None = None):
+@eqx.filter_jit
+def integrate_increments(
+    sde: SphereSDE, x0, dB: Float[Array, "K N d"], *, save_every: int | None = None, throw: bool = True
+):
     """Exact-noise scheme driven by given Brownian increments ``dB`` (one per step).
 
     ``K`` must be a multiple of ``sde.steps``: consecutive increments are summed, so a coarse
     scheme and a fine one driven by the same ``dB`` are strongly coupled. Returns the final
     state ``(N, d)`` or, with ``save_every``, the states ``(steps/save_every + 1, N, d)``.
+    Compiled; ``throw=False`` skips the in-program value checks of ``x0``, ``dB`` and ``sde``.
     """
-    x0 = check_tokens(x0)
-    K = dB.shape[0]
-    if dB.shape[1:] != x0.shape or K % sde.steps:
+    if not isinstance(sde, SphereSDE):
+        raise ValueError(f"`sde` must be a SphereSDE, got {type(sde).__name__}.")
+    x0 = _check_tokens(x0, throw=throw)
+    dB = jnp.asarray(dB)
+    K = dB.shape[0] if dB.ndim else 0
+    if dB.shape[1:] != x0.shape or K == 0 or K % sde.steps:
         raise ValueError(f"`dB` must have shape (k·{sde.steps}, {x0.shape[0]}, {x0.shape[1]}), got {dB.shape}.")
-    dB = dB.reshape(sde.steps, K // sde.steps, *x0.shape).sum(1)
+    if throw:
+        sde, dB = _finite_params(sde, "sde"), finite("dB", dB)
+    dB = dB.astype(x0.dtype).reshape(sde.steps, K // sde.steps, *x0.shape).sum(1)
     body = lambda x, b: (sde.step_increment_systems(x[None], b[None])[0], None)  # noqa: E731
     if save_every is None:
         return jax.lax.scan(body, x0, dB)[0]
@@ -136,13 +151,33 @@ def integrate_increments(sde: SphereSDE, x0, dB: Float[Array, "K N d"], *, save_
     return jnp.concatenate([x0[None], xs], axis=0)
 
 
-class _SphereEuler(diffrax.Euler):
-    """Euler step followed by the radial retraction 𝒩 (diffrax has no manifold support)."""
+class _SphereEuler(diffrax.AbstractItoSolver):
+    """diffrax's Euler step followed by the radial retraction 𝒩 (diffrax has no manifold support).
+
+    Composition, not a subclass of the concrete ``diffrax.Euler``: an Itô Euler step of the ambient
+    terms then the retraction, which supplies the radial Itô correction (module docstring).
+    """
+
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar = diffrax.LocalLinearInterpolation
+    euler: diffrax.Euler = diffrax.Euler()
+
+    def order(self, terms):
+        return self.euler.order(terms)
+
+    def strong_order(self, terms):
+        return self.euler.strong_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.euler.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        y1, err, _, state, result = super().step(terms, t0, t1, y0, args, solver_state, made_jump)
+        y1, err, _, state, result = self.euler.step(terms, t0, t1, y0, args, solver_state, made_jump)
         y1 = normalise(y1)
         return y1, err, dict(y0=y0, y1=y1), state, result
+
+    def func(self, terms, t0, y0, args):
+        return self.euler.func(terms, t0, y0, args)
 
 
 def brownian_path(
@@ -169,15 +204,20 @@ def brownian_path(
     )
 
 
+@eqx.filter_jit
 def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
     """The same scheme as :func:`simulate` through ``diffrax.diffeqsolve`` (exact noise only).
 
     ``path``: a diffrax Brownian path of shape ``(N, d)`` (see :func:`brownian_path`).
-    Returns the final state ``(N, d)`` or the states every ``save_every`` steps.
+    Returns the final state ``(N, d)`` or the states every ``save_every`` steps. Compiled; the
+    values of ``x0`` and ``sde`` are checked inside the program.
     """
+    if not isinstance(sde, SphereSDE):
+        raise ValueError(f"`sde` must be a SphereSDE, got {type(sde).__name__}.")
     if sde.noise != "exact":
         raise ValueError("`solve_diffrax` needs `noise='exact'` (the field is a Brownian control).")
-    x0 = check_tokens(x0)
+    x0 = _check_tokens(x0)
+    sde = _finite_params(sde, "sde")
     struct = jax.ShapeDtypeStruct(x0.shape, x0.dtype)
 
     def diffusion(t, y, args):
