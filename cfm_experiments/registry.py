@@ -57,6 +57,7 @@ COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
         Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),
+        Command("sync", "cfm_experiments.sync", "stochastic transformer: synchronisation, Lyapunov exponents, rates"),
     )
 }
 
