@@ -3,12 +3,23 @@ their verdicts, program reuse, and figures from stored rows."""
 
 import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from cfm_experiments.compiles import recording
 from cfm_experiments.protocol import resolve
+from cfm_experiments.sync.common import random_starts
 from cfm_experiments.sync.convergence import Chaos, Strong, WeakL, WeakM, weak_fit
+from cfm_jax.stochastic import (
+    NoiseKernel,
+    SphereAttention,
+    SphereSDE,
+    StochasticTransformer,
+    simulate,
+    simulate_many,
+)
 
 STRONG, CHAOS, WEAK_L, WEAK_M = Strong(), Chaos(), WeakL(), WeakM()
 
@@ -31,30 +42,44 @@ def test_strong_coupling_is_exact_at_the_fine_step_and_a_second_seed_compiles_no
 
 
 def test_chaos_coupling_is_exact_at_n_ref_and_a_second_seed_compiles_nothing():
+    """With N = N_ref the system is the reference (error 0); with N < N_ref the error is the sup over the
+    saved times of the RMS distance to the reference's first N tokens, recomputed here run by run with
+    the library's simulate (the same starts and keys)."""
     config = dict(Ns=[2, 8], N_ref=8, d=3, width=8, steps=10, T=1.0, R=2, seed=0)
     row = CHAOS.run(config)
     assert row["errors"][-1] < 1e-13 < row["errors"][0]
+    sde = SphereSDE(NoiseKernel("relu", 0.5, 1.0, 0.0), 10, 1.0, SphereAttention("SA", 1.0), noise="features", width=8)
+    starts = random_starts(jax.random.key(1), 2, 8, 3)
+    sups = []
+    for x, k in zip(starts, jax.random.split(jax.random.key(0), 2)):
+        ref = np.asarray(simulate(sde, x, k, save_every=1)[1])
+        small = np.asarray(simulate(sde, x[:2], k, save_every=1)[1])
+        sups.append(np.sqrt(((small - ref[:, :2]) ** 2).sum(-1).mean(-1)).max())
+    assert row["errors"][0] == pytest.approx(np.mean(sups), rel=1e-12)
     again, _ = _programs(CHAOS.run, {**config, "seed": 1})
     assert again == 0, f"a second seed compiled {again} program(s)"
 
 
 def test_weak_fit_on_samples_with_a_known_offset():
-    """Samples whose means sit c/x above the reference's: the resolved slope is −1 within its bootstrap
-    interval, equals the least-squares slope of the resolved errors (the statistic on the data), and the
-    size whose offset is below two standard errors is left out of the fit."""
+    """Samples whose means sit exactly c/x above the reference's mean: the resolved slope is −1 within its
+    bootstrap interval and equals the least-squares slope of the resolved errors (the statistic on the
+    data); a size whose offset is 1.5 standard errors is not resolved (the rule is two), nor one at 0."""
     rng = np.random.default_rng(0)
-    R, xs = 4000, np.array([1.0, 2.0, 4.0, 400.0])
+    R, xs = 4000, np.array([1.0, 2.0, 4.0, 8.0, 16.0])
     ref = rng.normal(size=R)
-    samples = [rng.normal(size=R) + 0.5 / x for x in xs]
+    centred = [z - z.mean() + ref.mean() for z in rng.normal(size=(5, R))]
+    se = [np.hypot(z.std(), ref.std()) / np.sqrt(R) for z in centred]
+    offsets = [0.5 / xs[0], 0.5 / xs[1], 0.5 / xs[2], 1.5 * se[3], 0.0]
+    samples = [z + c for z, c in zip(centred, offsets)]
     fit = weak_fit(xs, ref, samples)
     assert list(fit["resolved_sizes"]) == [1.0, 2.0, 4.0]
-    errs = np.abs([s.mean() - ref.mean() for s in samples])
-    np.testing.assert_allclose(fit["errors"], errs, rtol=1e-14)
-    assert fit["slope_resolved"] == pytest.approx(np.polyfit(np.log(xs[:3]), np.log(errs[:3]), 1)[0], rel=1e-12)
+    np.testing.assert_allclose(fit["errors"], offsets, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(fit["standard_errors"], se, rtol=1e-14)
+    errs = np.asarray(fit["errors"])[:3]
+    assert fit["slope_resolved"] == pytest.approx(np.polyfit(np.log(xs[:3]), np.log(errs), 1)[0], rel=1e-12)
+    assert fit["slope_resolved"] == pytest.approx(-1.0, abs=1e-8)  # the errors are exactly 0.5/x
     lo, hi = fit["slope_resolved_ci"]
     assert lo < -1.0 < hi and hi - lo < 0.5, (lo, hi)
-    ses = [np.hypot(s.std() / np.sqrt(R), ref.std() / np.sqrt(R)) for s in samples]
-    np.testing.assert_allclose(fit["standard_errors"], ses, rtol=1e-14)
     unresolved = weak_fit(xs[:2], ref, [ref + 1e-6, ref - 1e-6])  # the same runs: nothing resolved
     assert list(unresolved["resolved_sizes"]) == [] and np.isnan(unresolved["slope_resolved"])
 
@@ -66,6 +91,13 @@ def test_weak_rows_run_only_outside_quick_and_reuse_their_programs():
     config = dict(ms=[1, 2], L=2, R=50, seed=0)
     row = WEAK_M.run(config)
     assert len(row["errors"]) == 2 and all(se > 0 for se in row["standard_errors"])
+    # the reference runs on the seed, width m on seed + 7m (the committed results' keys)
+    k, x0 = NoiseKernel("relu", 1.5, 1.0, 0.0), jnp.eye(3)[:2]
+    rho = lambda model, seed: np.asarray(  # noqa: E731
+        jnp.sum(jnp.prod(simulate_many(model, x0, jax.random.split(jax.random.key(seed), 50))[1], axis=1), -1)
+    )
+    ref, m2 = rho(SphereSDE(k, steps=2, horizon=1.0), 0), rho(StochasticTransformer(k, width=2, layers=2), 14)
+    assert row["errors"][1] == pytest.approx(abs(m2.mean() - ref.mean()), rel=1e-10)
     again, _ = _programs(WEAK_M.run, {**config, "seed": 1})
     assert again == 0, f"a second seed compiled {again} program(s)"
     summary = WEAK_M.summarize([], resolve([WEAK_M], quick=True))

@@ -114,3 +114,7 @@ def test_part_runs_both_kinds_of_row():
     row = PART.run(_cell(L=10))
     assert {"rate", "rate_ci", "energy", "cos_quantiles", "assumption1"} <= set(row)
     assert np.all(np.diff(np.asarray(row["cos_quantiles"], float), axis=1) >= 0)  # quantiles in order at every layer
+    # another width: the same starts (the paired width comparison needs them), other noise
+    other = PART.run(_cell(L=10, width=8))
+    np.testing.assert_array_equal(np.asarray(other["energy"])[:, 0], np.asarray(row["energy"])[:, 0])
+    assert np.abs(np.asarray(other["energy"])[:, -1] - np.asarray(row["energy"])[:, -1]).min() > 1e-6

@@ -48,6 +48,9 @@ def test_attention_alone_lowers_the_energy_and_a_second_seed_reuses_the_program(
         assert np.all(np.diff(row["deficit"][stat]) < 0), stat
         assert row["deficit"]["rates"][stat] < 0
     assert len(row["t"]) == 21 and row["t"][-1] == pytest.approx(0.4)  # every steps // 40 = 1 step
+    t, mean = np.asarray(row["t"]), np.asarray(row["deficit"]["mean"])
+    late = t >= 0.1 - 1e-12  # the rates are fitted over t >= T/4
+    assert row["deficit"]["rates"]["mean"] == pytest.approx(np.polyfit(t[late], np.log(mean[late]), 1)[0], rel=1e-10)
     assert np.all(np.asarray(row["frac_synchronised"]) == 0)
     again, other = _programs(PART.run, _config(seed=1))
     assert again == 0, f"a second seed compiled {again} program(s)"
