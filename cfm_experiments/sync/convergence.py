@@ -343,7 +343,8 @@ def rate_figure(part: _Rate, row: dict):
         else "fewer than two resolved sizes"
     )
     ax.set_title(f"{part.title.split(' (')[0]}\n{fitted}", fontsize=8)
-    ax.set_xlabel(xlabel)
+    words, symbol = xlabel.rsplit(" ", 1)
+    ax.set_xlabel(f"{words} ${symbol}$")
     ax.set_ylabel(ylabel, fontsize=8)
     ax.legend(fontsize=7)
     return fig

@@ -150,8 +150,8 @@ def energy_figure(rows: list[dict]):
         ax.legend(handles=handles, fontsize=7)
         c = cells[0]["config"]
         ax.set_title(
-            f"ReLU noise, $s_b$ = 1, bias $s_c$ = {b:g}; softmax attention $\\beta$ = {c['beta']:g}; "
-            f"N = {c['N']}, d = {c['d']}, {c['R']} runs",
+            f"ReLU noise, $s_b$ = 1, bias $s_c$ = {b:g}; softmax attention $\\beta$ = {c['beta']:g}\n"
+            f"$N$ = {c['N']} tokens, $d$ = {c['d']}, {c['R']} runs",
             fontsize=9,
         )
         ax.set_xlabel("time $t$")
