@@ -55,7 +55,10 @@ class Command:
 #: every command, in the order ``--help`` lists them.
 COMMANDS: dict[str, Command] = {
     c.name: c
-    for c in (Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),)
+    for c in (
+        Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),
+        Command("sync", "cfm_experiments.sync", "stochastic transformer: synchronisation, Lyapunov exponents, rates"),
+    )
 }
 
 

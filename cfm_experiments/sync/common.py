@@ -1,0 +1,95 @@
+"""What the parts of ``cfm-jax sync`` share: the ``--realisations`` option, the verdict rules of
+their claim lines, and the small compiled programs every part uses.
+
+**Verdict rules.** Two kinds of claims are measured.
+
+* A convergence order, an upper bound ``error = O(x^{-p})`` (strong and weak orders of the
+  scheme, the width term, propagation of chaos): from the 95 % bootstrap interval
+  ``[lo, hi]`` of the fitted log-log slope, the claim *holds* when ``lo <= -p`` (the data allow a
+  decay at least as fast as claimed; a faster decay is consistent with a bound), is *refuted at
+  these sizes* when the whole interval lies above ``-p`` (slower than the bound allows), and is
+  *inconclusive at these sizes* when there is no interval (fewer than two resolved sizes).
+* An equality checked in n cells, each by an estimate with a 95 % interval (a closed form
+  against Monte Carlo estimates): if the claim is true each interval misses with probability
+  about 5 %, so the number of misses k is Binomial(n, 0.05). The claim *holds* when
+  P(Binomial(n, 0.05) >= k) >= 0.01 and is *refuted at these sizes* otherwise; one miss in
+  twelve intervals is what a true claim produces, six are not.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from scipy import stats
+
+from cfm_jax.stochastic import random_tokens
+
+from ..protocol import Option, Verdict
+
+#: ``--realisations``: one declaration shared by every part that draws noise realisations.
+REALISATIONS = Option(
+    "realisations",
+    None,
+    "noise realisations per configuration of the sync, lyapunov, weak_L, weak_m and paper parts "
+    "(unset: each part's own count)",
+    low=2,
+    why="a confidence interval needs two",
+    optional=True,
+)
+
+#: the significance at which a set of intervals missing a claimed value refutes it.
+ALPHA = 0.01
+
+
+def order_verdict(ci_low: float, ci_high: float, order: float) -> Verdict:
+    """The verdict on ``error = O(x^{-order})`` from the 95 % interval of the fitted slope."""
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return "inconclusive at these sizes"
+    return "holds" if ci_low <= -order else "refuted at these sizes"
+
+
+def miss_probability(misses: int, n: int, level: float = 0.95) -> float:
+    """P(Binomial(n, 1 − level) >= misses): how often a true claim misses that many intervals."""
+    if not 0 <= misses <= n:
+        raise ValueError(f"`misses` must be in [0, n = {n}], got {misses}.")
+    return float(stats.binom.sf(misses - 1, n, 1.0 - level))
+
+
+def coverage_verdict(misses: int, n: int, level: float = 0.95) -> Verdict:
+    """The verdict on a value claimed in ``n`` cells whose ``level`` intervals miss it ``misses`` times."""
+    return "holds" if miss_probability(misses, n, level) >= ALPHA else "refuted at these sizes"
+
+
+def interval_text(value: float, lo: float, hi: float, digits: int = 2) -> str:
+    """``-0.60 [-0.66, -0.54]``, or the value alone when there is no interval."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{value:.{digits}f} (no interval)"
+    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def random_starts(key, runs: int, n: int, d: int):
+    """``(runs, n, d)``: one start of ``n`` i.i.d. uniform tokens on S^{d−1} per run (key split ``runs`` ways)."""
+    return jax.vmap(lambda k: random_tokens(k, n, d))(jax.random.split(key, runs))
+
+
+@jax.jit
+def sup_rms(xs, ref):
+    """``(R,)``: the sup over the saved times of the RMS token distance between ``xs`` and ``ref``,
+    both ``(R, S, N, d)`` (runs, saved times, tokens, dimension)."""
+    return jnp.max(jnp.sqrt(jnp.mean(jnp.sum((xs - ref) ** 2, -1), -1)), axis=1)
+
+
+__all__ = [
+    "ALPHA",
+    "REALISATIONS",
+    "coverage_verdict",
+    "interval_text",
+    "miss_probability",
+    "order_verdict",
+    "random_starts",
+    "sup_rms",
+]

@@ -1,0 +1,79 @@
+"""The verdict rules of `cfm-jax sync`'s claim lines on numbers with a known answer, and its shared programs."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cfm_experiments.sync import common
+from cfm_jax.stochastic import random_tokens
+
+
+@pytest.mark.parametrize(
+    "lo,hi,order,verdict",
+    [
+        (-0.66, -0.54, 0.5, "holds"),  # faster than the bound: consistent with O(L^{-1/2})
+        (-0.56, -0.30, 0.5, "holds"),  # contains -1/2
+        (-0.50, -0.30, 0.5, "holds"),  # touches it
+        (-0.45, -0.30, 0.5, "refuted at these sizes"),  # wholly slower than the bound allows
+        (-1.20, -0.90, 1.0, "holds"),
+        (-0.95, -0.70, 1.0, "refuted at these sizes"),
+        (math.nan, math.nan, 1.0, "inconclusive at these sizes"),  # no interval: fewer than two sizes
+        (-1.2, math.nan, 1.0, "inconclusive at these sizes"),
+    ],
+)
+def test_order_verdict(lo, hi, order, verdict):
+    assert common.order_verdict(lo, hi, order) == verdict
+
+
+def test_miss_probability_is_the_binomial_tail():
+    """P(Bin(n, 0.05) >= k), written out: 1 at k = 0, 1 − 0.95^n at k = 1, and the sum of the terms."""
+    tail = lambda k, n: sum(math.comb(n, j) * 0.05**j * 0.95 ** (n - j) for j in range(k, n + 1))  # noqa: E731
+    assert common.miss_probability(0, 12) == pytest.approx(1.0)
+    assert common.miss_probability(1, 12) == pytest.approx(1 - 0.95**12)
+    for k in range(13):
+        assert common.miss_probability(k, 12) == pytest.approx(tail(k, 12), rel=1e-12, abs=1e-300)
+    assert common.miss_probability(2, 28, level=0.9) == pytest.approx(
+        sum(math.comb(28, j) * 0.1**j * 0.9 ** (28 - j) for j in range(2, 29))
+    )
+    with pytest.raises(ValueError, match="`misses` must be in"):
+        common.miss_probability(13, 12)
+
+
+def test_coverage_verdict_allows_the_misses_a_true_claim_makes():
+    """Twelve 95% intervals: up to three misses are what a true claim produces with probability >= 1%
+    (P(>= 3) = 0.020), four are not (0.0022); 28 intervals allow five (0.012) but not six (0.0029)."""
+    assert [common.coverage_verdict(k, 12) for k in range(6)] == ["holds"] * 4 + ["refuted at these sizes"] * 2
+    assert common.coverage_verdict(5, 28) == "holds" and common.coverage_verdict(6, 28) == "refuted at these sizes"
+    assert common.coverage_verdict(1, 1) == "holds"  # one miss in one interval: 5%, not evidence
+
+
+def test_interval_text():
+    assert common.interval_text(-0.6031, -0.6621, -0.5372) == "-0.60 [-0.66, -0.54]"
+    assert common.interval_text(-1.5, math.nan, math.nan, 3) == "-1.500 (no interval)"
+
+
+def test_random_starts_are_the_library_tokens_one_key_per_run():
+    key = jax.random.key(3)
+    x = common.random_starts(key, 4, 5, 3)
+    assert x.shape == (4, 5, 3) and np.allclose(np.linalg.norm(np.asarray(x), axis=-1), 1.0, atol=1e-14)
+    for r, k in enumerate(jax.random.split(key, 4)):
+        # compiled vs op by op: equal to round-off (the division may be fused differently)
+        np.testing.assert_allclose(np.asarray(x[r]), np.asarray(random_tokens(k, 5, 3)), rtol=0, atol=1e-15)
+
+
+def test_sup_rms_against_a_loop():
+    rng = np.random.default_rng(0)
+    xs, ref = rng.normal(size=(2, 3, 4, 5, 2))
+    want = [max(math.sqrt(np.mean(np.sum((xs[r, s] - ref[r, s]) ** 2, -1))) for s in range(4)) for r in range(3)]
+    np.testing.assert_allclose(np.asarray(common.sup_rms(jnp.asarray(xs), jnp.asarray(ref))), want, rtol=1e-13)
+
+
+def test_realisations_option_states_its_bound():
+    assert common.REALISATIONS.check(None) is None and common.REALISATIONS.check(2) == 2
+    with pytest.raises(
+        ValueError, match=r"^--realisations must be an integer >= 2 \(a confidence interval needs two\)"
+    ):
+        common.REALISATIONS.check(1)
