@@ -37,7 +37,6 @@ LEGACY: dict[str, tuple[str, str]] = {
     "rates": ("cfm_experiments.rates", "finite vs infinite context: fitted rates in n and d"),
     "ogd": ("cfm_experiments.ogd_ablation", "ridge-regularised OGD ablation over lambda and n"),
     "sync": ("cfm_experiments.sync", "stochastic transformer: synchronisation and Lyapunov table"),
-    "constants": ("cfm_experiments.constants", "the first paper's constants and tails vs the exact limit"),
 }
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."

@@ -57,6 +57,11 @@ COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
         Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),
+        Command(
+            "claims",
+            "cfm_experiments.claims",
+            "the first paper's claims (constants, rates, tails) against exact limits",
+        ),
     )
 }
 
