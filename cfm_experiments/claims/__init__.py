@@ -14,7 +14,10 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`):
   linear MLP's width (a code check), and the n^{-1/2} rate;
 - ``scales``: C vs the context scale and ‖Q‖‖K‖ through β (the homogeneity code check; the growth
   in β against the bound's e^{2β});
-- ``tails``: the tail quantiles' n^{-1/2} decay over 512 contexts.
+- ``tails``: the tail quantiles' n^{-1/2} decay over 512 contexts;
+- ``suprema``: the paper's constant as a supremum over fixed-norm parameters (projected gradient
+  ascent through the n-point system and the exact limit; structured constructions) vs d and H;
+- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H.
 
 Docs: ``docs/claims.md``.
 """
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 from .prefactors import Prefactors
 from .scales import Scales
+from .suprema import Suprema
 from .tails import Tails
+from .uniform import Uniform
 
 #: the parts of ``cfm-jax claims``, in order.
-PARTS = (Prefactors(), Scales(), Tails())
+PARTS = (Prefactors(), Scales(), Tails(), Suprema(), Uniform())
 
-__all__ = ["PARTS", "Prefactors", "Scales", "Tails"]
+__all__ = ["PARTS", "Prefactors", "Scales", "Suprema", "Tails", "Uniform"]
