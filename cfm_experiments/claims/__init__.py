@@ -17,7 +17,10 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`):
 - ``tails``: the tail quantiles' n^{-1/2} decay over 512 contexts;
 - ``suprema``: the paper's constant as a supremum over fixed-norm parameters (projected gradient
   ascent through the n-point system and the exact limit; structured constructions) vs d and H;
-- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H.
+- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H;
+- ``rho``: the Gaussian rate's local slope at n ≥ 10⁴ against ρ = 2‖QᵀK‖σ²/d;
+- ``tail_exponent``: the tail exponent with 10⁵ contexts down to δ = 10⁻⁴, against the
+  linearised limiting Gaussian process.
 
 Docs: ``docs/claims.md``.
 """
@@ -25,12 +28,14 @@ Docs: ``docs/claims.md``.
 from __future__ import annotations
 
 from .prefactors import Prefactors
+from .rho import Rho
 from .scales import Scales
 from .suprema import Suprema
+from .tail_exponent import TailExponent
 from .tails import Tails
 from .uniform import Uniform
 
 #: the parts of ``cfm-jax claims``, in order.
-PARTS = (Prefactors(), Scales(), Tails(), Suprema(), Uniform())
+PARTS = (Prefactors(), Scales(), Tails(), Suprema(), Uniform(), Rho(), TailExponent())
 
-__all__ = ["PARTS", "Prefactors", "Scales", "Suprema", "Tails", "Uniform"]
+__all__ = ["PARTS", "Prefactors", "Rho", "Scales", "Suprema", "TailExponent", "Tails", "Uniform"]
