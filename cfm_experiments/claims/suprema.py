@@ -347,7 +347,12 @@ def suprema_figure(rows):
             lw=1.0,
             label=r"$\sqrt{H}$ growth from $H = 1$",
         )
-    a1.set_xscale("log", base=2)
+    if at is not None:
+        log_ticks(
+            a1,
+            sorted({r["config"]["heads"] for r in heads_scan(rows, at, "concat") + heads_scan(rows, at, "sum")}),
+            "x",
+        )
     a1.set_xlabel("heads $H$")
     a1.set_ylabel(r"$\sqrt{n}\,\sup_s\|x_s-\hat x_s\|$ (held-out mean)")
     a1.set_title("supremum vs the number of heads")
@@ -363,7 +368,7 @@ def suprema_figure(rows):
             lw=1.0,
             label=f"d = {r['config']['dim']}, {r['config']['law'][:3]}.",
         )
-    a2.set_xscale("log")
+    log_ticks(a2, rows[0]["config"]["eval_ns"], "x")
     a2.set_xlabel("context size $n$")
     a2.set_ylabel(r"$\sqrt{n}\,\cdot$ deviation of the worst case (flat: rate $n^{-1/2}$)")
     a2.set_title("the worst case found, vs n")

@@ -24,11 +24,12 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from matplotlib.ticker import NullLocator
 
 from cfm_jax import EmpiricalMeasure
 from cfm_jax.stats import Interval
 
-from ..plotting import COLORS, figure, save
+from ..plotting import COLORS, figure, log_values, save
 from ..protocol import Claim, Option, Part, Settings, Summary
 from . import verdicts as V
 from .common import LAYERS
@@ -227,10 +228,10 @@ def tail_figure(rows):
             ax.plot(x, q0 * (x / x[0]) ** 0.5, "--", color="0.3", lw=1.0, label="exponent ½ (sub-Gaussian)")
             ax.plot(x, q0 * (x / x[0]), "-.", color="0.5", lw=1.0, label="exponent 1 (sub-exponential)")
         ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks(x, [f"{d:g}" for d in TAIL_DELTAS], fontsize=7)
-        ax.minorticks_off()
-        ax.set_xlabel(r"$\log(1/\delta)$, labelled by $\delta$ (log scale)")
+        log_values(ax, "y")
+        ax.set_xticks(x, [f"{d:.0e}".replace("e-0", "e-") for d in TAIL_DELTAS], fontsize=7, rotation=40)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel(r"$\log(1/\delta)$ (log scale), labelled by $\delta$")
         ax.set_ylabel(r"$q_\delta$ of $\sqrt{n}\,\sup_s\|x_s-\hat x_s\|$")
         ax.set_title("uniform ball (QMC reference)" if law == "ball" else "Gaussian (exact limit)")
         ax.legend(fontsize=6)
