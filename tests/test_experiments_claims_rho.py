@@ -49,3 +49,17 @@ def test_binned_slopes_cover_the_bins(bins):
     law = _models(np.linspace(0.3, 6.0, 30), lambda r: float(R.predicted_slope(r)), rng)
     out = R.binned(law)
     assert len(out) == len(bins) - 1 and all(v.contains(p) or abs(v.value - p) < 0.05 for _, v, p in out)
+
+
+def test_a_second_beta_compiles_nothing():
+    """Rows of another β (and another base seed) reuse the draw, reference and deviation programs."""
+    from cfm_experiments.compiles import recording
+
+    part = R.Rho()
+    config = {"beta": 1.0, "seed": 0, "rho_ns": [8, 32], "rho_models": 2, "rho_contexts": 2, "layers": 1}
+    first = part.run(config)
+    with recording() as stats:
+        second = part.run({**config, "beta": 8.0, "seed": 3})
+    assert stats.programs == 0, stats.names
+    assert np.asarray(second["values"]).shape == np.asarray(first["values"]).shape == (2, 2, 2)
+    assert min(second["rho"]) > max(first["rho"])  # ρ grows with β
