@@ -67,4 +67,4 @@ def test_programs_are_reused_across_seeds_norms_and_configurations(base_row):
     with recording() as stats:
         D.deviations(_cfg(seeds=24, qk=3.0, v=0.5, scale=1.7, seed=9, vnorm="sum"))
         D.deviations(_cfg(fixed_model=True, qk=0.3))
-    assert stats.programs == 0, stats.names
+    assert stats.programs + stats.cache_loads == 0, stats.names  # compiled or loaded from the disk cache

@@ -69,5 +69,5 @@ def test_draw_is_one_program_per_shape_and_pure_in_the_seed():
         b = S.draw(seeds, 2, fixed, 1.0, 1.0, 1.0, False, False, False, **static)
         f2, s2 = S.seed_keys(5)
         S.draw(s2, 0, f2, 2.0, 0.5, 3.0, True, True, False, **static)
-    assert stats.programs == 0, stats.names
+    assert stats.programs + stats.cache_loads == 0, stats.names  # compiled or loaded from the disk cache
     np.testing.assert_array_equal(np.asarray(a["z"])[2:], np.asarray(b["z"])[:2])
