@@ -25,10 +25,11 @@ E_z √n·dev at the θ found (it was maximised on those M contexts): :data:`eva
 θ found on independent contexts, at several n. :data:`ascend_each` maximises each context's own
 deviation (one θ per context): E_z sup_θ, the uniform-in-θ quantity.
 
-One compiled program serves a whole sweep: a problem in dimension d with H heads is embedded in
-the sweep's largest D and H_max (tokens and contexts zero beyond d, parameters zero outside the
+One compiled program serves several problems: a problem in dimension d with H heads can be
+embedded in a larger D and H_max (tokens and contexts zero beyond d, parameters zero outside the
 d × d block and beyond head H, kept so by the projection's masks; the law's covariance is the
-identity there, where nothing reads it), which leaves its dynamics unchanged. The random starts
+identity there, where nothing reads it), which leaves its dynamics unchanged. The parts embed a
+d-sweep's dimensions in groups spanning at most a factor 4, and keep each head count its own. The random starts
 and contexts of these parts are NumPy draws (no old numbers to reproduce, and nothing to compile).
 """
 

@@ -106,17 +106,18 @@ class Suprema(Part):
         keys = ("sup_n", "sup_steps", "sup_contexts", "sup_restarts", "sup_randoms", "sup_eval_contexts", "layers")
         base = {k: settings[k] for k in keys} | {"eval_ns": list(settings["sup_eval_ns"]), "seed": settings.seed}
         # one program per group of dims (each embedded in its group's largest, at most 4× its own
-        # d: chaos.size_buckets) and one for the heads sweep (embedded in its most heads)
+        # d: chaos.size_buckets) and one per head count (an attention layer costs H times one head:
+        # padding heads would cost more than the programs it saves)
         dims = dict(base, sweep="d", heads=1, vnorm="concat", embed_heads=1)
         out = [
             dict(dims, dim=d, law=law, embed_dim=embed_dim(d, settings["sup_dims"]))
             for d in settings["sup_dims"]
             for law in LAWS
         ]
-        at, most = settings["sup_at_dim"], max(settings["sup_heads"])
-        heads = dict(base, sweep="heads", dim=at, law="low-dimensional", embed_dim=at, embed_heads=most)
+        at = settings["sup_at_dim"]
+        heads = dict(base, sweep="heads", dim=at, law="low-dimensional", embed_dim=at)
         for vnorm in ("concat", "sum"):
-            out += [dict(heads, heads=h, vnorm=vnorm) for h in settings["sup_heads"] if h > 1]
+            out += [dict(heads, heads=h, vnorm=vnorm, embed_heads=h) for h in settings["sup_heads"] if h > 1]
         return out
 
     def run(self, config: dict) -> dict:
@@ -173,7 +174,8 @@ def heads_scan(rows, at, vnorm) -> list[dict]:
 def run_suprema(config: dict) -> dict:
     """One ascent configuration: the starts, the ascent on the training contexts, and every θ found
     (and ``sup_randoms`` random models) measured on the held-out contexts at each n of ``eval_ns``,
-    the problem embedded in the sweep's ``embed_dim`` and ``embed_heads`` (one program per sweep)."""
+    the problem embedded in ``embed_dim`` and ``embed_heads`` (one program serves every problem of
+    that embedding)."""
     d, H, L = int(config["dim"]), int(config["heads"]), int(config["layers"])
     v_sum = config["vnorm"] == "sum"
     rng = np.random.default_rng([int(config["seed"]), 1, d, H])

@@ -78,7 +78,7 @@ class Uniform(Part):
             for d in settings["uni_dims"]
         ]
         out += [
-            dict(base, sweep="heads", dim=at, heads=h, embed_dim=at, embed_heads=max(settings["uni_heads"]))
+            dict(base, sweep="heads", dim=at, heads=h, embed_dim=at, embed_heads=h)
             for h in settings["uni_heads"]
             if h > 1
         ]
