@@ -36,7 +36,6 @@ DEMO = ("demo", "small forward solve on built-in defaults")
 LEGACY: dict[str, tuple[str, str]] = {
     "rates": ("cfm_experiments.rates", "finite vs infinite context: fitted rates in n and d"),
     "ogd": ("cfm_experiments.ogd_ablation", "ridge-regularised OGD ablation over lambda and n"),
-    "constants": ("cfm_experiments.constants", "the first paper's constants and tails vs the exact limit"),
 }
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."

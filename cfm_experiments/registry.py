@@ -58,6 +58,11 @@ COMMANDS: dict[str, Command] = {
     for c in (
         Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),
         Command("sync", "cfm_experiments.sync", "stochastic transformer: synchronisation, Lyapunov exponents, rates"),
+        Command(
+            "claims",
+            "cfm_experiments.claims",
+            "the first paper's claims (constants, rates, tails) against exact limits",
+        ),
     )
 }
 

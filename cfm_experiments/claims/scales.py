@@ -1,0 +1,306 @@
+"""Part ``scales``: C against the context scale and ‖Q‖‖K‖, through the effective inverse temperature β.
+
+Attention with no bias is homogeneous: scaling tokens and context by σ scales every logit by σ², so
+x_s(σx, σμ; b) = σ x_s(x, μ; bσ²) and C/σ is a function of β = bσ² alone (β = bR² on the ball of
+radius R). The σ sweep and the ‖Q‖‖K‖ sweep at equal β check that identity (a code check: it is
+algebra evaluated on the same random numbers). The growth of C/σ in β is fitted, log(C/σ) ≈ a + κβ,
+and compared with the bound's form: the softmax weights on the ball of radius R differ by at most
+e^{2β}, and every Lipschitz constant of the proof carries that factor (κ = 2). The slopes in n at
+each β are reported too; the ``rho`` part follows the Gaussian's slow rate at large β to n ≥ 10⁴.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from cfm_jax.stats import bootstrap
+
+from ..plotting import COLORS, figure, log_ticks, log_values, save
+from ..protocol import Claim, Option, Part, Settings, Summary
+from . import verdicts as V
+from .common import LAYERS, NS, SEEDS, base_config, select
+from .deviation import deviations
+from .statistics import LARGE_N, ci, growth, large_n_slope, log_prefactors, slope_fit
+
+#: the growth exponent of the bound's constant in β (the softmax weight ratio e^{2β} on the ball).
+BOUND_KAPPA = 2.0
+#: relative agreement of the homogeneity code check (float32 round-off, with margin).
+IDENTITY_TOLERANCE = 1e-4
+
+
+def beta(row) -> float:
+    """β = ‖Q‖‖K‖ · scale²."""
+    return row["config"]["qk"] * row["config"]["scale"] ** 2
+
+
+def scaled_logs(row) -> np.ndarray:
+    """Per-seed log(C/scale): the prefactor in units of the context scale."""
+    return log_prefactors(row["config"]["ns"], row["values"]) - math.log(row["config"]["scale"])
+
+
+class Scales(Part):
+    name = "scales"
+    title = "C vs the context scale and ‖Q‖‖K‖: the effective inverse temperature β"
+    options = (
+        Option(
+            "betas",
+            (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0),
+            "β of the Gaussian sweeps (must include 1)",
+            kind="real",
+            many=True,
+            low=0,
+            quick=(0.25, 1.0, 4.0, 16.0),
+            min_count=3,
+        ),
+        Option(
+            "ball_betas",
+            (0.25, 1.0, 4.0, 16.0),
+            "β = ‖Q‖‖K‖R² of the ball sweep",
+            kind="real",
+            many=True,
+            low=0,
+            min_count=3,
+        ),
+        Option(
+            "ball_ns",
+            (5, 16, 50, 158, 500),
+            "context sizes n of the ball sweep",
+            many=True,
+            low=1,
+            quick=(4, 13, 40, 126, 400),
+            min_count=3,
+            why="a rate needs three sizes",
+        ),
+        Option("n_ref", 2048, "points of the ball's scrambled-Sobol reference", low=2, quick=1024),
+        NS,
+        SEEDS,
+        LAYERS,
+    )
+
+    def check(self, settings: Settings) -> None:
+        if 1.0 not in settings["betas"]:
+            raise ValueError(
+                "--betas must include 1 (the σ sweep is compared with the ‖Q‖‖K‖ sweep there), "
+                f"got {list(settings['betas'])}."
+            )
+
+    def configs(self, settings: Settings) -> list[dict]:
+        seed = settings.seed
+        base = dict(ns=settings["ns"], seeds=settings["seeds"], layers=settings["layers"], sweep="qk")
+        out = [base_config(seed, qk=b, **base) for b in settings["betas"]]
+        base["sweep"] = "scale"
+        out += [base_config(seed, scale=math.sqrt(b), **base) for b in settings["betas"] if b != 1.0]
+        ball = dict(
+            ns=settings["ball_ns"],
+            seeds=settings["seeds"],
+            layers=settings["layers"],
+            law="ball",
+            n_ref=settings["n_ref"],
+            sweep="ball",
+        )
+        out += [base_config(seed, scale=math.sqrt(b), **ball) for b in settings["ball_betas"]]
+        return out
+
+    def run(self, config: dict) -> dict:
+        return deviations(config)
+
+    @staticmethod
+    def groups(rows):
+        """(‖Q‖‖K‖ sweep, σ sweep with the ‖Q‖‖K‖ = 1 row, ball sweep), each sorted by β."""
+        gq = sorted(select(rows, sweep="qk"), key=beta)
+        gs = sorted([r for r in gq if r["config"]["qk"] == 1.0] + select(rows, sweep="scale"), key=beta)
+        return gq, gs, sorted(select(rows, sweep="ball"), key=beta)
+
+    def summarize(self, rows: list[dict], settings: Settings) -> Summary:
+        gq, gs, gb = self.groups(rows)
+        claims = []
+        if len(gq) >= 2 and len(gs) >= 2:
+            claims.append(identity_line(gq, gs))
+        have = {"seeds": settings["seeds"], "largest n": max(settings["ns"]), "betas": len(settings["betas"])}
+        have_ball = {
+            "seeds": settings["seeds"],
+            "largest n": max(settings["ball_ns"]),
+            "betas": len(settings["ball_betas"]),
+        }
+        for group, what, hv in (
+            (gq, "Gaussian context (unbounded: outside the bound's assumption)", have),
+            (gb, "uniform ball", have_ball),
+        ):
+            if len(group) >= 3:
+                claims.append(growth_line(group, what, {"seeds": 16, "betas": 4}, hv))
+        for group, what, hv, need in (
+            (gq, "Gaussian", have, {"seeds": 16, "largest n": 500, "betas": 4}),
+            (gb, "ball", have_ball, {"seeds": 16, "largest n": 400, "betas": 4}),
+        ):
+            if len(group) >= 2:
+                claims.append(rate_at_every_beta_line(group, what, need, hv))
+        lines = []
+        for r in gq + [r for r in gs if r["config"]["scale"] != 1.0] + gb:
+            f = slope_fit(r["config"]["ns"], r["values"])
+            lines.append(
+                f"{r['config']['sweep']:5s} β={beta(r):6g}: C/scale = {np.exp(scaled_logs(r).mean()):.3f}, "
+                f"slope {ci(f.slope, f.ci_low, f.ci_high, '+.2f')}"
+            )
+        text = "\n".join(lines)
+        return Summary(text=text, claims=tuple(claims))
+
+    def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
+        gq, gs, gb = self.groups(rows)
+        return [save(scales_figure(gq, gs, gb), out / "scales.png")] if (gq or gb) else []
+
+
+def identity_line(gq, gs) -> Claim:
+    """Code check: C/σ of the σ sweep equals C of the ‖Q‖‖K‖ sweep at equal β."""
+    by_beta = {round(beta(r), 9): r for r in gq}
+    pairs = [
+        (a, by_beta[round(beta(a), 9)]) for a in gs if a["config"]["scale"] != 1.0 and round(beta(a), 9) in by_beta
+    ]
+    rs = [(beta(a), float(np.exp(scaled_logs(a).mean() - scaled_logs(b).mean()))) for a, b in pairs]
+    worst = max((abs(q - 1) for _, q in rs), default=float("nan"))
+    return Claim(
+        claim="C depends on the context scale and ‖Q‖‖K‖ only through β = ‖Q‖‖K‖σ² (the homogeneity of bias-free "
+        "attention: a check of the code, not of the paper)",
+        measured="C/σ of the σ sweep over C of the ‖Q‖‖K‖ sweep at equal β: "
+        + ", ".join(f"β={b:g}: {q:.4f}" for b, q in rs)
+        + f" (largest |ratio − 1| {worst:.1e}, tolerance {IDENTITY_TOLERANCE:g})",
+        verdict=V.code_check(bool(worst <= IDENTITY_TOLERANCE)),
+        figure="scales.png",
+        sizes="any size (an identity)",
+    )
+
+
+def growth_line(group, what, need, have) -> Claim:
+    """log(C/σ) ≈ a + κβ against the bound's κ = 2, with the quadratic term beside it."""
+    bs = [beta(r) for r in group]
+    logs = [scaled_logs(r) for r in group]
+    kappa = growth(bs, logs, deg=1)[0]
+    quad = growth(bs, logs, deg=2)[0]
+    c = [float(np.exp(v.mean())) for v in logs]
+    floors = ""
+    if group[0]["config"]["law"] == "ball":
+        fl = [
+            np.median(r["floor"]) / math.sqrt(2) / np.exp(np.log(np.asarray(r["values"])[:, -1]).mean()) for r in group
+        ]
+        floors = f"; QMC reference error / deviation at the largest n ≤ {max(fl):.2f}"
+    measured = (
+        f"C/σ = {c[0]:.3g} … {c[-1]:.3g} for β = {bs[0]:g} … {bs[-1]:g}; log(C/σ) ≈ a + κβ, "
+        f"κ = {ci(kappa, fmt='.3f')} (the bound's form: κ ≥ {BOUND_KAPPA:g}); "
+        f"quadratic term {ci(quad, fmt='+.3f')}{floors}"
+    )
+    verdict, sizes = V.judge(V.bounded_growth(kappa, BOUND_KAPPA), need, have)
+    return Claim(
+        claim=f"C grows at most exponentially in β, like the bound's $e^{{{BOUND_KAPPA:g}\\beta}}$ ({what})",
+        measured=measured,
+        verdict=verdict,
+        figure="scales.png",
+        sizes=sizes,
+    )
+
+
+def rate_at_every_beta_line(group, what, need, have) -> Claim:
+    """The slope over all n and over the :data:`LARGE_N` largest n at each β; the verdict reads the latter."""
+    fits = [
+        (beta(r), slope_fit(r["config"]["ns"], r["values"]), large_n_slope(r["config"]["ns"], r["values"]))
+        for r in group
+    ]
+    off = [b for b, _, g in fits if not g.contains(-0.5)]
+    ns = sorted(group[0]["config"]["ns"])
+    measured = f"slope over all n / over n ≥ {ns[-LARGE_N]}: " + "; ".join(
+        f"β={b:g}: {ci(f.slope, f.ci_low, f.ci_high, '+.2f')} / {ci(g.slope, g.ci_low, g.ci_high, '+.2f')}"
+        for b, f, g in fits
+    )
+    measured += (
+        f"; the large-n CI misses −1/2 at β = {', '.join(f'{b:g}' for b in off)}"
+        if off
+        else "; every large-n CI contains −1/2"
+    )
+    verdict, sizes = V.judge(V.all_contain([g for _, _, g in fits], -0.5), need, have)
+    return Claim(
+        claim=f"$n^{{-1/2}}$ rate at every inverse temperature ({what} context)",
+        measured=measured,
+        verdict=verdict,
+        figure="scales.png",
+        sizes=sizes,
+    )
+
+
+def scales_figure(gq, gs, gb):
+    """C/scale vs β (three sweeps, fitted exponential laws, the bound's e^{2β}); deviation vs n per β."""
+    fig, (a0, a1, a2) = figure(3, ncols=3, width=4.4, height=3.9)
+    for group, color, marker, label in (
+        (gq, COLORS[0], "o", r"Gaussian, $\|Q\|\|K\|$ sweep ($\sigma = 1$)"),
+        (gs, COLORS[1], "x", r"Gaussian, $\sigma$ sweep ($\|Q\|\|K\| = 1$)"),
+        (gb, COLORS[2], "s", r"uniform ball, $R$ sweep ($\beta = \|Q\|\|K\|R^2$)"),
+    ):
+        if not group:
+            continue
+        bs = np.array([beta(r) for r in group])
+        logs = [scaled_logs(r) for r in group]
+        c = np.exp([v.mean() for v in logs])
+        cis = [bootstrap(np.mean, v) for v in logs]
+        err = [c - np.exp([q.ci_low for q in cis]), np.exp([q.ci_high for q in cis]) - c]
+        a0.errorbar(bs, c, yerr=err, fmt=marker, color=color, capsize=3, ms=6, label=label)
+        if group is not gs and len(group) >= 3:
+            k, a = np.polyfit(bs, [v.mean() for v in logs], 1)
+            grid = np.linspace(bs.min(), bs.max(), 50)
+            a0.plot(
+                grid,
+                np.exp(a + k * grid),
+                "--",
+                color=color,
+                lw=1.0,
+                label=f"fit $e^{{\\kappa\\beta}}$, $\\kappa$ = {k:.2f}",
+            )
+    anchor = gq[0] if gq else gb[0]
+    b0, c0 = beta(anchor), float(np.exp(scaled_logs(anchor).mean()))
+    grid = np.linspace(b0, max(beta(r) for r in gq + gb), 50)
+    a0.plot(
+        grid, c0 * np.exp(BOUND_KAPPA * (grid - b0)), ":", color="0.3", label=r"bound's form $e^{2\beta}$, same start"
+    )
+    a0.set_yscale("log")
+    log_values(a0, "y")
+    top = max(float(np.exp(scaled_logs(r).mean())) for r in gq + gb)
+    a0.set_ylim(0.5 * c0, 30 * top)  # the bound's form runs off the top: it is far steeper
+    a0.set_xlabel(r"effective inverse temperature $\beta = \|Q\|\|K\|\cdot$scale$^2$")
+    a0.set_ylabel(r"$C$ / scale (scale: $\sigma$ or $R$)")
+    a0.set_title(r"prefactor vs $\beta$")
+    a0.legend(fontsize=7)
+    for ax, group, title in ((a1, gq, "Gaussian (exact limit)"), (a2, gb, "uniform ball (QMC reference)")):
+        if not group:
+            ax.set_visible(False)
+            continue
+        ns = np.asarray(group[0]["config"]["ns"], np.float64)
+        for i, r in enumerate(group):
+            m = np.exp(np.log(np.asarray(r["values"])).mean(axis=0)) / r["config"]["scale"]
+            ax.plot(ns, m, "o-", color=COLORS[i % 8], label=f"β = {beta(r):g}")
+            if r["config"]["law"] == "ball":
+                ax.axhline(
+                    np.median(r["floor"]) / math.sqrt(2) / r["config"]["scale"], color=COLORS[i % 8], ls=":", lw=1.0
+                )
+        m0 = np.exp(np.log(np.asarray(group[0]["values"])).mean(axis=0)) / group[0]["config"]["scale"]
+        ax.plot(ns, m0[0] * (ns / ns[0]) ** -0.5, "--", color="0.35", lw=1.0, label="slope $-1/2$")
+        if group[0]["config"]["law"] == "ball":
+            ax.plot([], [], ":", color="0.35", label="reference error (same colour)")
+        log_ticks(ax, ns, "x")
+        log_values(ax, "y")
+        ax.set_xlabel("context size $n$")
+        ax.set_ylabel(r"$\sup_s\,\|x_s-\hat x_s\|$ / scale (geometric mean)")
+        ax.set_title(title)
+        ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+__all__ = [
+    "BOUND_KAPPA",
+    "IDENTITY_TOLERANCE",
+    "Scales",
+    "beta",
+    "growth_line",
+    "identity_line",
+    "rate_at_every_beta_line",
+    "scaled_logs",
+    "scales_figure",
+]
