@@ -54,7 +54,6 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from . import ogd_claims
 from .results import ResultsFolder, read_rows
 
 #: the tail levels δ (quantile at 1 − δ).
@@ -98,8 +97,7 @@ def fixed_norm_transformer(key, dim: int, *, heads: int, width: int, layers: int
     import equinox as eqx
     import jax.numpy as jnp
 
-    from cfm_jax import linear
-    from cfm_jax import Transformer
+    from cfm_jax import Transformer, linear
 
     m = Transformer.init(key, dim, heads=heads, mlp_width=width, layers=layers, activation=linear, dtype=dtype)
 
@@ -174,9 +172,7 @@ def _seed_deviations(st: Structure, key, model_key, scale, qk, v, v_sum):
     import jax
     import jax.numpy as jnp
 
-    from cfm_jax import SaveAt
-    from cfm_jax import EmpiricalMeasure
-    from cfm_jax import forward
+    from cfm_jax import EmpiricalMeasure, SaveAt, forward
 
     dtype = jnp.result_type(float)
     k_model, k_x = jax.random.split(model_key)
@@ -917,7 +913,7 @@ scales = Scales()
 tails = Tails()
 
 #: the parts ``cfm-jax constants`` runs, in order.
-PARTS: tuple[Part, ...] = (prefactors, scales, tails, ogd_claims)
+PARTS: tuple[Part, ...] = (prefactors, scales, tails)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -175,7 +175,7 @@ def test_claim_lines_resume_and_outputs(tmp_path):
 
 def test_parts_selection_and_bad_names():
     assert [C.part_name(p) for p in C.select_parts(["tails", "prefactors"])] == ["prefactors", "tails"]
-    assert [C.part_name(p) for p in C.select_parts(None)] == ["prefactors", "scales", "tails", "ogd"]
+    assert [C.part_name(p) for p in C.select_parts(None)] == ["prefactors", "scales", "tails"]
     with pytest.raises(ValueError, match="--parts: unknown part 'nope'"):
         C.select_parts(["nope"])
     for p in C.PARTS:  # every configuration names its part, and quick is smaller than the default
@@ -190,7 +190,11 @@ def test_parts_selection_and_bad_names():
 def _cli(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "cfm_experiments", "constants", *args], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "cfm_experiments", "constants", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
 
 
@@ -210,7 +214,16 @@ def test_ctrl_c_exits_130_promptly(tmp_path):
     """SIGINT while the command imports, compiles or computes: exit 130 within 2 s, one message naming --resume."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CFM_JAX_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cfm_experiments", "constants", "--quick", "--no-progress", "--out", str(tmp_path / "o")],
+        [
+            sys.executable,
+            "-m",
+            "cfm_experiments",
+            "constants",
+            "--quick",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "o"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
