@@ -25,7 +25,13 @@ def test_bounded_needs_every_size_and_growing_every_size():
 
 @pytest.mark.parametrize(
     "lo,hi,verdict",
-    [(-0.8, -0.4, V.HOLDS), (-0.45, -0.2, V.NOT_OBSERVED), (0.1, 0.3, V.REFUTED), (-0.3, 0.1, V.INCONCLUSIVE)],
+    [
+        (-0.8, -0.4, V.HOLDS),
+        (-0.45, -0.2, V.NOT_OBSERVED),
+        (0.1, 0.3, V.REFUTED),
+        (-0.01, 0.01, V.REFUTED),
+        (-0.3, 0.1, V.INCONCLUSIVE),
+    ],
 )
 def test_slope_verdict_against_minus_one_half(lo, hi, verdict):
     assert V.slope_verdict(_fit(lo, hi), -0.5) == verdict

@@ -197,7 +197,7 @@ def ablation_figure(rows: list[dict], table: dict):
         ax.axvline(1 / cfg["eta"], color="0.3", ls=":", lw=1.2, label="k = 1/η")
         ax.set_xlabel("OGD step k")
         ax.legend(fontsize=7)
-    axes[0].set_ylabel("‖θ$_k$ − θ̂$_k$‖$_∞$ (geometric mean over seeds)")
+    axes[0].set_ylabel("‖$\\theta_k$ − $\\hat{\\theta}_k$‖$_∞$ (geometric mean over seeds)")
     ax = axes[-1]
     y = np.ones_like(ns)
     for i, (name, marker) in enumerate(zip(names, "os^")):
@@ -225,7 +225,7 @@ def ablation_figure(rows: list[dict], table: dict):
     log_values(ax, "y")
     log_ticks(ax, ns, "x")
     ax.set_xlabel("context size n")
-    ax.set_ylabel("sup$_k$ ‖θ$_k$ − θ̂$_k$‖$_∞$ (geometric mean)")
+    ax.set_ylabel("sup$_k$ ‖$\\theta_k$ − $\\hat{\\theta}_k$‖$_∞$ (geometric mean)")
     lam_c = table[names[0]]["lambda_c"]
     ax.set_title(f"sup over k against n (λ$_c$ = 2C = {lam_c:.3g}, mean over seeds)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # outside: the points fill the panel

@@ -177,7 +177,8 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
     if not by["zero"]:
         return []
     cfg = next(iter(by["zero"].values()))["config"]
-    ns, d0, eta, K, S = np.asarray(cfg["ns"], float), cfg["d0"], cfg["eta"], cfg["steps"], cfg["seeds"]
+    ns, d0, eta, K = np.asarray(cfg["ns"], float), cfg["d0"], cfg["eta"], cfg["steps"]
+    S = len(next(iter(by["zero"].values()))["sup_dev"])
     kc = k_c(eta)
     sizes = f"d = {d0}, n = {int(ns[0])}…{int(ns[-1])}, K = {K}, η = {eta:g}, {S} seeds"
     nfmt = lambda fits: ", ".join(f"n={int(n)} {fmt(f)}" for n, f in zip(ns, fits))  # noqa: E731

@@ -77,7 +77,7 @@ def _figure_n(rows, cfg):
     log_values(ax, "y")
     log_ticks(ax, ns, "x")
     ax.set_xlabel("context size n")
-    ax.set_ylabel("sup ‖θ$_k^{(n)}$ − θ̂$_k$‖$_{L^∞}$ (bars: range over seeds)")
+    ax.set_ylabel("sup ‖$\\theta_k^{(n)}$ − $\\hat{\\theta}_k$‖$_{L^∞}$ (bars: range over seeds)")
     ax.set_title(f"OGD against the exact population gradient, d = {cfg['d0']}")
     ax.legend(fontsize=7, title="markers: data; lines: fits [95 % CI]", title_fontsize=7)
     fig.tight_layout()
@@ -103,7 +103,7 @@ def _figure_d(rows, cfg):
     ax.set_ylim(lo, hi * (hi / lo) ** 0.6)  # head room: the legend sits above the data
     log_ticks(ax, dims, "x")
     ax.set_xlabel("dimension d")
-    ax.set_ylabel("sup$_k$ ‖θ$_k^{(n)}$ − θ̂$_k$‖$_{L^∞}$ (geometric mean)")
+    ax.set_ylabel("sup$_k$ ‖$\\theta_k^{(n)}$ − $\\hat{\\theta}_k$‖$_{L^∞}$ (geometric mean)")
     ax.set_title(f"λ = {REGIMES['strong']:g}·λ$_c$: d-dependence at fixed n (dots: data, lines: fits)", fontsize=9)
     ax.legend(fontsize=7)
     zero = {r["config"]["dim"]: r for r in _rows(rows, "zero")}
@@ -148,85 +148,97 @@ def _figure_k(rows, cfg):
         ax.set_title(f"{reg}: {lam}, d = {cfg['d0']}", fontsize=9)
         ax.set_xlabel("OGD step k")
     axes[0].legend(fontsize=7, loc="lower right")  # the same line styles in every panel
-    axes[0].set_ylabel("‖θ$_k^{(n)}$ − θ̂$_k$‖$_{L^∞}$ (geometric mean over seeds)")
+    axes[0].set_ylabel("‖$\\theta_k^{(n)}$ − $\\hat{\\theta}_k$‖$_{L^∞}$ (geometric mean over seeds)")
     fig.tight_layout()
     return fig
 
 
 def curvature_figure(rows: list[dict], table: dict):
     """(a) deviation against k for every λ (largest n; dashed: the bound's own trajectory);
-    (b) the deviation against the finite-time Lyapunov growth log σ_max(P_k); (c) growth rates
-    per step against λ/λ_c: measured (linear regime), the FTLE's and the bound's log(1 + η(C − λ));
-    (d) λ over 2C of the region each λ visited, and e_K/e_kc."""
+    (b) the deviation against the finite-time Lyapunov growth log σ_max(P_k) for the ridges below
+    λ_c; (c) growth rates per step against λ/λ_c: measured, the FTLE's and the bound's
+    log(1 + η(C − λ)); (d) λ over 2C of the region each λ visited, and e_K/e_kc."""
     cfg = rows[0]["config"]
     rows = sorted(rows, key=lambda r: r["config"]["ratio"])
     i_n = len(cfg["ns"]) - 1
     fig, axes = figure(4, ncols=2, width=5.4, height=4.0)
     ax = axes[0]
+    lo, hi = np.inf, 0.0
     for j, r in enumerate(rows):
         color = COLORS[j % len(COLORS)]
-        dev = np.asarray(r["deviations"])[:, :, i_n]  # (S, K)
-        k = np.arange(1, dev.shape[1] + 1)
-        ax.plot(k, _geo(dev), color=color, lw=1.4, label=f"λ = {r['config']['ratio']:g}·λ$_c$")
+        dev = _geo(np.asarray(r["deviations"])[:, :, i_n])  # (K,)
+        k = np.arange(1, dev.size + 1)
+        ax.plot(k, dev, color=color, lw=1.4, label=f"λ = {r['config']['ratio']:g}·λ$_c$")
         ax.plot(k, _geo(np.asarray(r["bound"])[:, :, i_n]), color=color, lw=1.0, ls="--")
+        lo, hi = min(lo, dev.min()), max(hi, dev.max())
     ax.set_yscale("log")
+    ax.set_ylim(lo / 2, hi * 30)  # the bound's trajectories run far above the data: clipped
     ax.set_xlabel("OGD step k")
-    ax.set_ylabel(f"‖θ$_k^{{(n)}}$ − θ̂$_k$‖$_{{L^∞}}$, n = {cfg['ns'][i_n]} (geometric mean)")
+    ax.set_ylabel(f"‖$\\theta_k^{{(n)}}$ − $\\hat{{\\theta}}_k$‖$_{{L^∞}}$, n = {cfg['ns'][i_n]} (geometric mean)")
     ax.set_title("deviation (solid) and the bound's own trajectory (dashed)")
-    handles, labels = ax.get_legend_handles_labels()
+    handles, _ = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="0.3", ls="--", label="bound ((1+η(C−λ))$^k$ − 1)·δ$_n$/(C − λ)"))
-    ax.legend(handles=handles, fontsize=7, ncols=2)
+    ax.legend(handles=handles, fontsize=7, ncols=2, loc="upper left")
     ax = axes[1]
-    for j, r in enumerate(rows):
-        dev = np.asarray(r["deviations"])[:, :, i_n]
-        ftle = np.asarray(r["log_growth"])  # (S, K)
+    below = [(j, r) for j, r in enumerate(rows) if r["config"]["ratio"] < 1]
+    for j, r in below:
+        dev = np.log(_geo(np.asarray(r["deviations"])[:, :, i_n]))
         ax.plot(
-            ftle.mean(0),
-            np.log(_geo(dev)),
+            np.asarray(r["log_growth"]).mean(0),
+            dev,
             color=COLORS[j % len(COLORS)],
             lw=1.3,
             label=f"λ = {r['config']['ratio']:g}·λ$_c$",
         )
-    lo, hi = ax.get_xlim()
-    base = np.log(_geo(np.asarray(rows[0]["deviations"])[:, :, i_n]))[0]
-    ax.plot([lo, hi], [base + lo, base + hi], color="0.3", ls=":", lw=1.2, label="slope 1 (deviation ∝ σ$_{max}$)")
-    ax.set_xlabel("log σ$_{max}$(J$_{k-1}$ ⋯ J$_0$) along θ̂ (mean over seeds)")
+    if below:
+        x = np.asarray(below[0][1]["log_growth"]).mean(0)
+        y = np.log(_geo(np.asarray(below[0][1]["deviations"])[:, :, i_n]))
+        x0, y0 = x[len(x) // 4], y[len(x) // 4]
+        ax.plot(
+            [x.min(), x.max()],
+            [y0 + x.min() - x0, y0 + x.max() - x0],
+            color="0.3",
+            ls=":",
+            lw=1.2,
+            label="slope 1: deviation ∝ σ$_{max}$",
+        )
+    ax.set_xlabel("log σ$_{max}$(J$_{k-1}$ ⋯ J$_0$) along the population trajectory (mean over seeds)")
     ax.set_ylabel("log deviation (geometric mean over seeds)")
-    ax.set_title("deviation against the finite-time Lyapunov growth")
+    ax.set_title("deviation against the finite-time Lyapunov growth (λ < λ$_c$)")
     ax.legend(fontsize=7)
+    x = np.arange(len(table))
+    ticks = [f"{t['ratio']:g}" for t in table.values()]
     ax = axes[2]
-    x = np.asarray([t["ratio"] for t in table.values()])
-    for key, label, marker, color in (
-        ("rate", "measured (linear regime; 95 % CI)", "o", COLORS[0]),
-        ("ftle_rate", "finite-time Lyapunov exponent", "s", COLORS[1]),
-        ("bound_rate", "bound: log(1 + η(C − λ))", "^", COLORS[2]),
+    for shift, (key, label, marker, color) in zip(
+        (-0.12, 0.0, 0.12),
+        (
+            ("rate", "the deviation's growth rate (0 once stationary; 95 % CI)", "o", COLORS[0]),
+            ("ftle_rate", "finite-time Lyapunov exponent", "s", COLORS[1]),
+            ("bound_rate", "bound: log(1 + η(C − λ))", "^", COLORS[2]),
+        ),
     ):
         v = np.asarray([t[key]["value"] for t in table.values()])
-        err = np.abs(
-            np.stack([[t[key]["ci_low"] for t in table.values()], [t[key]["ci_high"] for t in table.values()]]) - v
-        )
-        ax.errorbar(x, v, yerr=err, marker=marker, capsize=2, color=color, label=label)
+        ci = np.asarray([[t[key]["ci_low"], t[key]["ci_high"]] for t in table.values()]).T
+        ax.errorbar(x + shift, v, yerr=np.abs(ci - v), marker=marker, ls="none", capsize=2, color=color, label=label)
     ax.axhline(0, color="0.3", lw=0.8)
-    ax.axvline(1, color="0.3", ls=":", lw=1.2, label="λ = λ$_c$ = 2C")
-    ax.axvline(0.5, color="0.3", ls="--", lw=1.0, label="λ = C")
-    ax.set_xscale("symlog", linthresh=0.25)
-    ax.set_xticks(x, [f"{v:g}" for v in x])
-    ax.set_xlabel("λ / λ$_c$ (λ$_c$ = 2C from each seed's λ = 0 pilot)")
+    ax.set_xticks(x, ticks)
+    ax.set_xlabel("λ / λ$_c$ (λ$_c$ = 2C from each seed's λ = 0 pilot; λ = C at ½)")
     ax.set_ylabel("growth rate per step (log of the step factor)")
     ax.set_title("growth rate against the ridge")
     ax.legend(fontsize=7)
     ax = axes[3]
     own = [t["lambda_over_2C_region"] for t in table.values()]
     ratio_end = [t["e_K_over_e_kc"]["value"] for t in table.values()]
+    late = [t["late_growth"]["value"] for t in table.values()]
     ax.plot(x[1:], own[1:], "o-", color=COLORS[3], label="λ / 2C, C on the region visited at that λ")
     ax.plot(x, ratio_end, "s-", color=COLORS[4], label="e$_K$ / e$_{k_c}$ (geometric mean over seeds)")
+    ax.plot(x, late, "^-", color=COLORS[5], label="last over second quarter of the steps")
     ax.axhline(1, color="0.3", lw=0.8)
-    ax.set_xscale("symlog", linthresh=0.25)
     ax.set_yscale("log")
-    ax.set_xticks(x, [f"{v:g}" for v in x])
+    ax.set_xticks(x, ticks)
     ax.set_xlabel("λ / λ$_c$")
     ax.set_ylabel("ratio")
-    ax.set_title("the threshold on each λ's own region; growth after k$_c$")
+    ax.set_title("the ridge on each λ's own region; growth after k$_c$")
     ax.legend(fontsize=7)
     fig.suptitle(f"OGD near an unstable stationary point (d = {cfg['dim']}, L = {cfg['layers']}, η = {cfg['eta']:g})")
     fig.tight_layout()

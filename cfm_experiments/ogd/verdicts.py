@@ -38,15 +38,15 @@ def fmt(fit: RateFit | Interval, digits: int = 2) -> str:
 
 
 def slope_verdict(fit: RateFit, claim: float) -> Verdict:
-    """A decay exponent against the bound's ``claim`` (e.g. −1/2): at least as steep (the CI
-    reaches the claim or lies below it) holds; a decay whose CI lies entirely above the claim is
-    not observed; no decay (CI above 0) is refuted; a CI from above the claim across 0 is
-    inconclusive."""
+    """A decay exponent against the bound's ``claim`` (e.g. −1/2): at least as steep (the CI reaches
+    the claim or lies below it) holds; a decay whose CI lies between the claim and 0 is not observed
+    at these sizes (slower, maybe pre-asymptotic); a CI reaching 0 that excludes even half the
+    claimed decay is refuted; a CI reaching 0 that allows more is inconclusive."""
     if fit.ci_low <= claim:
         return HOLDS
     if fit.ci_high < 0:
         return NOT_OBSERVED
-    return REFUTED if fit.ci_low > 0 else INCONCLUSIVE
+    return REFUTED if fit.ci_low > claim / 2 else INCONCLUSIVE
 
 
 def growth_fits(window_k, window_max) -> list[RateFit]:
