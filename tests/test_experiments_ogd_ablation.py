@@ -2,6 +2,7 @@
 per seed, the science of the regimes, resume, and bad options (the protocol's rules)."""
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import cfm_experiments
 from cfm_experiments.cli import main
 from cfm_experiments.ogd import ablation
 
-TINY = dict(dim=2, layers=2, mlp_width=4, n_ref=64, ns=[4, 32], steps=30, seeds=2)
+TINY: dict[str, Any] = dict(dim=2, layers=2, mlp_width=4, n_ref=64, ns=[4, 32], steps=30, seeds=2)
 
 
 @pytest.fixture(scope="module")
