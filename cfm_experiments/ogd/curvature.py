@@ -3,48 +3,32 @@
 The paper's step bound e_{k+1} ≤ (1 + η(C − λ)) e_k + η δ_n gives e_k ≤ ((1 + η(C − λ))^k − 1)·δ_n/(C − λ):
 exponential growth below the threshold, a bounded deviation above it. The growth needs a path
 along which the OGD map expands (negative curvature of size ≈ C); a teacher–student descent from
-a random start has none (its gap grows like a random walk). Here it has:
+a random start has none (its gap grows like a random walk). Here it has: a student near an
+unstable stationary point (:mod:`.saddle`), for λ = ρ·λ_c with ρ ∈ {0, ¼, ½, 1, 2, 4} (λ_c = 2C
+from each seed's λ = 0 pilot), C re-estimated on the region visited at each λ.
 
-* **task** (:class:`SaddleTask`): attention-only teacher and student (H = 1, L = 2, d = 2), contexts
-  N(0, (s²/d) I) with mean 0; the student starts near V = Q = 0 (V, Q scaled by 10⁻⁶), a
-  stationary point of the exact-limit loss for every sample: the population context's mean is
-  0, so the value map sees nothing while Q = 0. Its curvature is the bilinear coupling of V and
-  Q through ΣKᵀ: eigenvalues ±c, so C ≈ c. The key maps K stay fixed (not trained): trained
-  and ridged, K would shrink like (1 − ηλ)^k at this point, where its gradient vanishes, and the
-  ridge would remove the curvature itself rather than outweigh it. A finite context has a
-  non-zero mean z̄_n ~ n^{-1/2}: it pushes θ^{(n)} off the saddle at every step, while θ̂ stays;
-* **scan**: λ = ρ·λ_c for ρ ∈ {0, ¼, ½, 1, 2, 4} (λ_c = 2C from each seed's λ = 0 pilot), C
-  re-estimated on the region visited at each λ;
-* per row and seed: the deviations, the finite-time Lyapunov growth log σ_max(J_{k−1} ⋯ J_0) of
-  the OGD map along θ̂ (:func:`cfm_jax.ogd.finite_time_lyapunov`, Jacobian-vector products of
-  the exact-limit gradient on the trained coordinates), δ_n = the largest gradient gap
-  ‖g^{(n)}(θ̂) − ĝ(θ̂)‖_{L∞} at the 16 visited points, and the bound's own trajectory.
-
-Summary (:func:`table`, :func:`claim_lines`): per λ the growth rate in the linear regime (before
-the λ = 0 deviation saturates), the late rate over (K/2, K], the FTLE and bound rates, e_K/e_{k_c}
-and the largest e_k/B_k; claim lines for λ = 0 growth, degradation below the threshold, bounded
-above it and the bound's trajectory, and a code check of the ridge rule.
+Summary (:func:`table`, :func:`claim_lines`, rules in docs/ogd.md): per λ the growth rate of the
+deviation over the second half of its linear regime, the FTLE's and the bound's log(1 + η(C − λ)),
+the late growth G (last over second quarter), e_K/e_{k_c} and the largest e_k/B_k; claim lines for
+growth at λ = 0, degradation below the threshold, boundedness above it and the bound's own
+trajectory, and a code check of the ridge rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
-from cfm_jax import EmpiricalMeasure, ogd
 from cfm_jax.stats import Interval
 
 from ..plotting import save
 from ..protocol import Claim, Option, Part, Settings, Summary, Verdict
 from . import measure
 from .figures import CURVATURE_FIGURE, curvature_figure
-from .measure import CAP, LAMBDA_C_FACTOR, PILOT_POINTS, GaussianTask, gaussian_law, k_c, unchecked_grad
+from .measure import CAP, LAMBDA_C_FACTOR, k_c
+from .saddle import FIXED, record, task_of
 from .verdicts import (
     DIFFERENT,
     HOLDS,
@@ -58,8 +42,6 @@ from .verdicts import (
     worst,
 )
 
-#: the fixed sizes (the options set the rest).
-FIXED = dict(dim=2, layers=1, batch=32, context_scale=1.0, offset=1e-6)
 CODE_PASSED: Verdict = "code check passed"
 CODE_FAILED: Verdict = "code check failed"
 #: the linear regime: deviations below this level (the saddle is O(1) away from the minima the
@@ -67,114 +49,6 @@ CODE_FAILED: Verdict = "code check failed"
 LINEAR = 0.03
 #: bounded: the deviation's last quarter is less than GROWTH times its second quarter (geometric means).
 GROWTH = 2.0
-
-
-def _train_mask(params):
-    """True on the trained leaves (V, Q); the key maps K stay fixed."""
-    return eqx.tree_at(lambda t: t.K, jax.tree.map(lambda _: True, params), False)
-
-
-def fixed_key_grad(model, x0, context, y):
-    """The exact-limit / sampled gradient with the key maps' part set to 0 (K is not trained)."""
-    loss, g = unchecked_grad(model, x0, context, y)
-    return loss, eqx.tree_at(lambda t: t.K, g, jnp.zeros_like(g.K))
-
-
-class SaddleTask(GaussianTask):
-    """Student near V = Q = 0 of a symmetric teacher–student problem, K fixed (module docstring)."""
-
-    offset: float = eqx.field(static=True)
-
-    def models(self, key):
-        """Teacher with unit-norm Q, K, V (every layer and head) and student with unit-norm K:
-        every seed's problem has its curvature on the same scale."""
-        teacher, student, stream = super().models(key)
-        unit = lambda a: a / jnp.linalg.norm(a, ord=2, axis=(-2, -1), keepdims=True)  # noqa: E731
-        teacher = eqx.tree_at(lambda t: (t.Q, t.K, t.V), teacher, (unit(teacher.Q), unit(teacher.K), unit(teacher.V)))
-        student = eqx.tree_at(lambda t: t.K, student, unit(student.K))
-        return teacher, student, eqx.tree_at(lambda st: st.teacher, stream, teacher)
-
-    def problem(self, base, s):
-        _, student, stream = self.models(jax.random.split(base, self.seeds)[s])
-        student = eqx.tree_at(lambda t: (t.V, t.Q), student, (self.offset * student.V, self.offset * student.Q))
-        return student, stream
-
-    def grad_fn(self) -> Callable[..., tuple]:
-        return fixed_key_grad
-
-    def optimizer(self, lam):
-        decay = optax.masked(optax.add_decayed_weights(lam), _train_mask)
-        return optax.chain(decay, optax.sgd(self.eta))
-
-    def extras(self, base, lams, path) -> dict:
-        return _extras(self, base, lams, path)
-
-
-@eqx.filter_jit
-def _extras(task: SaddleTask, base, lams, path):
-    """Per seed: ``log_growth (S, K)`` (FTLE growth along θ̂) and ``delta (S, len(ns))``, the
-    largest gradient gap between the n-point and the exact context at the 16 visited points."""
-    stride = max(1, task.steps // PILOT_POINTS)
-    at = np.arange(stride - 1, task.steps, stride)  # path index i is θ̂_{i+1}, stepped with sample i + 1
-
-    def one(s, lam, p):
-        student, stream = task.problem(base, s)
-        growth = ogd.finite_time_lyapunov(
-            student, p, stream, task.optimizer(lam), population=task.mu, grad_fn=fixed_key_grad, mask=_train_mask
-        )
-        static = eqx.filter(student, eqx.is_inexact_array, inverse=True)
-
-        def gap(i):
-            model = eqx.combine(jax.tree.map(lambda a: a[i], p), static)
-            sample = stream(i + 1)
-            grad = lambda ctx: ogd.functional_scale(model, fixed_key_grad(model, sample.x0, ctx, sample.y)[1])  # noqa: E731
-            exact = grad(task.mu)
-            return jnp.stack([ogd.sup_distance(grad(EmpiricalMeasure(sample.context[:n])), exact) for n in task.ns])
-
-        return growth, jax.lax.map(gap, jnp.asarray(at)).max(0)
-
-    growth, delta = jax.vmap(one)(jnp.arange(task.seeds), lams, path)
-    return {"log_growth": growth, "delta": delta}
-
-
-def task_of(config: dict) -> SaddleTask:
-    return SaddleTask(
-        dim=config["dim"],
-        layers=config["layers"],
-        batch=config["batch"],
-        ns=tuple(config["ns"]),
-        eta=config["eta"],
-        steps=config["steps"],
-        seeds=config["seeds"],
-        mu=gaussian_law(config["dim"], config["context_scale"]),
-        offset=config["offset"],
-    )
-
-
-def bound_trajectory(K: int, eta: float, C, lam, delta) -> np.ndarray:
-    """The bound's own trajectory B_k = ((1 + η(C − λ))^k − 1)·δ_n/(C − λ), k = 1 … K, per seed and
-    n: ``C, lam (S,)``, ``delta (S, len(ns))`` -> ``(S, K, len(ns))`` (its λ → C limit: k·η·δ_n)."""
-    a = eta * (np.asarray(C, float) - np.asarray(lam, float))[:, None]  # (S, 1)
-    k = np.arange(1, K + 1)[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(np.abs(a) > 1e-12, np.expm1(k * np.log1p(a)) / np.where(a == 0, 1, a), k)  # Σ_j (1 + a)^j
-    return eta * factor[:, :, None] * np.asarray(delta, float)[:, None, :]
-
-
-def record(config: dict, m: dict, lams, pilot_C) -> dict:
-    """One λ's row: per-seed deviations, FTLE growth, δ_n, C and the bound's trajectory."""
-    K = config["steps"]
-    bound = bound_trajectory(K, config["eta"], m["C"], lams, m["delta"])
-    return {
-        "lam": np.asarray(lams).tolist(),
-        "C_pilot": np.asarray(pilot_C).tolist(),
-        "region_C": m["C"].tolist(),
-        "deviations": m["deviations"].tolist(),  # (S, K, len(ns))
-        "log_growth": m["log_growth"].tolist(),  # (S, K)
-        "delta": m["delta"].tolist(),  # (S, len(ns))
-        "bound": bound.tolist(),
-        "ref_norm_final": m["ref_norms"][:, -1].tolist(),
-    }
 
 
 class Curvature(Part):
@@ -458,17 +332,17 @@ def format_table(rows: list[dict], t: dict) -> str:
 PART = Curvature()
 
 __all__ = [
-    "FIXED",
+    "CODE_FAILED",
+    "CODE_PASSED",
     "GROWTH",
     "LINEAR",
     "PART",
     "Curvature",
-    "SaddleTask",
-    "bound_trajectory",
     "claim_lines",
     "expected_ridges",
+    "format_table",
+    "growth_verdict",
     "late_growth",
-    "record",
+    "rate_verdict",
     "table",
-    "task_of",
 ]
