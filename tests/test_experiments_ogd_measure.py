@@ -44,9 +44,11 @@ def test_one_program_per_shape_for_every_seed_and_ridge():
     with recording() as first:
         M.measure(task, jax.random.key(0), [0.0, 0.0])
     assert first.programs + first.cache_loads >= 2
+    # the keys are made outside the recording: fold_in is a program of its own
+    k1, k2 = jax.random.key(1), jax.random.fold_in(jax.random.key(2), 7)
     with recording() as again:
-        a = M.measure(task, jax.random.key(1), [0.3, 0.1])
-        b = M.measure(_task(), jax.random.fold_in(jax.random.key(2), 7), np.array([1.0, 0.0]))
+        a = M.measure(task, k1, [0.3, 0.1])
+        b = M.measure(_task(), k2, np.array([1.0, 0.0]))
     assert again.programs == 0 and again.cache_loads == 0, again.names
     assert set(a) == {"deviations", "losses", "ref_norms", "C"} and a["deviations"].shape == (2, 4, 1)
     assert not np.allclose(a["deviations"], b["deviations"])
