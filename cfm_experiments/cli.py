@@ -35,7 +35,6 @@ DEMO = ("demo", "small forward solve on built-in defaults")
 #: commands not yet written as parts: module -> one-line help (``add_arguments(parser)``, ``run(args)``).
 LEGACY: dict[str, tuple[str, str]] = {
     "rates": ("cfm_experiments.rates", "finite vs infinite context: fitted rates in n and d"),
-    "ogd": ("cfm_experiments.ogd_ablation", "ridge-regularised OGD ablation over lambda and n"),
 }
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."

@@ -63,6 +63,7 @@ COMMANDS: dict[str, Command] = {
             "cfm_experiments.claims",
             "the first paper's claims (constants, rates, tails) against exact limits",
         ),
+        Command("ogd", "cfm_experiments.ogd", "ridge-regularised OGD: the ablation, the paper's claims, curvature"),
     )
 }
 

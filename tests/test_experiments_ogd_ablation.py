@@ -1,88 +1,93 @@
-"""experiments.ogd_ablation on a tiny configuration: the science of the ridge ablation, resume, bad input."""
+"""The ablation part of `cfm-jax ogd` on a tiny configuration, through the one driver: the ridge rule
+per seed, the science of the regimes, resume, and bad options (the protocol's rules)."""
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
 
-from cfm_experiments import ogd_ablation
+import cfm_experiments
+from cfm_experiments.cli import main
+from cfm_experiments.ogd import ablation
 
-TINY = dict(dim=2, layers=2, mlp_width=4, n_ref=64, ns=(4, 32), steps=30, seeds=2)
+TINY: dict[str, Any] = dict(dim=2, layers=2, mlp_width=4, n_ref=64, ns=[4, 32], steps=30, seeds=2)
 
 
 @pytest.fixture(scope="module")
-def ablation(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ogd")
-    cfg = ogd_ablation.make_config(True, 0, **TINY)
-    return cfg, out, ogd_ablation.run_ablation(cfg, out, progress=False, verbose=False)
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ogd") / "ablation"
+    return cfm_experiments.run("ogd", out=out, quick=True, **TINY)
 
 
-def test_regimes_and_their_ordering(ablation):
-    """λ_weak = λ_c/8 < λ_c < λ_strong = min(1.5 λ_c, 0.9/η). The ridge contracts the coupled pair
-    (θ, θ̂) at rate 1 − ηλ per step, so on the same stream and seed the strong ridge's sup_k
-    deviation is below the unregularised one, for every seed and n; and for every regime the
-    deviation falls with n (a larger context is closer to the population): negative fitted slopes."""
-    cfg, _, summary = ablation
-    lam = summary["pilot"]["lambdas"]
-    lam_c = summary["pilot"]["lambda_c"]
-    assert lam["zero"] == 0 and np.isclose(lam["weak"], lam_c / 8)
-    assert np.isclose(lam["strong"], min(1.5 * lam_c, 0.9 / cfg["eta"]))
-    by = {
-        name: np.array([r["sup_dev"] for r in summary["rows"] if r["config"]["regime"] == name])
-        for name in ("zero", "weak", "strong")
-    }
-    assert (by["strong"] < by["zero"]).all(), by
-    for name, t in summary["regimes"].items():
-        assert t["slope_sup"]["slope"] < 0, (name, t["slope_sup"])
-        assert (by[name][:, -1] < by[name][:, 0]).all(), name
+def test_each_seeds_ridges_are_its_pilots_lambda_c_over_8_and_1_5(report):
+    """λ_c = 2C with C from the seed's own λ = 0 run on the region it visited (written out here: 2C,
+    not C); weak = λ_c/8, strong = min(1.5·λ_c, 0.9/η); the zero row's region C is the pilot's."""
+    rows = {r["config"]["regime"]: r for r in report.rows}
+    assert list(rows) == ["zero", "weak", "strong"]
+    C = np.asarray(rows["zero"]["C_pilot"])
+    np.testing.assert_array_equal(rows["zero"]["region_C"], C)
+    assert rows["zero"]["lam"] == [0.0, 0.0] and (C > 0).all()
+    np.testing.assert_allclose(rows["weak"]["lam"], 2 * C / 8, rtol=1e-12)
+    np.testing.assert_allclose(rows["strong"]["lam"], np.minimum(1.5 * 2 * C, 0.9 / 0.03), rtol=1e-12)
+    for r in rows.values():
+        np.testing.assert_array_equal(r["C_pilot"], C)
 
 
-def test_outputs_are_strict_json_and_resume_reruns_nothing(ablation, capsys):
-    cfg, out, summary = ablation
+def test_the_strong_ridge_is_closest_and_larger_contexts_are_closer(report):
+    """The ridge contracts the coupled pair at rate 1 − ηλ per step: on the same streams the strong
+    ridge's sup_k deviation is below the unregularised one for every seed and n; in every regime it
+    falls with n (negative fitted slopes)."""
+    rows = {r["config"]["regime"]: np.asarray(r["sup_dev"]) for r in report.rows}
+    assert (rows["strong"] < rows["zero"]).all(), rows
+    for name, sup in rows.items():
+        assert (sup[:, -1] < sup[:, 0]).all(), name
+    table = report.summaries["ablation"].data["regimes"]
+    assert all(t["slope_sup"]["slope"] < 0 for t in table.values())
+    text = report.summaries["ablation"].text
+    assert "95 % t half-width" in text and "λ/2C,run" in text and "nan" not in text
+
+
+def test_outputs_are_strict_json_and_resume_reruns_nothing(report):
     strict = lambda s: json.loads(s, parse_constant=lambda c: pytest.fail(c))  # noqa: E731
-    strict((out / "summary.json").read_text())
-    rows = [strict(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert len(rows) == 3 * cfg["seeds"]
-    again = ogd_ablation.run_ablation(cfg, out, resume=True, progress=False, verbose=False)
-    assert [r["sup_dev"] for r in again["rows"]] == [r["sup_dev"] for r in summary["rows"]]
-    table = ogd_ablation.format_table(cfg, summary["regimes"])
-    assert "95 % t half-width" in table and "λ/λ_c,run" in table and "nan" not in table
+    strict((report.folder / "summary.json").read_text())
+    rows = [strict(line) for line in (report.folder / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and (report.folder / "ogd_ablation.png").stat().st_size > 10_000
+    again = cfm_experiments.run("ogd", out=report.folder, quick=True, mode="resume", **TINY)
+    assert [r["sup_dev"] for r in again.rows] == [r["sup_dev"] for r in report.rows]
+    assert again.compile.programs == 0  # nothing ran
 
 
-def test_bad_configuration():
-    with pytest.raises(ValueError, match="--ns"):
-        ogd_ablation.make_config(ns=(4,))
-    with pytest.raises(ValueError, match="--n-ref"):
-        ogd_ablation.make_config(ns=(4, 128), n_ref=64)
-    with pytest.raises(ValueError, match="--seeds"):
-        ogd_ablation.make_config(seeds=1)
-    with pytest.raises(ValueError, match="unknown"):
-        ogd_ablation.make_config(width=3)
+def test_bad_seeds_are_refused_by_the_rule_of_the_command_line(tmp_path):
+    """The Python entry point refuses what the command line refuses (the seed's own rule, stated here)."""
+    for seed in (-1, 1.5, 2**62):
+        with pytest.raises(ValueError, match=r"--seed must be an integer in \[0, 2\*\*62\)"):
+            cfm_experiments.run("ogd", out=tmp_path / "x", quick=True, seed=seed)
+    assert not (tmp_path / "x").exists()
+    assert main(["ogd", "--seed", "-1", "--out", str(tmp_path / "y")]) == 2
+    assert not (tmp_path / "y").exists()
 
 
-def test_weak_ridge_adapts_to_eta_or_names_it():
-    """λ_c/8 must keep η·λ < 1: just below the limit the ridges are returned, at it the error names --eta."""
-    C = 4.0  # λ_c = 8, weak = 1: η < 1 allowed
-    r = ogd_ablation.ridges(C, 1 - 1e-9)
-    assert r["lambdas"]["weak"] == 1.0 and r["lambdas"]["strong"] == min(12.0, 0.9 / (1 - 1e-9))
-    with pytest.raises(ValueError, match="--eta 1.0.*lower --eta"):
-        ogd_ablation.ridges(C, 1.0)
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (dict(ns=[4]), r"--ns needs at least 2 value\(s\)"),
+        (dict(ns=[4, 128], n_ref=64), r"--ns must not exceed --n-ref=64"),
+        (dict(seeds=1), r"--seeds must be an integer >= 2"),
+        (dict(eta=0.0), r"--eta must be a finite number > 0"),
+        (dict(steps=3), r"--steps must be an integer >= 4"),
+        (dict(population="cube"), r"--population must be one of uniform_sphere, gaussian, gaussian_mixture"),
+        (dict(width=3), r"--width: not an option"),
+    ],
+)
+def test_bad_options(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        cfm_experiments.run("ogd", out=tmp_path / "x", quick=True, **options)
 
 
-def test_diverging_pilot_names_eta_and_writes_no_row(tmp_path, ablation):
-    """A learning rate at which the λ = 0 pilot diverges: one error naming --eta, no pilot row left to
-    be reused; a NaN pilot row left by an older version is run again, not reused."""
-    cfg = ogd_ablation.make_config(True, 0, **{**TINY, "eta": 1e3})
-    with pytest.raises(ValueError, match="--eta 1000.0"):
-        ogd_ablation.run_ablation(cfg, tmp_path / "a", progress=False, verbose=False)
-    assert not (tmp_path / "a" / "pilot.jsonl").exists()
-    good_cfg, good_out, summary = ablation
-    out = tmp_path / "b"
-    out.mkdir()
-    pilot = json.loads((good_out / "pilot.jsonl").read_text())
-    nan_pilot = {**pilot, "C": None, "lambda_c": None}
-    (out / "pilot.jsonl").write_text(json.dumps(nan_pilot) + "\n")
-    (out / "rows.jsonl").write_text((good_out / "rows.jsonl").read_text())
-    again = ogd_ablation.run_ablation(good_cfg, out, resume=True, progress=False, verbose=False)
-    assert again["pilot"]["C"] == summary["pilot"]["C"]
-    assert json.loads((out / "pilot.jsonl").read_text())["C"] == pilot["C"]
+def test_configs_cover_the_three_regimes():
+    settings = cfm_experiments.resolve((ablation.PART,), quick=False)
+    configs = ablation.PART.configs(settings)
+    assert [(c["regime"], c["ratio"]) for c in configs] == [("zero", 0.0), ("weak", 0.125), ("strong", 1.5)]
+    json.dumps(configs)
+    assert {c["n_ref"] for c in configs} == {512} and configs[0]["ns"] == [4, 16, 64]

@@ -20,13 +20,17 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`):
 - ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H;
 - ``rho``: the Gaussian rate's local slope at n ≥ 10⁴ against ρ = 2‖QᵀK‖σ²/d;
 - ``tail_exponent``: the tail exponent with 10⁵ contexts down to δ = 10⁻⁴, against the
-  linearised limiting Gaussian process.
+  linearised limiting Gaussian process;
+- ``bounds`` and ``curvature`` (optional; :data:`cfm_experiments.ogd.CLAIM_PARTS`, also parts of
+  ``cfm-jax ogd``): the paper's online-gradient-descent claims against the exact limit, and the
+  ridge threshold where curvature makes it act.
 
 Docs: ``docs/claims.md``.
 """
 
 from __future__ import annotations
 
+from ..ogd import CLAIM_PARTS
 from .prefactors import Prefactors
 from .rho import Rho
 from .scales import Scales
@@ -36,6 +40,6 @@ from .tails import Tails
 from .uniform import Uniform
 
 #: the parts of ``cfm-jax claims``, in order.
-PARTS = (Prefactors(), Scales(), Tails(), Suprema(), Uniform(), Rho(), TailExponent())
+PARTS = (Prefactors(), Scales(), Tails(), Suprema(), Uniform(), Rho(), TailExponent(), *CLAIM_PARTS)
 
 __all__ = ["PARTS", "Prefactors", "Rho", "Scales", "Suprema", "TailExponent", "Tails", "Uniform"]

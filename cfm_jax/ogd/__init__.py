@@ -21,6 +21,10 @@ trajectory is the reference; the deviation of every other one from it,
 piecewise-linear path the max over nodes, which is the sup over s by convexity) is recorded at
 every step. :func:`coupled_run` is the finite- vs population-context coupling of docs/theory.md §3–4.
 
+Stability along a run: :func:`finite_time_lyapunov` gives log σ_max of the product of the OGD
+map's Jacobians J_k = (1 − ηλ)I − η∇g_k along a trajectory (the finite-time Lyapunov exponent),
+by Jacobian-vector products of the gradient.
+
 State (:class:`OGDState`: parameters, optimiser states, step) is a pytree; checkpoints are
 :func:`save_checkpoint`/:func:`load_checkpoint` (the stream is a pure function of the step, so
 the step is the stream position).
@@ -29,6 +33,7 @@ the step is the stream position).
 from ._checkpoints import load_checkpoint, save_checkpoint
 from ._lipschitz import LipschitzEstimate, estimate_lipschitz
 from ._loop import coupled_run, run_ogd
+from ._lyapunov import finite_time_lyapunov
 from ._norms import sup_distance, sup_norm
 from ._state import OGDResult, OGDState, init_state
 from ._steps import check_step_sizes, ridge_sgd
@@ -44,6 +49,7 @@ __all__ = [
     "coupled_run",
     "default_grad_fn",
     "estimate_lipschitz",
+    "finite_time_lyapunov",
     "functional_scale",
     "init_state",
     "load_checkpoint",

@@ -1,0 +1,70 @@
+"""The OGD parts' statistics and verdict rules on synthetic data with known answers."""
+
+import numpy as np
+import pytest
+
+from cfm_experiments.ogd import verdicts as V
+from cfm_jax.stats import RateFit
+
+rng = np.random.default_rng(0)
+
+
+def _fit(lo, hi):
+    return RateFit((lo + hi) / 2, 0.0, lo, hi)
+
+
+def test_bounded_needs_every_size_and_growing_every_size():
+    """One growing n is enough to call the deviation unbounded (a planted ``any`` for ``all`` fails here)."""
+    flat, up = _fit(-0.1, 0.2), _fit(0.3, 0.6)
+    assert V.bounded([flat, flat]) and not V.bounded([flat, up]) and not V.bounded([up, flat])
+    assert V.growing([up, up]) and not V.growing([up, flat]) and not V.growing([flat, up])
+    assert V.sign_verdict([up, up], positive=V.HOLDS, negative=V.REFUTED) == V.HOLDS
+    assert V.sign_verdict([flat, flat], positive=V.HOLDS, negative=V.REFUTED) == V.REFUTED
+    assert V.sign_verdict([flat, up], positive=V.HOLDS, negative=V.REFUTED) == V.INCONCLUSIVE
+
+
+@pytest.mark.parametrize(
+    "lo,hi,verdict",
+    [
+        (-0.8, -0.4, V.HOLDS),
+        (-0.45, -0.2, V.NOT_OBSERVED),
+        (0.1, 0.3, V.REFUTED),
+        (-0.01, 0.01, V.REFUTED),
+        (-0.3, 0.1, V.INCONCLUSIVE),
+    ],
+)
+def test_slope_verdict_against_minus_one_half(lo, hi, verdict):
+    assert V.slope_verdict(_fit(lo, hi), -0.5) == verdict
+
+
+def test_worst_is_the_weakest_statement():
+    assert V.worst([V.HOLDS, V.INCONCLUSIVE, V.DIFFERENT]) == V.INCONCLUSIVE
+    assert V.worst([V.HOLDS, V.NOT_OBSERVED, V.INCONCLUSIVE]) == V.NOT_OBSERVED
+    assert V.worst([V.HOLDS, V.REFUTED]) == V.REFUTED and V.worst([V.HOLDS]) == V.HOLDS
+
+
+def test_growth_fits_recover_known_exponents():
+    """Window maxima c_s·k^β: the log-log fit returns β per n, with a CI containing it."""
+    k = np.linspace(10, 80, 8)
+    betas = (0.0, 0.5, 1.0)
+    w = k[None, :, None] ** np.asarray(betas)[None, None, :] * np.exp(0.01 * rng.standard_normal((6, 8, 3)))
+    fits = V.growth_fits(k, w)
+    for f, b in zip(fits, betas):
+        assert f.slope == pytest.approx(b, abs=0.01) and f.ci_low < f.slope < f.ci_high
+
+
+def test_geometric_mean_ci_and_mean_interval():
+    r = np.exp(np.log(3.0) + 0.05 * rng.standard_normal(40))
+    g = V.geometric_mean_ci(r)
+    assert g.value == pytest.approx(3.0, rel=0.03) and g.ci_low < g.value < g.ci_high and g.contains(3.0)
+    m = V.mean_interval(np.r_[rng.normal(2.0, 0.1, 30), np.nan])
+    assert m.contains(2.0) and m.ci_high - m.ci_low < 0.2
+    assert np.isnan(V.mean_interval([np.nan]).value)
+
+
+def test_exponential_rates_window_is_inclusive_and_per_seed():
+    k = np.arange(1, 61)
+    devs = np.stack([np.exp(0.05 * k), np.exp(-0.02 * k + np.where(k > 30, 5.0, 0.0))])
+    out = V.exponential_rates(devs, 5, [60, 30])  # seed 1 stops before its jump at k = 31
+    np.testing.assert_allclose(out, [0.05, -0.02], atol=1e-12)
+    assert np.isnan(V.exponential_rates(devs, 5, [6, 6])).all()  # fewer than 3 steps
