@@ -34,7 +34,6 @@ DEMO = ("demo", "small forward solve on built-in defaults")
 
 #: commands not yet written as parts: module -> one-line help (``add_arguments(parser)``, ``run(args)``).
 LEGACY: dict[str, tuple[str, str]] = {
-    "rates": ("cfm_experiments.rates", "finite vs infinite context: fitted rates in n and d"),
     "ogd": ("cfm_experiments.ogd_ablation", "ridge-regularised OGD ablation over lambda and n"),
     "sync": ("cfm_experiments.sync", "stochastic transformer: synchronisation and Lyapunov table"),
     "constants": ("cfm_experiments.constants", "the first paper's constants and tails vs the exact limit"),
