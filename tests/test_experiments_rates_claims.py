@@ -86,3 +86,12 @@ def test_claims_cover_only_what_was_measured(quantity, claim):
         r["values"] = {quantity: r["values"][quantity]}
     lines = claims(fit_rates(rows, n_boot=50), seeds=8, layers=4, figure="")
     assert len(lines) == 1 and claim in lines[0].claim
+
+
+def test_the_w1_claim_gathers_every_field():
+    """W1 is one claim for attention and the control field alike; a control fit outside its band decides it."""
+    attention = _fit(-0.5, -0.6, -0.4, quantity="w1", dim=1)
+    control = _fit(-0.2, -0.3, -0.1, quantity="w1", field="control", dim=2, band=(-0.5, -0.36))
+    (line,) = claims([attention, control], seeds=8, layers=4, figure="")
+    assert line.measured.startswith("d=1: ") and "; control d=2: -0.20" in line.measured
+    assert line.verdict == "not observed at these sizes"
