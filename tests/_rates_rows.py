@@ -1,6 +1,6 @@
 """Synthetic rows of ``cfm-jax rates`` with a known answer: deviations C·n^slope times a small
-log-normal noise per seed, centred so that the fit's point estimate is exact, and chosen floors (no JAX: the statistics, verdicts, table and figure
-are tested on them)."""
+log-normal noise per seed, centred so that the fit's point estimate is exact, and chosen floors
+(no JAX: the statistics, verdicts, table and figure are tested on them)."""
 
 from __future__ import annotations
 
