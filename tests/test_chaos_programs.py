@@ -11,6 +11,7 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
+from jax.experimental.compilation_cache import compilation_cache
 
 from cfm_experiments.compiles import recording
 from cfm_jax import chaos
@@ -72,10 +73,16 @@ def _compiled(stats) -> int:
 
 @pytest.fixture
 def no_persistent_cache():
-    """Every program compiled here, none loaded from the persistent cache (so each is counted)."""
+    """Every program compiled here, none loaded from the persistent cache (so each is counted).
+
+    JAX decides once per process whether it uses the cache, at its first compile: the decision is
+    reset on both sides, else a session that compiled before this test still loads from the cache.
+    """
     jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
     yield
     jax.config.update("jax_enable_compilation_cache", True)
+    compilation_cache.reset_cache()
 
 
 def test_programs_are_one_per_bucket_for_every_seed_quantity_and_configuration(no_persistent_cache):
