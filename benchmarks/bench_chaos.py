@@ -75,7 +75,7 @@ def main(argv=None):
     rates_wall = None
     if rates.exists():
         s = json.loads(rates.read_text())
-        rates_wall = s.get("sweep_seconds")
+        rates_wall = s.get("rows_seconds", s.get("sweep_seconds"))  # the driver's name; the legacy one
     out = dict(machine=machine(), notes=args.notes, throughput=rows, default_rates_sweep_seconds=rates_wall)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "chaos.json").write_text(json.dumps(out, indent=2) + "\n")

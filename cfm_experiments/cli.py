@@ -13,7 +13,6 @@ end any command at once with 130/143, finished rows on disk.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -32,11 +31,6 @@ DESCRIPTION = (
 #: ``cfm-jax demo``: not an experiment (it writes nothing).
 DEMO = ("demo", "small forward solve on built-in defaults")
 
-#: commands not yet written as parts: module -> one-line help (``add_arguments(parser)``, ``run(args)``).
-LEGACY: dict[str, tuple[str, str]] = {
-    "rates": ("cfm_experiments.rates", "finite vs infinite context: fitted rates in n and d"),
-}
-
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."
 
 #: the options of every run that are not a part's (they choose where and how, not what).
@@ -51,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _names() -> list[str]:
-    return [DEMO[0], *COMMANDS, *LEGACY]
+    return [DEMO[0], *COMMANDS]
 
 
 def _chosen(argv: list[str]) -> str | None:
@@ -105,7 +99,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_global_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = _chosen(argv)
-    helps = {DEMO[0]: DEMO[1], **{n: c.help for n, c in COMMANDS.items()}, **{n: h for n, (_, h) in LEGACY.items()}}
+    helps = {DEMO[0]: DEMO[1], **{n: c.help for n, c in COMMANDS.items()}}
     for name in _names():
         p = sub.add_parser(name, help=helps[name], description=helps[name], formatter_class=HelpFormatter)
         if name != chosen:
@@ -115,11 +109,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
             for opt in OPTIONS:
                 opt.add_to(p)
-        elif name in COMMANDS:
-            _run_arguments(p, COMMANDS[name])
         else:
-            mod = importlib.import_module(LEGACY[name][0])
-            mod.add_arguments(p)
+            _run_arguments(p, COMMANDS[name])
         add_global_arguments(p, suppress=True)
     return parser
 
@@ -141,12 +132,6 @@ def _prepare(args: argparse.Namespace):
 
         values = {o.name: o.check(given.get(o.name, o.default)) for o in demo.OPTIONS}
         return lambda: demo.main(**values)
-    if args.command in LEGACY:
-        from .options import validate_options
-
-        validate_options(args)
-        mod = importlib.import_module(LEGACY[args.command][0])
-        return lambda: mod.run(args)
     from .driver import default_out, execute, open_folder
     from .protocol import declared, resolve
 

@@ -56,6 +56,7 @@ class Command:
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
+        Command("rates", "cfm_experiments.rates", "finite vs infinite context: fitted rates in n and d"),
         Command("gradcheck", "cfm_experiments.gradcheck", "compare gradient methods and finite differences"),
         Command("sync", "cfm_experiments.sync", "stochastic transformer: synchronisation, Lyapunov exponents, rates"),
         Command(

@@ -94,7 +94,7 @@ def test_rates_writes_valid_json_and_names_every_file(tmp_path, capsys):
         assert name in text.splitlines()[-1] and (out / name).exists(), name
     strict = lambda s: json.loads(s, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))  # noqa: E731
     summary = strict((out / "summary.json").read_text())
-    assert {f["quantity"] for f in summary["fits"]} >= {"token", "w1"}
+    assert {f["quantity"] for f in summary["results"]["exact"]["fits"]} >= {"token", "w1"}
     assert all(strict(line) for line in (out / "rows.jsonl").read_text().splitlines())
 
 
@@ -108,7 +108,7 @@ def test_results_cannot_be_mixed_or_destroyed(tmp_path):
     assert first.returncode == 0, first.stderr
     rows = (out / "rows.jsonl").read_text()
     run = json.loads((out / "run.json").read_text())
-    assert run["experiment"] == "rates" and run["config"]["seed"] == 0 and run["config"]["grid"]["ns"] == [4, 8]
+    assert run["experiment"] == "rates" and run["config"]["seed"] == 0 and run["config"]["ns"] == [4, 8]
     assert {"rows.jsonl", "summary.json", "rates.png", "table.txt"} <= set(run["files"])
 
     line = _one_line_error(_run(*TINY_RATES, "--out", str(out)))

@@ -73,72 +73,33 @@ def test_cpu_devices_after_jax_started_is_an_error_only_when_asked_for():
 
 
 def _numeric_options():
-    """(subcommand, dest, type) of every option that takes a number, in every subcommand."""
-    from cfm_experiments import cli
+    """(command, declared Option) of every option that takes a number, in every command."""
+    from cfm_experiments.protocol import declared
+    from cfm_experiments.registry import COMMANDS
 
-    out = []
-    for name in cli.COMMANDS:
-        parser = cli.build_parser([name])
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
-        out += [(name, a.dest, a.type) for a in sub._actions if a.type in (int, float)]
-    return out
+    return [
+        (name, o) for name, cmd in COMMANDS.items() for o in declared(cmd.parts()).values() if o.kind in ("int", "real")
+    ]
 
 
-def test_every_numeric_option_has_a_rule():
-    """One place checks them all: an option added without a rule would go unchecked."""
-    missing = [(name, dest) for name, dest, _ in _numeric_options() if dest not in options.RULES]
-    assert not missing
+def test_every_numeric_option_refuses_what_no_rule_allows():
+    """Whatever an option's bounds, it refuses a bool, a non-finite number and (an integer option) a
+    float, each with an error naming its flag: no numeric option goes unchecked."""
+    found = _numeric_options()
+    assert len(found) > 20
+    for name, o in found:
+        bad = [True, float("nan"), float("inf")] + ([1.5] if o.kind == "int" else [])
+        for v in bad:
+            with pytest.raises(ValueError, match=o.flag):
+                o.check([v] if o.many else v)
 
 
-@pytest.mark.parametrize("dest", sorted(options.RULES))
-def test_both_sides_of_every_rule(dest):
-    kind, low, _ = options.RULES[dest]
-    flag = "--" + dest.replace("_", "-")
-    if kind == "int":
-        options.check_option(dest, int(low))  # the bound itself is allowed
-        options.check_option(dest, [int(low), int(low) + 1])
-        for bad in (int(low) - 1, [int(low), int(low) - 1], float(low), True):
-            with pytest.raises(ValueError, match=flag):
-                options.check_option(dest, bad)
-    else:
-        options.check_option(dest, low + 1e-12)
-        for bad in (low, low - 1e-12, float("nan"), float("inf")):
-            with pytest.raises(ValueError, match=flag):
-                options.check_option(dest, bad)
-
-
-def test_seed_range():
-    options.check_option("seed", 2**62 - 1)
-    with pytest.raises(ValueError, match="--seed"):
-        options.check_option("seed", 2**62)
-
-
-def test_validate_options_checks_every_rule_in_the_namespace():
-    options.validate_options(argparse.Namespace(seeds=2, ns=[1, 2], eta=0.1, quick=True, out=Path("x"), seed=None))
-    with pytest.raises(ValueError, match="--ns"):
-        options.validate_options(argparse.Namespace(seeds=2, ns=[4, -1]))
-    with pytest.raises(ValueError, match="--realisations"):
-        options.validate_options(argparse.Namespace(realisations=-1))
-
-
-def test_results_mode_and_configuration():
-    ns = argparse.Namespace(
-        resume=True,
-        overwrite=False,
-        out=Path("o"),
-        seed=3,
-        no_progress=True,
-        float64=True,
-        cache_dir=None,
-        no_cache=False,
-        cpu_devices=2,
-        command="rates",
-        _run=print,
-        ns=[4, 8],
-    )
-    assert options.results_mode(ns) == "resume"
-    assert options.configuration(ns) == {"seed": 3, "ns": [4, 8]}
-    assert options.results_mode(argparse.Namespace(resume=False, overwrite=True)) == "overwrite"
-    assert options.results_mode(argparse.Namespace(resume=False, overwrite=False)) == "new"
-    with pytest.raises(ValueError, match="--resume and --overwrite"):
-        options.results_mode(argparse.Namespace(resume=True, overwrite=True))
+def test_seeds_are_bounded_by_what_a_prng_key_holds():
+    """--seed takes 0 <= s < 2**62 (offsets are added to it) in every command."""
+    for name, o in _numeric_options():
+        if o.name == "seed":
+            o.check(0)
+            o.check(2**62 - 1)
+            for bad in (-1, 2**62):
+                with pytest.raises(ValueError, match="--seed"):
+                    o.check(bad)

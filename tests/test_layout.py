@@ -5,7 +5,7 @@ Two packages. ``cfm_jax`` is the numerical library; its layers (low to high; a m
 own layer and the ones below):
 
     _validation, stats, _qmc → _measures → _fields → _paths → _flow (_gaussian_limit) → _adjoint → _solve
-    → _gradients → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _regime, chaos)
+    → _gradients → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _regime, _chaos, chaos)
 
 ``stochastic`` sits beside them: it may use the layers up to ``_fields`` (and stats), and only the
 package root uses it. Implementation modules are private (``_name``); the public API is
@@ -36,7 +36,18 @@ LAYERS = [
     ("_adjoint",),
     ("_solve",),
     ("_gradients",),
-    ("ogd", "_wasserstein", "_populations", "_streams", "_sharding", "distributed", "_control", "_regime", "chaos"),
+    (
+        "ogd",
+        "_wasserstein",
+        "_populations",
+        "_streams",
+        "_sharding",
+        "distributed",
+        "_control",
+        "_regime",
+        "_chaos",
+        "chaos",
+    ),
 ]
 RANK = {name: i for i, group in enumerate(LAYERS) for name in group}
 STOCHASTIC_MAY_USE = {"_validation", "stats", "_measures", "_fields"}

@@ -1,0 +1,170 @@
+"""The parts of ``cfm-jax rates``: the sweep against exact references (default) and against i.i.d. ones.
+
+``exact`` (run by default): Gaussian attention rows against the exact infinite-context limit,
+the others against QMC references, n over 2.4 decades; ``sample`` (``--parts sample``): the
+previous method, i.i.d. references of n_ref points whose prefixes are the n-point contexts, with
+its own sizes (``--sample-*``). Each row is one (field, population, d) with every seed
+(:func:`~cfm_experiments.rates.grid.run_config`); the summary is the table of fitted rates, the
+prefactors vs d, the claims of :mod:`~cfm_experiments.rates.claims` and the figure.
+
+Programs: each row compiles :func:`cfm_jax.chaos.program_count` programs (its reference and one
+per bucket of n; ``docs/chaos.md``), and nothing is compiled twice within a run.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+
+from ..protocol import Option, Part, Settings, Summary
+from .claims import claims
+from .figure import plot_rates
+from .fits import W1_NOTE, fit_rates, format_prefactors, format_table, prefactors_vs_dim
+from .grid import W1_SIZE, run_config, sweep_configs
+
+SEEDS_WHY = "a confidence interval needs two"
+
+#: the options both parts read.
+SHARED = (
+    Option("dims", (1, 2, 4, 8, 16), "attention dimensions d", many=True, low=1, quick=(2, 8), min_count=0),
+    Option("control_dims", (1, 2, 4, 8), "control-field dimensions d", many=True, low=1, quick=(4,), min_count=0),
+    Option("seeds", 8, "seeds per configuration, vmapped", low=2, quick=6, why=SEEDS_WHY),
+    Option("layers", 4, "layers L", low=1),
+    Option(
+        "no_subspace",
+        False,
+        "skip the population on a dʹ = 2 subspace of R^8 (skipped with --quick)",
+        kind="flag",
+        quick=True,
+    ),
+    Option("no_adjoint", False, "skip the adjoint quantities (p, ∇φ)", kind="flag"),
+)
+
+
+def _sizes(name, default, help, quick=None, **kw) -> Option:
+    extra = {} if quick is None else {"quick": quick}
+    return Option(name, default, help, many=True, low=1, min_count=2, **extra, **kw)
+
+
+def _rows_check(settings: Settings) -> None:
+    if not settings["dims"] and not settings["control_dims"]:
+        raise ValueError("--dims, --control-dims: at least one dimension is needed (both are empty).")
+
+
+class _Rates(Part):
+    """What both parts do with their grid: its rows, the table, the claims, the figure."""
+
+    #: the text file and the figure it writes.
+    table: str
+    figure: str
+
+    @abc.abstractmethod
+    def grid(self, settings: Settings) -> dict:
+        """The grid of :func:`~cfm_experiments.rates.grid.sweep_configs`."""
+
+    def configs(self, settings: Settings) -> list[dict]:
+        grid = self.grid(settings)
+        return sweep_configs(
+            grid, base_seed=settings.seed, layers=settings["layers"], adjoint=not settings["no_adjoint"]
+        )
+
+    def run(self, config: dict) -> dict:
+        return run_config(config)
+
+    def summarize(self, rows: list[dict], settings: Settings) -> Summary:
+        if not rows:
+            return Summary()
+        fits = fit_rates(rows)
+        table = format_table(fits)
+        pre = prefactors_vs_dim(fits)
+        text = "\n\n".join(t for t in (table, W1_NOTE, format_prefactors(pre)) if t)
+        lines = claims(fits, seeds=settings["seeds"], layers=settings["layers"], figure=self.figure)
+        data = {"fits": fits, "prefactor_vs_dim": pre, "table": self.table, "figure": self.figure}
+        return Summary(text=text, data=data, claims=lines, files={self.table: table})
+
+    def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
+        return [plot_rates(summary.data["fits"], out / self.figure)] if rows else []
+
+
+class Exact(_Rates):
+    name = "exact"
+    title = "Finite vs infinite context against exact and QMC references: fitted rates in n and d"
+    options = SHARED + (
+        _sizes("ns", (16, 64, 256, 1024, 4096), "context sizes n, attention", quick=(16, 64, 256, 1024)),
+        _sizes("control_ns", (8, 16, 32, 64, 128), "context sizes n, control"),
+        Option("n_ref", 2048, "QMC points of the attention references (subspace row, ∇φ)", low=1, quick=1024),
+        Option("control_n_ref", 512, "QMC points of the control references", low=1),
+        _sizes("w1_ns", (16, 32, 64, 128), "context sizes of the Sinkhorn W1 (dʹ = 2 rows)"),
+    )
+    table = "table.txt"
+    figure = "rates.png"
+
+    def grid(self, settings: Settings) -> dict:
+        return dict(
+            attention_dims=list(settings["dims"]),
+            control_dims=list(settings["control_dims"]),
+            ns=list(settings["ns"]),
+            control_ns=list(settings["control_ns"]),
+            n_ref=settings["n_ref"],
+            control_n_ref=settings["control_n_ref"],
+            seeds=settings["seeds"],
+            subspace=None if settings["no_subspace"] else (8, 2),
+            reference="exact",
+            w1_ns=list(settings["w1_ns"]),
+            w1_size=W1_SIZE,
+            grad_phi_max_n=256,
+        )
+
+    def check(self, settings: Settings) -> None:
+        _rows_check(settings)
+        grid = self.grid(settings)
+        dks = [*grid["attention_dims"], *grid["control_dims"], *([2] if grid["subspace"] else [])]
+        if any(2 <= k <= 3 for k in dks):  # some row takes W1 by Sinkhorn
+            size = min(W1_SIZE, grid["n_ref"], grid["control_n_ref"])  # the QMC points W1 is taken against
+            if 4 * max(grid["w1_ns"]) > size:
+                raise ValueError(
+                    f"--w1-ns: the largest size ({max(grid['w1_ns'])}) must be <= {size // 4}: the Sinkhorn W1 "
+                    f"reference has min({W1_SIZE}, --n-ref, --control-n-ref) = {size} QMC points, at least 4 per "
+                    "point of the n-point measure."
+                )
+
+
+class Sample(_Rates):
+    name = "sample"
+    title = "Finite vs infinite context against i.i.d. references of n_ref points (the previous method)"
+    optional = True
+    options = SHARED + (
+        _sizes("sample_ns", (16, 32, 64, 128), "context sizes n, attention, of the sample part"),
+        _sizes("sample_control_ns", (8, 16, 32, 64), "context sizes n, control, of the sample part"),
+        Option("sample_n_ref", 2048, "i.i.d. reference points, attention, of the sample part", low=1, quick=1024),
+        Option("sample_control_n_ref", 512, "i.i.d. reference points, control, of the sample part", low=1, quick=256),
+    )
+    table = "table_sample.txt"
+    figure = "rates_sample.png"
+
+    def grid(self, settings: Settings) -> dict:
+        return dict(
+            attention_dims=list(settings["dims"]),
+            control_dims=list(settings["control_dims"]),
+            ns=list(settings["sample_ns"]),
+            control_ns=list(settings["sample_control_ns"]),
+            n_ref=settings["sample_n_ref"],
+            control_n_ref=settings["sample_control_n_ref"],
+            seeds=settings["seeds"],
+            subspace=None if settings["no_subspace"] else (8, 2),
+            reference="sample",
+        )
+
+    def check(self, settings: Settings) -> None:
+        _rows_check(settings)
+        for ns, ref in (("sample_ns", "sample_n_ref"), ("sample_control_ns", "sample_control_n_ref")):
+            if max(settings[ns]) > settings[ref]:
+                raise ValueError(
+                    f"--{ref.replace('_', '-')} ({settings[ref]}) must be >= the largest of "
+                    f"--{ns.replace('_', '-')} ({max(settings[ns])}): each n-point context is a prefix of it."
+                )
+
+
+PARTS = (Exact(), Sample())
+
+__all__ = ["PARTS", "SHARED", "Exact", "Sample"]

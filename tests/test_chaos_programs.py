@@ -1,0 +1,165 @@
+"""cfm_jax._chaos.programs: the sweep's compiled programs: one per bucket and one for the reference,
+counted (a compile counter, not a timer); padding, seed loops and device splits change no number."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from jax.experimental.compilation_cache import compilation_cache
+
+from cfm_experiments.compiles import recording
+from cfm_jax import chaos
+
+_EXACT: dict[str, Any] = dict(n_ref=32, layers=2, heads=1, mlp_width=4, batch=2, num_probes=3, w1_size=32)
+_PROGRAMS = ("jit(reference_program)", "jit(bucket_program)")
+
+
+@pytest.mark.parametrize("field", ["attention", "control"])
+def test_full_reference_deviation_is_exactly_zero(field):
+    """n = n_ref: the coupled n-point context *is* the reference, so every deviation is 0 (exactly
+    up to float64 round-off: the n-system and the reference are compiled as different programs),
+    while n < n_ref is not (an independent n-point sample would fail the first assertion by O(1))."""
+    spec = chaos.ChaosSpec(field=field, dim=1, ns=(8, 32), **_EXACT)
+    res = chaos.run_seeds(spec, seeds=2)
+    quantities = [q for q in chaos.QUANTITIES if q in res]
+    assert set(quantities) == (
+        {"token", "context", "w1", "adjoint", "grad_phi"} if field == "attention" else {"token", "context", "w1"}
+    )
+    for q in quantities:
+        np.testing.assert_allclose(res[q][:, -1], 0.0, rtol=0, atol=1e-14, err_msg=q)
+        assert (res[q][:, 0] > 1e-4).all(), q
+
+
+@pytest.mark.parametrize("field,dim", [("attention", 2), ("control", 1)])
+def test_padded_contexts_equal_unpadded(field, dim):
+    """One padded n-system per bucket (zero-weight atoms, n an argument) = one unpadded system per n,
+    to round-off; so does the single-seed loop."""
+    spec = chaos.ChaosSpec(
+        field=field,
+        dim=dim,
+        ns=(4, 8),
+        n_ref=16,
+        layers=1,
+        heads=1,
+        mlp_width=4,
+        batch=2,
+        num_probes=2,
+        w1_size=16,
+        relative_epsilon=0.05,
+    )
+    assert [b.ns for b in chaos.buckets(spec)] == [(4, 8)] and len(chaos.buckets(spec, padded=False)) == 2
+    padded = chaos.run_seeds(spec, seeds=2, padded=True)
+    plain = chaos.run_seeds(spec, seeds=2, padded=False)
+    assert padded.keys() == plain.keys()
+    for q in padded:
+        np.testing.assert_allclose(padded[q], plain[q], rtol=1e-10, atol=1e-14, err_msg=q)
+    if field == "control":  # the single-seed loop (the benchmark's baseline) through the same programs
+        loop = chaos.run_seeds_loop(spec, seeds=2)
+        assert loop.keys() == padded.keys()
+        for q in padded:
+            np.testing.assert_allclose(loop[q], padded[q], rtol=1e-10, atol=1e-14, err_msg=q)
+
+
+def _compiled(stats) -> int:
+    """The sweep programs XLA compiled while ``stats`` recorded."""
+    return sum(name in _PROGRAMS for name in stats.names)
+
+
+@pytest.fixture
+def no_persistent_cache():
+    """Every program compiled here, none loaded from the persistent cache (so each is counted).
+
+    JAX decides once per process whether it uses the cache, at its first compile: the decision is
+    reset on both sides, else a session that compiled before this test still loads from the cache.
+    """
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    yield
+    jax.config.update("jax_enable_compilation_cache", True)
+    compilation_cache.reset_cache()
+
+
+def test_programs_are_one_per_bucket_for_every_seed_quantity_and_configuration(no_persistent_cache):
+    """The compile counter: a sweep compiles its reference program and one program per bucket, the
+    number chaos.program_count states, and
+
+    - a second quantity measured at the same sizes adds none (it is part of the bucket's program):
+      token and context alone compile as many programs as with the adjoint, ∇φ and W1;
+    - a second seed adds none; nor a second configuration of the same shapes (other n in the same
+      buckets); a second configuration with other model constants adds only its reference program.
+
+    The shapes are this test's own (d = 3, L = 1), so every program starts cold."""
+    base = chaos.ChaosSpec(field="attention", dim=3, ns=(3, 6, 24), n_ref=24, layers=1, heads=1, mlp_width=2)
+    base = dataclasses.replace(base, batch=3, num_probes=2, w1_size=24, relative_epsilon=0.05)
+    token_only = dataclasses.replace(base, adjoint=False, w1=False)
+    assert [b.ns for b in chaos.buckets(base)] == [b.ns for b in chaos.buckets(token_only)] == [(3, 6), (24,)]
+    assert chaos.program_count(base) == chaos.program_count(token_only) == 3
+    with recording() as few:
+        chaos.run_seeds(token_only, seeds=2)
+    with recording() as every:
+        res = chaos.run_seeds(base, seeds=2)
+    assert set(res) >= {"token", "context", "adjoint", "grad_phi", "w1"}
+    assert _compiled(few) == _compiled(every) == 3, (few.names, every.names)
+    with recording() as seed:
+        chaos.run_seeds(base, seeds=2, base_seed=7)
+    with recording() as same_shapes:
+        chaos.run_seeds(dataclasses.replace(base, ns=(2, 6, 24)), seeds=2)
+    assert seed.programs == seed.cache_loads == same_shapes.programs == same_shapes.cache_loads == 0, (
+        seed.names,
+        same_shapes.names,
+    )
+    with recording() as constants:
+        chaos.run_seeds(dataclasses.replace(base, qk_scale=0.5, v_scale=2.0), seeds=2)
+    assert constants.names == ["jit(reference_program)"], constants.names
+
+
+def test_seed_count_and_base_seed_are_checked():
+    spec = chaos.ChaosSpec(ns=(4, 8), n_ref=8)
+    for seeds in (0, 8.0, True):
+        with pytest.raises(ValueError, match="`seeds` must be an integer >= 1"):
+            chaos.run_seeds(spec, seeds=seeds)  # pyright: ignore[reportArgumentType]  # bad on purpose
+    with pytest.raises(ValueError, match="`base_seed` must be an integer >= 0"):
+        chaos.run_seeds(spec, seeds=2, base_seed=-1)
+    with pytest.raises(ValueError, match="`devices`"):
+        chaos.seed_devices(4, [])
+    assert chaos.seed_devices(3) == tuple(jax.local_devices()[:1])  # the test session has one device
+
+
+_SEEDS_ON_DEVICES = textwrap.dedent(
+    """
+    import jax, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    from cfm_jax import chaos
+    devs = jax.local_devices()
+    assert len(devs) == 4, devs
+    assert chaos.seed_devices(8) == tuple(devs) and chaos.seed_devices(6) == tuple(devs[:3])
+    assert chaos.seed_devices(5) == tuple(devs[:1])
+    spec = chaos.ChaosSpec(field="attention", dim=1, ns=(4, 8), n_ref=16, layers=1, heads=1, mlp_width=4,
+                           batch=2, num_probes=2, w1_size=16)
+    split = chaos.run_seeds(spec, 6)  # on 3 devices
+    one = chaos.run_seeds(spec, 6, devices=devs[:1])
+    assert split.keys() == one.keys() == {"token", "context", "w1", "adjoint", "grad_phi", "floor_token",
+                                          "floor_w1", "floor_adjoint", "floor_grad_phi"}, split.keys()
+    assert all(v.shape[0] == 6 for v in split.values()) and (one["token"] > 0).all()
+    for q in one:
+        np.testing.assert_allclose(split[q], one[q], rtol=1e-12, atol=1e-15, err_msg=q)
+    print("SEEDS_SPLIT_OK")
+    """
+)
+
+
+def test_seeds_split_across_devices_equal_one_device():
+    """With 4 (forced host) devices, 8 seeds split across all 4 and 6 seeds across 3; every seed's
+    deviations (adjoints and the exact 1-D W1 included) equal the single-device run's to round-off."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    out = subprocess.run(
+        [sys.executable, "-c", _SEEDS_ON_DEVICES], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "SEEDS_SPLIT_OK" in out.stdout
