@@ -10,7 +10,7 @@ from conftest import TINY_RATES
 
 from cfm_experiments import cli
 
-EXPERIMENTS = ("rates", "ogd", "gradcheck", "sync")
+EXPERIMENTS = ("rates", "ogd", "gradcheck", "sync", "claims")
 
 
 def _run(*args, timeout=900):
@@ -66,11 +66,11 @@ def test_help_imports_no_experiment():
     code = (
         "import sys; from cfm_experiments import cli\n"
         "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith('cfm_experiments.') and m not in "
-        "('cfm_experiments.options', 'cfm_experiments.results')))"
+        "print('jax' in sys.modules, sorted(m for m in sys.modules if m.startswith('cfm_experiments.') and m not in "
+        "('cfm_experiments.cli', 'cfm_experiments.options', 'cfm_experiments.registry', 'cfm_experiments.signals')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
-    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "False []", out.stdout  # neither JAX nor an experiment
     assert all(c in out.stdout for c in cli.COMMANDS)
 
 
