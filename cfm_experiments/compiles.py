@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from jax import monitoring
 
@@ -52,6 +52,12 @@ class CompileStats:
 
 _lock = threading.Lock()
 _active: list[CompileStats] = []
+_LOWERED = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+#: a compilation running longer than this is announced to the watchers (a cache read takes far less)
+NOTICE_S = 2.0
+_watchers: list[Callable[[bool], None]] = []
+_timer: list[threading.Timer | None] = [None]
+_announced = [False]
 _hits = [0]  # cache hits whose backend-compile event has not arrived yet
 _installed = [False]
 
@@ -60,6 +66,28 @@ def _on_event(event: str, **_) -> None:
     if event == _HIT:
         with _lock:
             _hits[0] += 1
+        _compile_over()
+
+
+def _announce() -> None:
+    with _lock:
+        _announced[0] = True
+        watchers = list(_watchers)
+    for w in watchers:
+        w(True)
+
+
+def _compile_over() -> None:
+    """The program being compiled (or read from the cache) is ready: cancel or end the notice."""
+    with _lock:
+        timer, _timer[0] = _timer[0], None
+        was, _announced[0] = _announced[0], False
+        watchers = list(_watchers)
+    if timer is not None:
+        timer.cancel()
+    if was:
+        for w in watchers:
+            w(False)
 
 
 def _on_duration(event: str, duration_secs: float, **kw: str | int) -> None:
@@ -80,6 +108,14 @@ def _on_duration(event: str, duration_secs: float, **kw: str | int) -> None:
         elif event in _TRACING:
             for stats in _active:
                 stats.trace_seconds += duration_secs
+    if event == _BACKEND:
+        _compile_over()
+    elif event == _LOWERED:  # next: the cache read, then XLA unless it hit
+        with _lock:
+            if _watchers and _timer[0] is None:
+                _timer[0] = threading.Timer(NOTICE_S, _announce)
+                _timer[0].daemon = True
+                _timer[0].start()
 
 
 def _install() -> None:
@@ -105,4 +141,30 @@ def recording() -> Iterator[CompileStats]:
             _active.remove(stats)
 
 
-__all__ = ["CompileStats", "recording"]
+@contextlib.contextmanager
+def watching(callback: Callable[[bool], None]) -> Iterator[None]:
+    """Within the block, ``callback(True)`` when XLA has been compiling one program for
+    :data:`NOTICE_S` seconds and ``callback(False)`` when it is done (for a progress bar's notice;
+    a program read from the persistent cache is not announced). The callback may run on a timer
+    thread."""
+    _install()
+    with _lock:
+        _watchers.append(callback)
+    try:
+        yield
+    finally:
+        with _lock:
+            _watchers.remove(callback)
+        if not _watchers:
+            _compile_over()
+
+
+def compiling_notice() -> str:
+    """What a progress bar says while XLA compiles: first run only, and where the programs are cached."""
+    import jax
+
+    where = jax.config.values.get("jax_compilation_cache_dir")
+    return f"compiling (first run only; cached in {where})" if where else "compiling (not cached: --no-cache)"
+
+
+__all__ = ["NOTICE_S", "CompileStats", "compiling_notice", "recording", "watching"]

@@ -17,6 +17,7 @@ the last complete row, and any other bad line is an error naming the file and th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -31,6 +32,7 @@ import numpy as np
 
 from cfm_jax import __version__
 
+from .compiles import compiling_notice, watching
 from .signals import WRITE_LOCK
 
 
@@ -360,10 +362,20 @@ class Sweep:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(pending), desc=desc, leave=False)
-        try:
+        now = [""]
+
+        def notice(compiling: bool) -> None:  # XLA has been compiling a while: say why the bar waits
+            if bar is not None:
+                bar.set_postfix_str(f"{now[0]}: {compiling_notice()}" if compiling else now[0], refresh=True)
+
+        with contextlib.ExitStack() as stack:
+            if bar is not None:
+                stack.enter_context(watching(notice))
+                stack.callback(bar.close)
             for config in pending:
-                if bar is not None and describe is not None:
-                    bar.set_postfix_str(describe(config), refresh=True)
+                now[0] = describe(config) if describe is not None else ""
+                if bar is not None:
+                    bar.set_postfix_str(now[0], refresh=True)
                 t0 = time.perf_counter()
                 result = dict(fn(config))
                 seconds = time.perf_counter() - t0  # the one per-row timing: parts do not time themselves
@@ -371,9 +383,6 @@ class Sweep:
                 self._append((json.dumps(row, allow_nan=False) + "\n").encode())
                 if bar is not None:
                     bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
         rows = [r for r in self.rows if r.get("key") in order]
         return sorted(rows, key=lambda r: order[r["key"]])
 

@@ -1,5 +1,8 @@
 """Compile accounting counts programs, not seconds: a new shape is a new program, a repeat is not."""
 
+import os
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,3 +41,26 @@ def test_nothing_counted_outside_a_recording():
         "load_seconds",
         "trace_seconds",
     }
+
+
+def test_a_long_compilation_is_announced_and_its_end_too(monkeypatch):
+    """A watcher hears True once XLA has compiled for NOTICE_S seconds and False when the program is
+    ready; with no compile (a program already in memory) it hears nothing."""
+    from cfm_experiments import compiles
+
+    monkeypatch.setattr(compiles, "NOTICE_S", 0.0)
+    heard: list[bool] = []
+    salt = float(os.getpid() % 997) + 1e-9 * time.time_ns() % 1.0  # a program no cache holds
+
+    def body(x):
+        for k in range(300):  # unrolled: a program that takes XLA a noticeable time
+            x = jnp.sin(x * (1.0 + k * 1e-4)) + salt
+        return x
+
+    f = jax.jit(body)
+    with compiles.watching(heard.append):
+        f(np.ones(7)).block_until_ready()
+        assert heard == [True, False]
+        f(np.ones(7)).block_until_ready()  # in memory: nothing to compile
+    assert heard == [True, False]
+    assert "compiling (first run only" in compiles.compiling_notice() or "not cached" in compiles.compiling_notice()
