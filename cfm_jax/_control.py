@@ -59,9 +59,10 @@ class W1ControlField(AbstractField):
         batch_size: int | None = None,
         throw: bool = True,
     ) -> W1ControlField:
-        """Control field for the fixed measure ``nu`` (an :class:`EmpiricalMeasure` or ``(m, d)``).
+        r"""Control field for the fixed measure ``nu`` (an :class:`EmpiricalMeasure` or ``(m, d)``).
 
-        ``direction`` defaults to e_1 and is normalised; ε = ``relative_epsilon``·(2 Var_ν)^{1/2}.
+        ``direction`` defaults to $e_1$ and is normalised; ε = ``relative_epsilon`` $· (2 \operatorname{Var} ν)^{1/2}$
+        (Var ν the total variance of ν).
         ``throw=False`` leaves out the in-program checks of traced values (a sweep building the
         field from its own reference sample inside ``jit``; concrete values are always checked).
         """

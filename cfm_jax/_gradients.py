@@ -8,8 +8,8 @@ The loss is ``loss(x1, y)``, by default :func:`mean_squared_loss` (the one writt
 
 Any scalar function of :func:`cfm_jax.forward`'s outputs can be differentiated directly with
 ``jax.grad``; [`loss_and_grad`][cfm_jax.loss_and_grad] is the common case of a loss of the final tokens.
-``grads`` has the model's type and holds the per-layer partials ∂L/∂θ_l;
-:func:`functional_gradient` turns them into the L²([0, 1]) gradient δL/δθ(s) = L·∂L/∂θ_l
+``grads`` has the model's type and holds the per-layer partials $∂L/∂θ_l$;
+:func:`functional_gradient` turns them into the $L^2([0, 1])$ gradient $δL/δθ(s) = L ∂L/∂θ_l$
 (docs/theory.md §2).
 """
 
@@ -18,37 +18,38 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_rows
 from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt
-from ._measures import GaussianMeasure
+from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
 from ._solve import forward, prepare
 from ._validation import compiled, finite
 
 
 class AdjointSolution(eqx.Module):
-    """Adjoint trajectories from :func:`adjoint_trajectories`.
+    r"""Adjoint trajectories from :func:`adjoint_trajectories`.
 
     Attributes:
         ss: ``(S,)`` depths of the saved states: every Euler step for the discrete adjoint
             (``S = steps + 1``), every layer boundary for the continuous one (``S = L + 1``).
-        xs: ``(S,) + x0.shape`` target tokens x_s.
-        zs: ``(S, n, d)`` context particles z_i(s).
-        ps: ``(S,) + x0.shape`` the token covector p_s (contains the 1/B of the batch mean).
-        a: ``(S, n, d)`` particle adjoints a_i(s) = ∇φ_s(z_i(s)); ∂L/∂z_i(0) = w_i a_i(0).
-        probe_grads: ``(S, P, d)`` ∇φ_{ss[k]}(probes[j]) at the fixed probe points, or None.
-        probe_values: ``(S, P)`` φ_{ss[k]}(probes[j]) (centred: ∫ φ_s dμ_s = 0), or None.
-        weight_grads: ``(n,)`` ∂L/∂w_j = φ_0(z_j) (the first variation in the initial measure).
-        functional_grads: model-shaped δL/δθ(s) (= L·∂L/∂θ_l on layer l); for paths that are not
+        xs: ``(S,) + x0.shape`` target tokens $x_s$.
+        zs: ``(S, n, d)`` context particles $z_i(s)$.
+        ps: ``(S,) + x0.shape`` the token covector $p_s$ (contains the 1/B of the batch mean).
+        a: ``(S, n, d)`` particle adjoints $a_i(s) = ∇φ_s(z_i(s))$; $∂L/∂z_i(0) = w_i a_i(0)$.
+        probe_grads: ``(S, P, d)`` $∇φ_{s_k}(\mathrm{probes}_j)$ ($s_k$ = ``ss[k]``) at the fixed probe points, or None.
+        probe_values: ``(S, P)`` $φ_{s_k}(\mathrm{probes}_j)$ (centred: $∫ φ_s dμ_s = 0$), or None.
+        weight_grads: ``(n,)`` $∂L/∂w_j = φ_0(z_j)$ (the first variation in the initial measure).
+        functional_grads: model-shaped $δL/δθ(s)$ (= $L ∂L/∂θ_l$ on layer l); for paths that are not
             piecewise constant (e.g. :class:`~cfm_jax.PiecewiseLinearCFM`) the plain node gradients.
-        grads: model-shaped ∂L/∂θ_l.
+        grads: model-shaped $∂L/∂θ_l$.
         loss: the scalar loss.
     """
 
@@ -66,7 +67,7 @@ class AdjointSolution(eqx.Module):
 
 
 def mean_squared_loss(x1, y):
-    """½‖x_1 − y‖², averaged over the batch when x1 is ``(B, d)`` (the default loss)."""
+    """$½‖x_1 − y‖^2$, averaged over the batch when x1 is ``(B, d)`` (the default loss)."""
     sq = 0.5 * jnp.sum((x1 - y) ** 2)
     return sq / x1.shape[0] if x1.ndim == 2 else sq
 
@@ -91,15 +92,15 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
     Exactly ``eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, **options).x1, y))``;
     ``options`` are [`forward`][cfm_jax.forward]'s (default: the exact hand adjoint of Euler);
     ``throw`` as there (also for ``y``).
-    ``loss(x1, y) -> scalar`` defaults to ½‖x_1 − y‖² averaged over the batch. Returns
-    ``(loss, grads)``, ``grads`` model-shaped (∂L/∂θ_l per layer).
+    ``loss(x1, y) -> scalar`` defaults to $½‖x_1 − y‖^2$ averaged over the batch. Returns
+    ``(loss, grads)``, ``grads`` model-shaped ($∂L/∂θ_l$ per layer).
     """
     loss, y = _check_loss(loss, x0, y, throw)
     return eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, throw=throw, **options).x1, y))(model)
 
 
 def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
-    """δL/δθ(s) in L²([0, 1]): L·∂L/∂θ_l on layer l (piecewise-constant paths), model-shaped."""
+    """$δL/δθ(s)$ in $L^2([0, 1])$: $L ∂L/∂θ_l$ on layer l (piecewise-constant paths), model-shaped."""
     if not isinstance(model, AbstractCFM):
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
     if not model.piecewise_constant:
@@ -121,14 +122,15 @@ def adjoint_trajectories(
     throw: bool = True,
     **options,
 ) -> AdjointSolution:
-    """States, token covector p_s, particle adjoints a_i(s) and probe gradients ∇φ_s(probes).
+    r"""States, token covector $p_s$, particle adjoints $a_i(s)$ and probe gradients $∇φ_s(\mathrm{probes})$.
 
     ``adjoint`` is a hand adjoint: ``DiscreteAdjoint()`` (default; saved at every Euler step)
     or ``ContinuousAdjoint(...)`` (saved at layer boundaries; ``memory=StoreEvery(1)``), with any
     memory policy; ``options`` are [`forward`][cfm_jax.forward]'s other options (``saveat`` excepted;
     ``throw`` also covers ``y`` and ``probes``).
     The loss is ``loss(x1, y)``. ``probes: (P, d)`` are fixed points: ``probe_grads[k, j]`` is
-    ∇φ_{ss[k]}(probes[j]), obtained from a passive characteristic started at (ss[k], probes[j]).
+    $∇φ_{s_k}(\mathrm{probes}_j)$ ($s_k$ = ``ss[k]``), obtained from a passive characteristic started at
+    (``ss[k]``, ``probes[j]``).
     Cost: every probe adds S characteristics (one per saved depth) to the adjoint.
     """
     adjoint = DiscreteAdjoint() if adjoint is None else adjoint
@@ -191,29 +193,31 @@ def probe_gradients(model, x0, context, y, probes, **kwargs):
 @compiled
 def token_adjoint(
     model: AbstractCFM,
-    x0,
-    context,
-    y,
+    x0: Float[Array, "*B d"],
+    context: EmpiricalMeasure | GaussianMeasure | Float[ArrayLike, "n d"],
+    y: Any,
     *,
     loss: Callable | None = None,
     saveat: SaveAt = SaveAt(layers=True),
     throw: bool = True,
-    **options,
+    **options: Any,
 ) -> tuple[FlowSolution, Array]:
-    """The token covector p_s = ∂ℓ/∂x_s with the context held on its own trajectory; compiled.
+    """The token covector $p_s = ∂ℓ/∂x_s$ with the context held on its own trajectory; compiled.
 
     For a Gaussian context this is the infinite-context covector (the tokens do not move the population
-    law): p_1 = ∇ℓ(x_1), p_i = (I + hM_i)ᵀ p_{i+1}. For atoms it is the ``ps`` of
+    law): $p_1 = ∇ℓ(x_1)$, $p_i = (I + hM_i)^⊤ p_{i+1}$. For atoms it is the ``ps`` of
     [`adjoint_trajectories`][cfm_jax.adjoint_trajectories] (the tokens do not act on the context either)
-    at O(B·n) a step instead of O(n²): p_i = p_{i+1} + h D_xV(x_i, μ_i)ᵀ p_{i+1}. Both are the token rows
-    of ``DiscreteAdjoint``'s backward sweep, the one recursion (``cfm_jax._adjoint.discrete``).
+    at $O(Bn)$ a step instead of $O(n^2)$: $p_i = p_{i+1} + h D_xV(x_i, μ_i)^⊤ p_{i+1}$. Both are the token rows
+    of [`DiscreteAdjoint`][cfm_jax.DiscreteAdjoint]'s backward sweep, the one recursion.
 
     Args:
-        model, x0, context: as in [`forward`][cfm_jax.forward] (``EmpiricalMeasure``, array or
+        model: as in [`forward`][cfm_jax.forward].
+        x0: as in [`forward`][cfm_jax.forward].
+        context: as in [`forward`][cfm_jax.forward] (``EmpiricalMeasure``, array or
             ``GaussianMeasure``).
         y: loss targets, shaped like ``x0`` for the default loss.
         loss: ``loss(x1, y) -> scalar``, default [`mean_squared_loss`][cfm_jax.mean_squared_loss] (the
-            batch mean of ½‖x_1 − y‖², so p contains the 1/B).
+            batch mean of $½‖x_1 − y‖^2$, so p contains the 1/B).
         saveat: ``SaveAt(layers=True)`` (default) or ``SaveAt(steps=True)``: the depths of ``ps``.
         throw: as in ``forward`` (also for ``y``).
         options: ``forward``'s other options; the solve must be explicit Euler with fixed steps (the

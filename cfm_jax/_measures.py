@@ -1,4 +1,4 @@
-"""The two kinds of context: the point measure μ = Σ_j w_j δ_{z_j} and the Gaussian N(m, Σ).
+"""The two kinds of context: the point measure $μ = Σ_j w_j δ_{z_j}$ and the Gaussian $N(m, Σ)$.
 
 :class:`EmpiricalMeasure` is a finite context (n atoms) and :class:`GaussianMeasure` the
 infinite-context population law for which the flow has an exact closed form (docs/theory.md,
@@ -26,15 +26,15 @@ from ._validation import check_finite, is_concrete
 
 
 def weight_sum_tolerance(dtype) -> float:
-    """|Σ_j w_j − 1| allowed: 1e-5 in float64, 1e-4 in lower precision (summation round-off at large n)."""
+    """$|Σ_j w_j − 1|$ allowed: 1e-5 in float64, 1e-4 in lower precision (summation round-off at large n)."""
     return 1e-5 if jnp.dtype(dtype).itemsize >= 8 else 1e-4
 
 
 class EmpiricalMeasure(eqx.Module):
-    """A weighted point cloud μ = Σ_j w_j δ_{z_j} in R^d; a pytree.
+    """A weighted point cloud $μ = Σ_j w_j δ_{z_j}$ in $R^d$; a pytree.
 
     Args:
-        points: `(n, d)` support points z_j.
+        points: `(n, d)` support points $z_j$.
         weights: `(n,)` non-negative weights summing to one; uniform `1/n` when omitted.
             Zero-weight atoms carry no mass (module docstring).
 
@@ -99,7 +99,7 @@ class EmpiricalMeasure(eqx.Module):
         return jnp.log(self.weights)
 
     def mean(self) -> Float[Array, " d"]:
-        """Barycentre Σ_j w_j z_j, shape `(d,)`."""
+        """Barycentre $Σ_j w_j z_j$, shape `(d,)`."""
         return self.weights @ self.points
 
     def with_points(self, points) -> EmpiricalMeasure:
@@ -145,7 +145,7 @@ class EmpiricalMeasure(eqx.Module):
 
 
 def _symmetry_tolerance(dtype) -> float:
-    """|Σ − Σᵀ| allowed, relative to the largest entry: 10³ ulp."""
+    """$|Σ − Σ^⊤|$ allowed, relative to the largest entry: 10³ ulp."""
     return 1e3 * float(jnp.finfo(dtype).eps)
 
 
@@ -156,7 +156,7 @@ def _definiteness_tolerance(dtype, d: int) -> float:
 
 
 class GaussianMeasure(eqx.Module):
-    """The Gaussian context N(mean, cov) in R^d; a pytree.
+    """The Gaussian context $N(m, Σ)$ in $R^d$ (m = ``mean``, Σ = ``cov``); a pytree.
 
     Args:
         mean: the mean, ``(d,)``.
@@ -170,9 +170,9 @@ class GaussianMeasure(eqx.Module):
     ``jax.tree.map`` is checked too.
 
     Sampled contexts approach this limit slowly when the logits spread: for a query x the softmax
-    weights of n points drawn from N(m, Σ) are log-normal with log-variance σ² = uᵀΣu (u = QᵀK x
-    per head), so the softmax's effective sample size is about n·e^{−σ²} (σ² ≈ 9 for unit tokens at
-    d = 6 with the default initialisation: n must far exceed e⁹ before the sampled flow is close).
+    weights of n points drawn from N(m, Σ) are log-normal with log-variance $σ^2 = u^⊤Σu$ ($u = Q^⊤K x$
+    per head), so the softmax's effective sample size is about $n e^{−σ^2}$ ($σ^2 ≈ 9$ for unit tokens at
+    d = 6 with the default initialisation: n must far exceed $e^9$ before the sampled flow is close).
     """
 
     mean: Float[Array, " d"]

@@ -13,9 +13,9 @@ point still has the law P, and smooth averages over the n points converge faster
 
 - :func:`gaussian` — N(mean, scale² I_d);
 - :func:`gaussian_mixture` — equal-variance Gaussian components with given means and weights;
-- :func:`uniform_sphere` — uniform on the sphere S^{d−1} of radius ``radius`` in R^d;
-- :func:`subspace_gaussian` — standard Gaussian on a random d'-dimensional subspace of R^d;
-- :func:`embedded_sphere` — uniform on a d'-sphere S^{d'} in a random (d'+1)-dim subspace of R^d.
+- :func:`uniform_sphere` — uniform on the sphere $S^{d−1}$ of radius ``radius`` in $R^d$;
+- :func:`subspace_gaussian` — standard Gaussian on a random d'-dimensional subspace of $R^d$;
+- :func:`embedded_sphere` — uniform on a d'-sphere $S^{d'}$ in a random (d'+1)-dim subspace of $R^d$.
 """
 
 from __future__ import annotations
@@ -168,13 +168,13 @@ def gaussian_mixture(means, *, scale: float = 0.5, weights=None) -> Population:
 
 
 def uniform_sphere(dim: int, *, radius: float = 1.0) -> Population:
-    """Uniform on the sphere S^{dim−1} = {‖x‖ = radius} ⊂ R^dim (intrinsic dimension dim − 1)."""
+    """Uniform on the sphere $S^{dim−1}$ of radius ``radius`` in $R^{dim}$ (intrinsic dimension dim − 1)."""
     dim = _check_dim("dim", dim, low=2)
     return _Sphere(dim=dim, intrinsic_dim=dim - 1, name="uniform_sphere", frame=jnp.eye(dim), radius=float(radius))
 
 
 def subspace_gaussian(dim: int, intrinsic_dim: int, *, scale: float = 1.0, seed: int = 0) -> Population:
-    """Standard Gaussian (std ``scale``) on a random ``intrinsic_dim``-dimensional subspace of R^dim.
+    """Standard Gaussian (std ``scale``) on a random ``intrinsic_dim``-dimensional subspace of $R^{dim}$.
 
     The subspace is drawn once from ``seed`` (a fixed law, not a per-sample key).
     """
@@ -187,7 +187,7 @@ def subspace_gaussian(dim: int, intrinsic_dim: int, *, scale: float = 1.0, seed:
 
 
 def embedded_sphere(dim: int, intrinsic_dim: int, *, radius: float = 1.0, seed: int = 0) -> Population:
-    """Uniform on a sphere S^{d'} (d' = ``intrinsic_dim``) in a random (d'+1)-dim subspace of R^dim."""
+    """Uniform on a sphere $S^{d'}$ ($d'$ = ``intrinsic_dim``) in a random $(d'+1)$-dim subspace of $R^{dim}$."""
     dim = _check_dim("dim", dim, low=2)
     k = _check_dim("intrinsic_dim", intrinsic_dim)
     if k + 1 > dim:
@@ -202,7 +202,7 @@ PopulationName = Literal["gaussian", "gaussian_mixture", "uniform_sphere", "subs
 
 def make_population(name: PopulationName, dim: int, intrinsic_dim: int | None = None, **kwargs) -> Population:
     """Population by name: ``gaussian``, ``uniform_sphere``, ``subspace_gaussian``, ``embedded_sphere``,
-    ``gaussian_mixture`` (two components at ±2·e_1)."""
+    ``gaussian_mixture`` (two components at $±2 e_1$)."""
     if name == "gaussian":
         return gaussian(dim, **kwargs)
     if name == "uniform_sphere":

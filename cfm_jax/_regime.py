@@ -59,13 +59,13 @@ from ._validation import finite, finite_params
 
 
 class AttentionRegime(eqx.Module):
-    """The sampling regime of a model's attention at a context law (module docstring).
+    r"""The sampling regime of a model's attention at a context law (module docstring).
 
     Attributes:
-        logit_variance: ``(L, H, B)`` Var_{z∼μ}⟨Q_h x_b, K_h z⟩ for layer l, head h, query b.
-        ess_fraction: ``(L, H, B)`` (E w)²/E w² for w = e^{⟨Q_h x_b, K_h z⟩}, z ∼ μ: the softmax's
-            effective sample size per context point (e^{−logit_variance} for a Gaussian context).
-        rho: ``(L, H)`` ρ = 2‖Σ^{1/2} Q_hᵀK_h Σ^{1/2}‖₂ (spectral norm, Σ the context covariance).
+        logit_variance: ``(L, H, B)`` $\operatorname{Var}_{z∼μ}⟨Q_h x_b, K_h z⟩$ for layer l, head h, query b.
+        ess_fraction: ``(L, H, B)`` $(E w)^2/E w^2$ for $w = e^{⟨Q_h x_b, K_h z⟩}$, z ∼ μ: the softmax's
+            effective sample size per context point ($e^{−v}$, v = ``logit_variance``, for a Gaussian context).
+        rho: ``(L, H)`` $ρ = 2‖Σ^{1/2} Q_h^⊤K_h Σ^{1/2}‖_2$ (spectral norm, Σ the context covariance).
         tail_index: ``(L, H)`` 2/ρ, the Pareto tail index of the self-attention weights (inf at ρ = 0).
         heavy_tailed: ``()`` bool, whether some head has ρ ≥ 1 (weights of infinite variance).
     """

@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._measures import EmpiricalMeasure
 from ._paths import AbstractCFM
@@ -64,18 +64,18 @@ class AbstractStream(eqx.Module):
 class TeacherStudentStream(AbstractStream):
     """Labels from a teacher CFM run with the sample's own context.
 
-    Sample k: with k_x, k_z, k_e = split(fold_in(key, k)), x_0 = N(0, x_scale² I) of shape
-    ``(batch, d)``, context = ``population(k_z, context_size)``, y = x_1 of the teacher's
+    Sample k: with $k_x, k_z, k_e$ = ``split(fold_in(key, k))``, $x_0 ∼ N(0, s^2 I)$ ($s$ = ``x_scale``) of shape
+    ``(batch, d)``, context = ``population(k_z, context_size)``, y = $x_1$ of the teacher's
     L-layer residual network (= ``forward`` with Euler, one step per layer) + ``noise``·N(0, I).
 
     Args:
         teacher: any cfm_jax model.
-        population: ``(key, n) -> (n, d)``, e.g. ``cfm_jax._populations.gaussian(d)``.
+        population: ``(key, n) -> (n, d)``, e.g. ``cfm_jax.gaussian(d)``.
         key: PRNG key of the stream.
         batch: B, target tokens per sample.
-        context_size: points per context (the reference size n_ref in coupled runs).
+        context_size: points per context (the reference size $n_{ref}$ in coupled runs).
         noise: label-noise standard deviation.
-        x_scale: standard deviation of x_0.
+        x_scale: standard deviation of $x_0$.
     """
 
     teacher: AbstractCFM
@@ -86,7 +86,17 @@ class TeacherStudentStream(AbstractStream):
     noise: float = eqx.field(static=True)
     x_scale: float = eqx.field(static=True)
 
-    def __init__(self, teacher, population, key, *, batch=4, context_size=1024, noise=0.0, x_scale=1.0):
+    def __init__(
+        self,
+        teacher: AbstractCFM,
+        population: Callable,
+        key: PRNGKeyArray,
+        *,
+        batch: int = 4,
+        context_size: int = 1024,
+        noise: float = 0.0,
+        x_scale: float = 1.0,
+    ):
         if not isinstance(teacher, AbstractCFM):
             raise ValueError(f"`teacher` must be a cfm_jax model, got {type(teacher).__name__}.")
         if not callable(population):

@@ -39,7 +39,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
+from jaxtyping import Array, ArrayLike
 
 from ._measures import EmpiricalMeasure, as_measure
 from ._validation import is_concrete
@@ -70,7 +70,7 @@ def positive_finite(name: str, value):
     return require(value, jnp.isfinite(value) & (value > 0), f"`{name}` must be finite and > 0.")
 
 
-def _check_pair(mu, nu, throw: bool):
+def _check_pair(mu, nu, throw: bool) -> tuple[EmpiricalMeasure, EmpiricalMeasure]:
     for name, m in (("mu", mu), ("nu", nu)):
         if not isinstance(m, EmpiricalMeasure):
             try:
@@ -228,8 +228,8 @@ def self_transport_cost(
 
 
 def wasserstein1(
-    mu,
-    nu,
+    mu: EmpiricalMeasure | ArrayLike,
+    nu: EmpiricalMeasure | ArrayLike,
     *,
     method: W1Method = "auto",
     relative_epsilon: float = 0.01,
@@ -239,16 +239,18 @@ def wasserstein1(
     threshold: float = 1e-3,
     throw: bool = True,
 ):
-    """W1(μ, ν) = min over couplings π of ∫‖x − y‖ dπ, for two :class:`EmpiricalMeasure` s.
+    r"""$W_1(μ, ν) = \min_π ∫‖x − y‖ dπ$ over the couplings π of μ and ν, for two :class:`EmpiricalMeasure` s.
 
     Args:
-        mu, nu: measures (or ``(n, d)`` / ``(m, d)`` arrays, uniform weights) in the same R^d.
+        mu: a measure (or an ``(n, d)`` array, uniform weights) in $R^d$.
+        nu: a measure (or an ``(m, d)`` array, uniform weights) in the same $R^d$.
         method: ``"auto"`` (``"sorted"`` in d = 1, else ``"sinkhorn"``), ``"sinkhorn"``,
             ``"exact"`` (LP; NumPy, not traceable) or ``"sorted"`` (d = 1 only, exact).
         relative_epsilon: Sinkhorn ε as a fraction of the cost scale (ignored if ``epsilon``).
         epsilon: absolute Sinkhorn ε.
-        batch_size: Sinkhorn row-block size for large clouds (memory O(batch_size·m)).
-        max_iterations, threshold: Sinkhorn stopping rule (marginal error).
+        batch_size: Sinkhorn row-block size for large clouds (memory ∝ ``batch_size`` × m).
+        max_iterations: Sinkhorn's iteration cap.
+        threshold: Sinkhorn's stopping rule (the marginal error).
         throw: False leaves out the checks of traced values inside the compiled program (for a
             sweep's own measures: a program containing them is never stored by JAX's persistent
             compilation cache); concrete ε values are still checked.

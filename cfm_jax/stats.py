@@ -35,7 +35,7 @@ class RateFit:
 
     @property
     def prefactor(self) -> float:
-        """C in y ≈ C x^slope."""
+        """C in $y ≈ C x^s$, s = ``slope``."""
         return float(np.exp(self.intercept))
 
     def contains(self, value: float) -> bool:
@@ -65,14 +65,16 @@ def _ols_slope(lx: np.ndarray, means: np.ndarray) -> np.ndarray:
     return (means * cx).sum(-1) / (cx**2).sum()
 
 
-def fit_loglog(x, y, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> RateFit:
+def fit_loglog(x: ArrayLike, y: ArrayLike, *, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> RateFit:
     """Fit a power law to deviations ``y`` at sizes ``x``.
 
     Args:
         x: ``(K,)`` sizes (e.g. context lengths n), K >= 2.
         y: ``(K, S)`` one deviation per size and seed (or ``(K,)``: no CI). The fit is on the
             mean over seeds of ``log y``; the CI resamples the seeds independently at each size.
-        n_boot: bootstrap resamples; level: confidence level; seed: the bootstrap's RNG seed.
+        n_boot: bootstrap resamples.
+        level: confidence level.
+        seed: the bootstrap's RNG seed.
     """
     _check_level(level)
     x = np.asarray(x, dtype=np.float64)

@@ -253,17 +253,6 @@ def test_tex_check_fails_on_a_planted_fragment(site):
 PENDING_UNTYPED = frozenset(
     {
         "cfm_jax.chaos.coupled_deviations",
-        "cfm_jax.wasserstein1",
-        "cfm_jax.stats.fit_loglog",
-        "cfm_jax.EmpiricalMeasure",
-        "cfm_jax.GaussianMeasure",
-        "cfm_jax.TeacherStudentStream",
-        "cfm_jax.run_ogd",
-        "cfm_jax.estimate_lipschitz",
-        "cfm_jax.NoiseKernel",
-        "cfm_jax.StochasticTransformer",
-        "cfm_jax.SphereSDE",
-        "cfm_jax.stochastic.estimate_lyapunov",
     }
 )
 _ROW = re.compile(r'<tr class="doc-section-item">\s*<td>\s*<code>([^<]*)</code>\s*</td>\s*<td>(.*?)</td>', re.S)

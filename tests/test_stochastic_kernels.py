@@ -80,7 +80,7 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="layers"):
         StochasticTransformer(layers=0)
     with pytest.raises(ValueError, match="noise"):
-        SphereSDE(noise="gaussian")
+        SphereSDE(noise="gaussian")  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(eqx.EquinoxRuntimeError, match="x0"):  # a value check, inside the compiled program
         simulate(StochasticTransformer(layers=2), jnp.ones((3, 2)), jax.random.key(0))
     with pytest.raises(ValueError, match="save_every"):

@@ -17,7 +17,7 @@ import numpy as np
 
 
 def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
-    """``num`` points uniform in the ball of radius ``radius`` in R^dim, shape ``(num, dim)``."""
+    """``num`` points uniform in the ball of radius ``radius`` in $R^{dim}$, shape ``(num, dim)``."""
     if int(num) < 1 or int(dim) < 1:
         raise ValueError(f"`num` and `dim` must be >= 1, got num={num}, dim={dim}.")
     if not np.isfinite(radius) or radius <= 0:

@@ -281,11 +281,11 @@ class AttentionField(AbstractGaussianField):
         return LocalVJP(velocity, dx, dz, dlogw, dparams, dtar, phi)
 
     def gaussian_affine(self, params, mean, cov):
-        """Closed form at μ = N(m, Σ): c = Σ_h V_h m, M = Σ_h V_h Σ A_hᵀ (A_h = Q_hᵀ K_h).
+        """Closed form at $μ = N(m, Σ)$: $c = Σ_h V_h m$, $M = Σ_h V_h Σ A_h^⊤$ ($A_h = Q_h^⊤ K_h$).
 
         The softmax mean under a Gaussian is the mean of the exponentially tilted Gaussian,
-        ∫ e^{u·z} z dμ / ∫ e^{u·z} dμ = m + Σ u, and the logit of query x is u_h·z with
-        u_h = A_hᵀ x, so the head's mean is m + Σ A_hᵀ x.
+        $∫ e^{u·z} z dμ / ∫ e^{u·z} dμ = m + Σ u$, and the logit of query x is $u_h·z$ with
+        $u_h = A_h^⊤ x$, so the head's mean is $m + Σ A_h^⊤ x$.
         """
         A = attention_matrix(params["Q"], params["K"])
         Vh = params["V"]

@@ -63,9 +63,9 @@ def complete_params(dparams: Mapping, params: Mapping) -> dict:
 def generic_local_vjp(field, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
     """:class:`LocalVJP` of any field from ``jax.vjp`` of the field itself.
 
-    The query rows are independent inputs of the vjp, so ``dx`` is D_xV(q)ᵀc row by row.
-    Targets y_t are added as extra atoms of negligible mass ε_t: φ_t = ∂/∂ε_t Σ_r c_r·V(q_r,
-    μ + Σ_t ε_t δ_{y_t}) (the first variation), and its gradient in y_t is taken by
+    The query rows are independent inputs of the vjp, so ``dx`` is $D_xV(q)^⊤c$ row by row.
+    Targets $y_t$ are added as extra atoms of negligible mass $ε_t$: $φ_t = ∂/∂ε_t Σ_r c_r·V(q_r,
+    μ + Σ_t ε_t δ_{y_t})$ (the first variation), and its gradient in $y_t$ is taken by
     reverse-over-reverse.
     """
     z, w = measure.points, measure.weights
@@ -129,15 +129,15 @@ class AbstractField(eqx.Module):
         return generic_local_vjp(self, queries, measure, params, cot, active=active, targets=targets)
 
     def dx_transpose(self, queries, measure, params, cot) -> Array:
-        """D_xV(q_r, μ)ᵀ c_r, ``(q, d)``."""
+        """$D_xV(q_r, μ)^⊤ c_r$, ``(q, d)``."""
         return self.local_vjp(queries, measure, params, cot).dx
 
     def measure_term(self, queries, measure, params, cot) -> Array:
-        """∂/∂z_j Σ_r c_r·V(q_r, μ) at the support points, ``(n, d)``."""
+        """$∂/∂z_j Σ_r c_r·V(q_r, μ)$ at the support points, ``(n, d)``."""
         return self.local_vjp(queries, measure, params, cot).dz
 
     def dtheta_transpose(self, queries, measure, params, cot) -> dict:
-        """Σ_r D_θV(q_r, μ)ᵀ c_r, a mapping shaped like ``params``."""
+        """$Σ_r D_θV(q_r, μ)^⊤ c_r$, a mapping shaped like ``params``."""
         return self.local_vjp(queries, measure, params, cot).dparams
 
     def __add__(self, other: AbstractField) -> AbstractField:
@@ -164,7 +164,7 @@ def _add(a, b):
 
 
 class AbstractSumField(AbstractField):
-    """V = Σ_k V_k; each summand reads the parameters it needs from the same layer mapping."""
+    """$V = Σ_k V_k$; each summand reads the parameters it needs from the same layer mapping."""
 
     fields: eqx.AbstractVar[tuple[AbstractField, ...]]
 
@@ -199,7 +199,7 @@ def _flatten(fields) -> tuple[AbstractField, ...]:
 
 
 class SumField(AbstractSumField):
-    """V = Σ_k V_k (nested sums are flattened). ``a + b`` builds one; it is a
+    """$V = Σ_k V_k$ (nested sums are flattened). ``a + b`` builds one; it is a
     [`GaussianSumField`][cfm_jax.GaussianSumField] when every summand has a Gaussian closed form."""
 
     fields: tuple[AbstractField, ...]

@@ -1,28 +1,32 @@
-"""Ridge-regularised online gradient descent (OGD) on contextual flow maps (docs/theory.md §3).
+r"""Ridge-regularised online gradient descent (OGD) on contextual flow maps (docs/theory.md §3).
 
-Update, in the L²([0, 1]) geometry of the parameter path (functional gradient, docs/theory.md §2):
+Update, in the $L^2([0, 1])$ geometry of the parameter path (functional gradient, docs/theory.md §2):
 
-    θ_{k+1} = (1 − ηλ) θ_k − η δℓ/δθ(θ_k; x_0^k, μ^k, y^k),
+$$
+θ_{k+1} = (1 − ηλ) θ_k − η \frac{δℓ}{δθ}(θ_k; x_0^k, μ^k, y^k),
+$$
 
 realised as ``optax.chain(optax.add_decayed_weights(λ), optax.sgd(η))`` (:func:`ridge_sgd`)
-applied to the functional gradient L·∂ℓ/∂θ_l (so step sizes do not depend on L). Any optax
+applied to the functional gradient $L\,∂ℓ/∂θ_l$ (so step sizes do not depend on L). Any optax
 ``GradientTransformation`` can replace it; the gradient source is any callable
 ``(model, x0, context, y) -> (loss, grads)`` (default [`loss_and_grad`][cfm_jax.loss_and_grad],
 the hand adjoint; ``autodiff_value_and_grad`` differentiates by autodiff instead).
 
 The loop (:func:`run_ogd`) is one jit-compiled ``jax.lax.scan`` over the stream and advances
-several *trajectories* at once, all fed by the same samples (x_0^k, y^k): trajectory t uses the
+several *trajectories* at once, all fed by the same samples $(x_0^k, y^k)$: trajectory t uses the
 first ``context_sizes[t]`` points of the sample's context (None: all of them). The last
 trajectory is the reference; the deviation of every other one from it,
 
-    ‖θ_k − θ̂_k‖_{L∞} = sup_s ‖θ(s) − θ̂(s)‖ = max_l ( Σ_{arrays a} ‖a_l − â_l‖_F² )^{1/2},
+$$
+‖θ_k − \hat θ_k‖_{L^∞} = \sup_s ‖θ(s) − \hat θ(s)‖ = \max_l \big( \sum_a ‖a_l − \hat a_l‖_F^2 \big)^{1/2},
+$$
 
-(the Euclidean norm of *all* parameters of layer l, maximised over layers; for a
+(over the parameter arrays a: the Euclidean norm of *all* parameters of layer l, maximised over layers; for a
 piecewise-linear path the max over nodes, which is the sup over s by convexity) is recorded at
 every step. :func:`coupled_run` is the finite- vs population-context coupling of docs/theory.md §3–4.
 
-Stability along a run: :func:`finite_time_lyapunov` gives log σ_max of the product of the OGD
-map's Jacobians J_k = (1 − ηλ)I − η∇g_k along a trajectory (the finite-time Lyapunov exponent),
+Stability along a run: :func:`finite_time_lyapunov` gives $\log σ_{\max}$ of the product of the OGD
+map's Jacobians $J_k = (1 − ηλ)I − η∇g_k$ along a trajectory (the finite-time Lyapunov exponent),
 by Jacobian-vector products of the gradient.
 
 State (:class:`OGDState`: parameters, optimiser states, step) is a pytree; checkpoints are

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
+from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
-from .._streams import as_stream, check_stream
+from .._streams import AbstractStream, as_stream, check_stream
 from ._norms import sup_distance, sup_norm
 from ._state import check_model, check_population
 from ._updates import GradFn, default_grad_fn, functional_scale, trajectory_context
@@ -36,9 +38,9 @@ class LipschitzEstimate(eqx.Module):
 
 def estimate_lipschitz(
     model: AbstractCFM,
-    visited,
-    stream,
-    key,
+    visited: PyTree,
+    stream: AbstractStream | Callable | tuple,
+    key: PRNGKeyArray,
     *,
     num_pairs: int = 8,
     rel_perturbation: float = 1e-2,
@@ -54,7 +56,7 @@ def estimate_lipschitz(
         model: static structure.
         visited: trainable parameters with a leading axis S of visited points (e.g.
             ``OGDResult.ref_params``, possibly subsampled).
-        stream: samples (x_0, context, y); pair i uses ``stream(first_step + i)`` for both points.
+        stream: samples $(x_0$, context, $y)$; pair i uses ``stream(first_step + i)`` for both points.
         key: PRNG key choosing the pairs and perturbation directions.
         num_pairs: number of pairs of each kind: two distinct visited points (global ratio on the
             region) and a visited point with a random perturbation of relative size

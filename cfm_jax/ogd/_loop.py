@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
@@ -12,7 +12,7 @@ import optax
 
 from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
-from .._streams import as_stream, check_stream
+from .._streams import AbstractStream, as_stream, check_stream
 from .._validation import is_concrete
 from ._norms import sup_distance, sup_norm
 from ._state import OGDResult, OGDState, check_model, check_optimizer, check_population, check_state, init_state
@@ -51,7 +51,7 @@ def _scan(static, state, stream, optimizer, num_steps, grad_fn, functional, reco
 
 def run_ogd(
     model: AbstractCFM,
-    stream,
+    stream: AbstractStream | Callable | tuple,
     optimizer: optax.GradientTransformation,
     num_steps: int,
     *,
@@ -68,13 +68,13 @@ def run_ogd(
         model: supplies the initial parameters (when ``state`` is None) and the static structure.
         stream: a stream (``AbstractStream``, e.g. [`TeacherStudentStream`][cfm_jax.TeacherStudentStream];
             or see ``as_stream``); sample k is
-            ``stream(k)`` with k = state.step, state.step + 1, …
+            ``stream(k)`` with k = ``state.step``, ``state.step + 1``, …
         optimizer: optax transformation, e.g. :func:`ridge_sgd`.
         num_steps: K >= 1.
         context_sizes: per trajectory, the number of leading context points it sees (ignored
             when ``state`` is given: the state carries them).
         grad_fn: ``(model, x0, context, y) -> (loss, grads)`` with plain per-layer grads.
-        functional: multiply the grads by L (the L²([0, 1]) functional gradient).
+        functional: multiply the grads by L (the $L^2([0, 1])$ functional gradient).
         record_params: also return the reference parameters after every step.
         population: the population law as a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: the
             trajectories whose context size is None see it instead of the sample's context, i.e.
@@ -118,13 +118,13 @@ def coupled_run(
     record_params=False,
     population=None,
 ) -> OGDResult:
-    """n-context trajectories θ^{(n)}_k coupled with the population trajectory θ̂_k (docs/theory.md §3).
+    r"""n-context trajectories $θ^{(n)}_k$ coupled with the population trajectory $\hat θ_k$ (docs/theory.md §3).
 
-    All see the same (x_0^k, y^k); θ^{(n)} uses the first n points of the sample context; θ̂ uses
-    the whole sample context (the reference sample, n_ref points), or, with ``population`` (a
+    All see the same $(x_0^k, y^k)$; $θ^{(n)}$ uses the first n points of the sample context; $\hat θ$ uses
+    the whole sample context (the reference sample, $n_{ref}$ points), or, with ``population`` (a
     [`GaussianMeasure`][cfm_jax.GaussianMeasure], the law the sample contexts are drawn from), the
     exact infinite-context loss of the population itself. ``result.deviations[:, i]`` is
-    ‖θ^{(n_i)}_k − θ̂_k‖_{L∞}, k = 1..K.
+    $‖θ^{(n_i)}_k − \hat θ_k‖_{L^∞}$, k = 1..K.
     """
     ns = (context_sizes,) if isinstance(context_sizes, (int, np.integer)) else tuple(context_sizes)
     if any(n is None for n in ns):

@@ -17,25 +17,27 @@ gives a lower bound).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
-from jaxtyping import Array
+from jaxtyping import Array, PRNGKeyArray, PyTree
 
 from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
-from .._streams import as_stream, check_stream
+from .._streams import AbstractStream, as_stream, check_stream
 from ._state import check_model, check_optimizer, check_population
 from ._updates import GradFn, default_grad_fn, functional_scale, trajectory_context
 
 
 def finite_time_lyapunov(
     model: AbstractCFM,
-    path,
-    stream,
+    path: PyTree,
+    stream: AbstractStream | Callable | tuple,
     optimizer: optax.GradientTransformation,
     *,
     first_step: int = 0,
@@ -43,35 +45,37 @@ def finite_time_lyapunov(
     population: GaussianMeasure | None = None,
     grad_fn: GradFn | None = None,
     functional: bool = True,
-    mask=None,
+    mask: PyTree | Callable | None = None,
     num_directions: int | None = None,
-    key=None,
+    key: PRNGKeyArray | None = None,
 ) -> Array:
-    """``log σ_max(J_{k} ⋯ J_0)`` for k = 0 … K − 1: the log-growth of perturbations along a path.
+    r"""$\log σ_{\max}(J_k ⋯ J_0)$ for k = 0 … K − 1: the log-growth of perturbations along a path.
 
     Args:
-        model: the trajectory's starting point θ_0 (and the static structure).
-        path: trainable parameters with a leading axis K: θ_1 … θ_K, the points after every step
-            (``OGDResult.ref_params`` of a run started at ``model``). Step k is linearised at θ_k.
+        model: the trajectory's starting point $θ_0$ (and the static structure).
+        path: trainable parameters with a leading axis K: $θ_1 … θ_K$, the points after every step
+            (``OGDResult.ref_params`` of a run started at ``model``). Step k is linearised at $θ_k$.
         stream: the run's stream; step k uses ``stream(first_step + k)``.
         optimizer: the run's update, stateless (e.g. :func:`ridge_sgd`, or a chain of
             ``add_decayed_weights``, ``masked`` and ``sgd``): its state is re-initialised at
             every point, which is exact only when it holds no arrays (a ValueError otherwise).
         first_step: the stream position of step 0.
-        context_size, population: the context the gradient sees, as in :func:`run_ogd` (None
-            and a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: the exact infinite-context loss).
-        grad_fn, functional: the gradient source and the functional scaling L·∂ℓ/∂θ_l, as in
-            :func:`run_ogd`.
+        context_size: the context size the gradient sees, as in :func:`run_ogd` (None: all of the
+            sample's context, or ``population``).
+        population: as in :func:`run_ogd`: with ``context_size=None``, a
+            [`GaussianMeasure`][cfm_jax.GaussianMeasure] gives the exact infinite-context loss.
+        grad_fn: the gradient source, as in :func:`run_ogd`.
+        functional: apply the functional scaling $L ∂ℓ/∂θ_l$, as in :func:`run_ogd`.
         mask: a pytree of booleans shaped like the trainable parameters (or a callable of them)
             choosing the coordinates perturbed; the others stay fixed (e.g. parameters the
             optimiser never changes). None: all.
         num_directions: track a random subspace of that many directions (needs ``key``): a lower
-            bound of σ_max, for models too large to track every coordinate. None: every masked
+            bound of $σ_{\max}$, for models too large to track every coordinate. None: every masked
             coordinate (exact).
         key: PRNG key of the random subspace.
 
     Returns:
-        ``(K,)``: entry k is log σ_max of the product of the first k + 1 Jacobians; divide by
+        ``(K,)``: entry k is $\log σ_{\max}$ of the product of the first k + 1 Jacobians; divide by
         k + 1 for the finite-time Lyapunov exponent.
     """
     check_model(model)

@@ -1,4 +1,4 @@
-"""The L∞-in-depth parameter norm ‖θ‖_{L∞} = max_l (Σ_a ‖a_l‖_F²)^{1/2} and distance of two models."""
+r"""The L∞-in-depth parameter norm $‖θ‖_{L^∞} = \max_l (Σ_a ‖a_l‖_F^2)^{1/2}$ and distance of two models."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ def _layer_sq_norms(model: AbstractCFM):
 
 
 def sup_norm(model: AbstractCFM) -> Array:
-    """‖θ‖_{L∞} = max over layers of the Euclidean norm of the layer's parameters."""
+    """$‖θ‖_{L^∞}$ = max over layers of the Euclidean norm of the layer's parameters."""
     return jnp.sqrt(jnp.max(_layer_sq_norms(model)))
 
 
 def sup_distance(a: AbstractCFM, b: AbstractCFM) -> Array:
-    """‖θ_a − θ_b‖_{L∞} (same structure required)."""
+    """$‖θ_a − θ_b‖_{L^∞}$ (same structure required)."""
     diff = eqx.combine(
         jax.tree.map(lambda u, v: u - v, eqx.filter(a, eqx.is_inexact_array), eqx.filter(b, eqx.is_inexact_array)),
         eqx.filter(a, eqx.is_inexact_array, inverse=True),

@@ -32,13 +32,13 @@ class OGDState(eqx.Module):
 
 
 class OGDResult(eqx.Module):
-    """Output of :func:`run_ogd`.
+    r"""Output of :func:`run_ogd`.
 
     Attributes:
         state: the final :class:`OGDState`.
         losses: ``(K, T)`` loss of every trajectory at every step (before its update).
-        deviations: ``(K, T − 1)`` ‖θ_{k+1}^{(t)} − θ̂_{k+1}‖_{L∞} after every update.
-        ref_norms: ``(K,)`` ‖θ̂_{k+1}‖_{L∞} (the size of the region visited).
+        deviations: ``(K, T − 1)`` $‖θ_{k+1}^{(t)} − \hat θ_{k+1}‖_{L^∞}$ after every update.
+        ref_norms: ``(K,)`` $‖\hat θ_{k+1}‖_{L^∞}$ (the size of the region visited).
         ref_params: ``(K, ...)`` reference parameters after every update, or None.
     """
 

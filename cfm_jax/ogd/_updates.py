@@ -17,7 +17,7 @@ GradFn: TypeAlias = Callable[..., tuple]  # (model, x0 (B, d), context measure, 
 
 
 def autodiff_value_and_grad(model, x0, context, y):
-    """ℓ = ½‖x_1 − y‖² (batch mean) and its plain per-layer gradient, by autodiff through the
+    """$ℓ = ½‖x_1 − y‖^2$ (batch mean) and its plain per-layer gradient, by autodiff through the
     forward (``diffrax.RecursiveCheckpointAdjoint()``). Fallback gradient source."""
     return loss_and_grad(model, x0, context, y, adjoint=diffrax.RecursiveCheckpointAdjoint())
 
@@ -28,7 +28,7 @@ def default_grad_fn() -> GradFn:
 
 
 def functional_scale(model: AbstractCFM, grads):
-    """δℓ/δθ on layer l = L · ∂ℓ/∂θ_l (docs/theory.md §2)."""
+    """$δℓ/δθ$ on layer l $= L ∂ℓ/∂θ_l$ (docs/theory.md §2)."""
     return functional_gradient(model, grads)
 
 

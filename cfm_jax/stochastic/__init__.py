@@ -14,7 +14,7 @@ The public names, by theme (implementation in the private modules named in brack
   :func:`simulate` and :func:`simulate_many` (compiled ``lax.scan`` s), and for the SDE
   :func:`integrate_increments` (given Brownian increments) and :func:`solve_diffrax` (the same scheme
   through ``diffrax.diffeqsolve`` on a :func:`brownian_path`).
-* observables [``_energies``] — the paper's E_β (:func:`energy_deficit`), ∬‖x−y‖^{2p}, polar and
+* observables [``_energies``] — the paper's $E_β$ (:func:`energy_deficit`), $∬‖x−y‖^{2p}$, polar and
   nematic order, diameter, and their statistics over realisations.
 * Lyapunov exponents [``_lyapunov``] — :func:`estimate_lyapunov` (Benettin tangent vectors or twin
   trajectories, one compiled program reused across calls).

@@ -26,31 +26,31 @@ def _half_sqdist(x):
 
 
 def interaction_energy(x: Float[Array, "N d"], beta: float) -> Array:
-    """½ ∬ e^{β<x,y>} dμ dμ for the uniform empirical measure (maximal at a Dirac)."""
+    """$½ ∬ e^{β⟨x,y⟩} dμ dμ$ for the uniform empirical measure (maximal at a Dirac)."""
     r = _half_sqdist(x)
     return 0.5 * jnp.mean(jnp.exp(beta * (1.0 - r)))
 
 
 def energy_deficit(x: Float[Array, "N d"], beta: float) -> Array:
-    """The paper's energy E_β(μ) = ½ ∬ (e^β − e^{β<x,y>}) dμ dμ ≥ 0, zero exactly at synchronisation."""
+    """The paper's energy $E_β(μ) = ½ ∬ (e^β − e^{β⟨x,y⟩}) dμ dμ ≥ 0$, zero exactly at synchronisation."""
     r = _half_sqdist(x)
     return 0.5 * jnp.exp(beta) * jnp.mean(-jnp.expm1(-beta * r))
 
 
 def distance_energy(x: Float[Array, "N d"], p: float) -> Array:
-    """∬ ‖x − y‖^{2p} dμ dμ (diagonal included, it contributes 0)."""
+    """$∬ ‖x − y‖^{2p} dμ dμ$ (diagonal included, it contributes 0)."""
     sq = 2.0 * _half_sqdist(x)
     safe = jnp.where(sq > 0, sq, 1.0)
     return jnp.mean(jnp.where(sq > 0, safe**p, 0.0))
 
 
 def order_parameter(x: Float[Array, "N d"]) -> Array:
-    """‖(1/N) Σ_i x_i‖ ∈ [0, 1]; 1 exactly at synchronisation."""
+    """$‖(1/N) Σ_i x_i‖ ∈ [0, 1]$; 1 exactly at synchronisation."""
     return jnp.linalg.norm(jnp.mean(x, axis=0))
 
 
 def diameter(x: Float[Array, "N d"]) -> Array:
-    """Largest pairwise distance max_ij ‖x_i − x_j‖."""
+    r"""Largest pairwise distance $\max_{ij} ‖x_i − x_j‖$."""
     return jnp.sqrt(2.0 * jnp.max(_half_sqdist(x)))
 
 
@@ -103,11 +103,11 @@ def fit_exponential_rate(ts, y, *, t_min: float | None = None, floor: float = 1e
 
 
 def nematic_order(x: Float[Array, "N d"]) -> Array:
-    """Top eigenvalue of (1/N) Σ_i x_i x_iᵀ ∈ [1/d, 1]; 1 exactly when all tokens lie on ±v."""
+    """Top eigenvalue of $(1/N) Σ_i x_i x_i^⊤ ∈ [1/d, 1]$; 1 exactly when all tokens lie on ±v."""
     return jnp.linalg.eigvalsh(x.T @ x / x.shape[0])[-1]
 
 
 def pairwise_cosines(x: Float[Array, "N d"]) -> Float[Array, " P"]:
-    """The N(N−1)/2 cosine similarities <x_i, x_j>, i < j."""
+    """The N(N−1)/2 cosine similarities $⟨x_i, x_j⟩$, i < j."""
     i, j = np.triu_indices(x.shape[0], 1)
     return 1.0 - _half_sqdist(x)[i, j]

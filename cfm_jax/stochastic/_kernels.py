@@ -85,14 +85,16 @@ class NoiseKernel(eqx.Module):
 
     Args:
         activation: a name in :data:`ACTIVATIONS`.
-        s_a, s_b, s_c: standard deviations of the output weights, input weights and input biases.
-        s_w: standard deviation of the output bias b (adds s_w² to κ; 0 = no output bias).
+        s_a: standard deviation of the output weights.
+        s_b: standard deviation of the input weights.
+        s_c: standard deviation of the input biases.
+        s_w: standard deviation of the output bias b (adds $s_w^2$ to κ; 0 = no output bias).
         method: ``"auto"`` (closed form for relu/linear, interpolated table otherwise),
             ``"quadrature"`` (direct Gauss–Hermite at every call: slow, an independent path
             for tests) or ``"table"``.
-        order: Gauss–Hermite order per dimension. The default 64 resolves the moments (κ'(1) =
-            s_a²s_b² E σ'(u)², …) to ~1e-15 for sigmoid and SiLU up to a pre-activation variance
-            v = s_b² + s_c² of 2.3 (2e-7 at v = 4), but tanh (poles at ±iπ/2) only to 3e-7 at
+        order: Gauss–Hermite order per dimension. The default 64 resolves the moments ($κ'(1) =
+            s_a^2 s_b^2 E σ'(u)^2$, …) to ~1e-15 for sigmoid and SiLU up to a pre-activation variance
+            $v = s_b^2 + s_c^2$ of 2.3 (2e-7 at v = 4), but tanh (poles at ±iπ/2) only to 3e-7 at
             v ≈ 1, 7e-6 at 1.5, 2e-4 at 2.3 and 4e-3 at 4 (relative): raise it (128, 256) for tanh
             with large v.
         grid: number of table nodes on [-1, 1] (clustered at ±1).
@@ -153,7 +155,7 @@ class NoiseKernel(eqx.Module):
     # ----------------------------------------------------------------- basic quantities
     @property
     def variance(self) -> float:
-        """v = s_b² + s_c², the variance of each pre-activation."""
+        """$v = s_b^2 + s_c^2$, the variance of each pre-activation."""
         return self.s_b**2 + self.s_c**2
 
     @property
@@ -229,30 +231,30 @@ class NoiseKernel(eqx.Module):
 
     @property
     def kappa1(self) -> float:
-        """κ(1) = s_a² E σ(u)² + s_w²."""
+        """$κ(1) = s_a^2 E σ(u)^2 + s_w^2$."""
         return self._moments[0]
 
     @property
     def dkappa1(self) -> float:
-        """κ'(1) = s_a² s_b² E σ'(u)²."""
+        """$κ'(1) = s_a^2 s_b^2 E σ'(u)^2$."""
         return self._moments[1]
 
     @property
     def kappa2(self) -> float:
-        """κ''(1) = s_a² s_b⁴ E σ''(u)² (infinite for ReLU: its κ has an r^{3/2} term)."""
+        """$κ''(1) = s_a^2 s_b^4 E σ''(u)^2$ (infinite for ReLU: its κ has an $r^{3/2}$ term)."""
         return self._moments[2]
 
     def lyapunov(self, d: int) -> float:
-        """Top Lyapunov exponent of the noise flow on S^{d-1}: ½[(d−3)κ'(1) − (d−1)κ(1)]."""
+        """Top Lyapunov exponent of the noise flow on $S^{d-1}$: $½[(d−3)κ'(1) − (d−1)κ(1)]$."""
         return _lyapunov_exponent(self, d)
 
     @classmethod
     def paper(cls, activation: Activation, dim: int, sigma_u: float = 0.0, sigma_w: float = 0.0) -> NoiseKernel:
-        """The second paper's MLP G(y) = m^{-1/2} W σ(U y/√d + b_U) + b_W on S^{dim−1}.
+        """The second paper's MLP $G(y) = m^{-1/2} W σ(U y/√d + b_U) + b_W$ on $S^{d−1}$ (d = ``dim``).
 
-        W, U standard normal, b_U ~ N(0, σ_U² I_m), b_W ~ N(0, σ_W² I_d): s_a = 1, s_b = 1/√dim,
-        s_c = ``sigma_u``, s_w = ``sigma_w``; so κ(1) = E σ(X/√d + σ_U ξ)² + σ_W² and
-        κ'(1) = (1/d) E σ'(X/√d + σ_U ξ)² with X, ξ independent standard normals.
+        W, U standard normal, $b_U ∼ N(0, σ_U^2 I_m)$, $b_W ∼ N(0, σ_W^2 I_d)$: $s_a = 1$, $s_b = 1/√d$,
+        $s_c$ = ``sigma_u``, $s_w$ = ``sigma_w``; so $κ(1) = E σ(X/√d + σ_U ξ)^2 + σ_W^2$ and
+        $κ'(1) = (1/d) E σ'(X/√d + σ_U ξ)^2$ with X, ξ independent standard normals.
         ``activation``: one of :data:`PAPER_ACTIVATIONS` (any name in :data:`ACTIVATIONS` works).
         """
         if isinstance(dim, bool) or int(dim) != dim or int(dim) < 2:
@@ -272,14 +274,14 @@ class NoiseKernel(eqx.Module):
         return _energy_rate_function(self, u, d, beta)
 
     def energy_rate(self, d: int, beta: float) -> float:
-        """λ̄' = −inf_{u ∈ [−1, 1]} F(u): E[E_β(μ_t)] ≤ exp((ε + λ̄') t) E[E_β(μ_0)]."""
+        r"""$\bar λ' = −\inf_{u ∈ [−1, 1]} F(u)$: $E[E_β(μ_t)] ≤ \exp((ε + \bar λ') t)\, E[E_β(μ_0)]$."""
         return _energy_rate(self, d, beta)
 
     def moment_rate(self, d: int, p: float) -> float:
-        """Exponential rate of E‖x − y‖^{2p} for two nearby tokens under the noise flow.
+        r"""Exponential rate of $E‖x − y‖^{2p}$ for two nearby tokens under the noise flow.
 
-        With r = 1 − <x, y>, dr = a r dt + σ r dB near the diagonal, a = (d−1)κ'(1) − (d−3)κ(1),
-        σ² = 4(κ(1) + κ'(1)); so E r^p grows at p[a + 2(p − 1)(κ(1) + κ'(1))] and the
+        With $r = 1 − ⟨x, y⟩$, $dr = a r\, dt + σ r\, dB$ near the diagonal, $a = (d−1)κ'(1) − (d−3)κ(1)$,
+        $σ^2 = 4(κ(1) + κ'(1))$; so $E r^p$ grows at $p[a + 2(p − 1)(κ(1) + κ'(1))]$ and the
         rate of log r is 2λ₁ (the p → 0 limit).
         """
         k1, dk1 = self.kappa1, self.dkappa1
@@ -292,7 +294,7 @@ class NoiseKernel(eqx.Module):
         return self._bivariate(rho, _get_activation(self.activation), self.s_a**2, order) + self.s_w**2
 
     def quadrature_derivative(self, rho, order: int | None = None):
-        """κ'(ρ) = s_a² s_b² E[σ'(u) σ'(u')] by the same rule (Price's theorem)."""
+        """$κ'(ρ) = s_a^2 s_b^2 E[σ'(u) σ'(u')]$ by the same rule (Price's theorem)."""
         dsig = jnp.vectorize(jax.grad(_get_activation(self.activation)))
         return self._bivariate(rho, dsig, self.s_a**2 * self.s_b**2, order)
 

@@ -25,6 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, PRNGKeyArray
 
 from ..stats import mean_ci
 from ._model import AbstractSphereModel, _check_tokens, normalise
@@ -104,8 +105,8 @@ def _samples(model, x0, keys, method: LyapunovMethod, delta: float, burn_in: flo
 
 def estimate_lyapunov(
     model: AbstractSphereModel,
-    key,
-    x0,
+    key: PRNGKeyArray,
+    x0: Float[ArrayLike, "N d"],
     *,
     method: LyapunovMethod = "benettin",
     realisations: int = 128,

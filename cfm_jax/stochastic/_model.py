@@ -49,17 +49,18 @@ def normalise(x: Float[Array, "... d"]) -> Float[Array, "... d"]:
 
 
 def random_tokens(key: PRNGKeyArray, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
-    """``n`` i.i.d. uniform points on S^{d−1}."""
+    """``n`` i.i.d. uniform points on $S^{d−1}$."""
     if isinstance(n, bool) or int(n) != n or int(n) < 1 or isinstance(d, bool) or int(d) != d or int(d) < 1:
         raise ValueError(f"`n` and `d` must be integers >= 1, got {n!r}, {d!r}.")
     return normalise(jax.random.normal(key, (n, d), dtype or jnp.result_type(float)))
 
 
 class SphereAttention(eqx.Module):
-    """Attention drift A_i(x) (docs/stochastic.md).
+    """Attention drift $A_i(x)$ (docs/stochastic.md).
 
-    ``kind`` (:data:`AttentionKind`): ``"SA"`` (softmax) A_i = Σ_j e^{β<Q x_i, K x_j>} V x_j / Σ_k e^{β<Q x_i, K x_k>},
-    ``"USA"`` (unnormalised) A_i = (1/N) Σ_j e^{β<Q x_i, K x_j>} V x_j, or ``"none"``.
+    ``kind`` (:data:`AttentionKind`):
+    ``"SA"`` (softmax) $A_i = Σ_j e^{β⟨Q x_i, K x_j⟩} V x_j / Σ_k e^{β⟨Q x_i, K x_k⟩}$,
+    ``"USA"`` (unnormalised) $A_i = (1/N) Σ_j e^{β⟨Q x_i, K x_j⟩} V x_j$, or ``"none"``.
     ``Q, K, V``: ``(d, d)`` or None (identity). SA reuses the core's log-sum-exp attention means.
     The paper's attention scaled by s ∈ {1, 0, −1} is ``V = s·I`` (s = 0: ``kind="none"``).
     """
@@ -146,7 +147,7 @@ class StochasticTransformer(AbstractSphereModel):
 
     Args:
         kernel: activation and weight scales of the random MLP (:class:`NoiseKernel`; with
-            ``NoiseKernel.paper`` this is the second paper's model, output bias b_W included).
+            ``NoiseKernel.paper`` this is the second paper's model, output bias $b_W$ included).
         width: MLP width m.
         layers: depth L (Δt = horizon / L).
         horizon: T.
@@ -159,7 +160,14 @@ class StochasticTransformer(AbstractSphereModel):
     layers: int = eqx.field(static=True)
     horizon: float = eqx.field(static=True)
 
-    def __init__(self, kernel=None, width=64, layers=100, horizon=1.0, attention=None):
+    def __init__(
+        self,
+        kernel: NoiseKernel | None = None,
+        width: int = 64,
+        layers: int = 100,
+        horizon: float = 1.0,
+        attention: SphereAttention | None = None,
+    ):
         self.kernel = NoiseKernel() if kernel is None else kernel
         self.attention = SphereAttention() if attention is None else attention
         _check_model_arguments(self.kernel, self.attention, "layers", layers, horizon)

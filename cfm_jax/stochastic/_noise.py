@@ -25,7 +25,7 @@ from ._kernels import Activation, NoiseKernel, _get_activation
 
 
 def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
-    """C_ij = κ(<x_i, x_j>) for unit vectors x_i, with ρ = 1 − ½‖x_i − x_j‖²."""
+    """$C_{ij} = κ(⟨x_i, x_j⟩)$ for unit vectors $x_i$, with $ρ = 1 − ½‖x_i − x_j‖^2$."""
     diff = x[:, None, :] - x[None, :, :]
     rho = 1.0 - 0.5 * jnp.sum(diff * diff, axis=-1)
     return kernel(jnp.clip(rho, -1.0, 1.0))
@@ -38,14 +38,14 @@ def _psd_sqrt(C: Float[Array, "N N"]) -> Float[Array, "N N"]:
 
 
 def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
-    """F(x) with F Fᵀ = C(x), so that ΔW = F(x) ΔB with ΔB ~ N(0, Δt)^{N×d} is the exact increment.
+    r"""$F(x)$ with $F F^⊤ = C(x)$, so that $ΔW = F(x) ΔB$ with $ΔB ∼ N(0, Δt)^{N×d}$ is the exact increment.
 
     Anchored construction, stable for nearly synchronised tokens: with token 0 as anchor,
-    W_0 = √κ(1) z_0 and the differences W_i − W_0 (covariance G_ij = D_i0 + D_0j − D_ij, where
-    D_ij = κ(1) − κ(ρ_ij) is computed without cancellation by ``kernel.deficit``) are sampled
-    conditionally on W_0 through the symmetric square root of the Schur complement
-    S = G − d dᵀ/κ(1), d_i = D_i0. Eigenvalue round-off is then relative to the *cluster size*
-    (‖S‖ ~ diameter²) instead of κ(1): a plain eigendecomposition of C injects spurious
+    $W_0 = \sqrt{κ(1)}\, z_0$ and the differences $W_i − W_0$ (covariance $G_{ij} = D_{i0} + D_{0j} − D_{ij}$, where
+    $D_{ij} = κ(1) − κ(ρ_{ij})$ is computed without cancellation by ``kernel.deficit``) are sampled
+    conditionally on $W_0$ through the symmetric square root of the Schur complement
+    $S = G − d d^⊤/κ(1)$, $d_i = D_{i0}$. Eigenvalue round-off is then relative to the *cluster size*
+    ($‖S‖ ∼ \mathrm{diameter}^2$) instead of κ(1): a plain eigendecomposition of C injects spurious
     independent noise of size √(eps·κ(1)) ≈ 1e-8 that stops synchronisation at distances ~1e-8,
     this one resolves distances down to ~1e-8 × diameter, i.e. the cluster keeps contracting.
     F is continuous in x (no eigenvector sign ambiguity), as the strong coupling needs.

@@ -43,7 +43,7 @@ from ._model import (
 )
 from ._noise import _mlp_noise, _sample_mlp, field_factor
 
-#: Sampler of the common field at the token positions: exact (C^{1/2} ΔB) or random features.
+#: Sampler of the common field at the token positions: exact ($C^{1/2} ΔB$) or random features.
 NoiseSampler = Literal["exact", "features"]
 
 
@@ -67,7 +67,15 @@ class SphereSDE(AbstractSphereModel):
     noise: NoiseSampler = eqx.field(static=True)
     width: int = eqx.field(static=True)
 
-    def __init__(self, kernel=None, steps=100, horizon=1.0, attention=None, noise="exact", width=1024):
+    def __init__(
+        self,
+        kernel: NoiseKernel | None = None,
+        steps: int = 100,
+        horizon: float = 1.0,
+        attention: SphereAttention | None = None,
+        noise: NoiseSampler = "exact",
+        width: int = 1024,
+    ):
         self.kernel = NoiseKernel() if kernel is None else kernel
         self.attention = SphereAttention() if attention is None else attention
         _check_model_arguments(self.kernel, self.attention, "steps", steps, horizon)
@@ -100,7 +108,7 @@ class SphereSDE(AbstractSphereModel):
         return self.step_increment_systems(xs, dW, exact=False)
 
     def step_increment_systems(self, xs, dB, *, exact: bool = True):
-        """𝒩(x + Δt A(x) + ΔW) with ΔW = C^{1/2} ΔB (``exact``) or ΔW = ΔB as given."""
+        """$𝒩(x + Δt A(x) + ΔW)$ with $ΔW = C^{1/2} ΔB$ (``exact``) or $ΔW = ΔB$ as given."""
         S, N, d = xs.shape
         dW = (field_factor(xs.reshape(S * N, d), self.kernel) @ dB.reshape(S * N, d)).reshape(xs.shape) if exact else dB
         drift = self.drift(xs) * self.dt if self.attention.active else 0.0

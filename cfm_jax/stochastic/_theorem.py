@@ -28,7 +28,7 @@ from ._model import SphereAttention, _finite_params, normalise
 
 
 def attention_velocity(attention: SphereAttention, x: Float[Array, "N d"]) -> Float[Array, "N d"]:
-    """P_{x_i} A_i(x): the noiseless flow's velocity on the sphere."""
+    """$P_{x_i} A_i(x)$: the noiseless flow's velocity on the sphere."""
     a = attention(x)
     return a - jnp.sum(a * x, axis=-1, keepdims=True) * x
 
@@ -79,16 +79,16 @@ def attention_epsilon(
     dtype=None,
     throw: bool = True,
 ) -> EpsilonEstimate:
-    """Lower estimate of Assumption 2's ε for ``attention`` with ``n`` tokens on S^{d−1}.
+    """Lower estimate of Assumption 2's ε for ``attention`` with ``n`` tokens on $S^{d−1}$.
 
     ``starts`` initial configurations (half uniform on the sphere, half concentrated around a
     random point at random log-uniform spreads 1e-3…1) are each followed for ``steps`` Euler
     steps (retracted to the sphere) of the noiseless flow over ``horizon``; the ratio
-    (dE_β/dt)/E_β is evaluated at every visited configuration with E_β > ``min_energy``.
+    $(dE_β/dt)/E_β$ is evaluated at every visited configuration with $E_β$ > ``min_energy``.
     ``beta`` defaults to ``attention.beta`` (the paper takes the energy's β from the attention).
     ``beta`` must be finite and > 0 (at β = 0 the energy is identically 0), ``horizon`` finite and
     > 0 (a negative one would follow the flow backwards), ``min_energy`` finite and >= 0; a
-    ValueError when no visited configuration has E_β > ``min_energy`` (no ratio to take).
+    ValueError when no visited configuration has $E_β$ > ``min_energy`` (no ratio to take).
     Non-finite attention matrices raise an error naming ``attention`` from inside the compiled search
     (``throw=False`` leaves that check out).
     """
