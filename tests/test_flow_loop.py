@@ -37,7 +37,7 @@ def test_euler_one_step_per_layer_is_the_residual_network(small_problem):
         x, z = x + vx / L, z + vz / L
     sol = forward(model, x0, ctx)
     np.testing.assert_allclose(sol.x1, x, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(sol.z1, z, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sol.context.points, z, rtol=0, atol=1e-12)
     x1_scan, z1_scan = residual_network(model, x0, ctx)
     np.testing.assert_allclose(sol.x1, x1_scan, rtol=0, atol=1e-13)
 
@@ -48,11 +48,11 @@ def test_single_token_and_saveat(small_problem):
     single = forward(model, x0[1], ctx)
     assert single.x1.shape == (3,)
     np.testing.assert_allclose(single.x1, batch.x1[1], atol=1e-13)
-    assert batch.ss is not None and batch.xs is not None and batch.zs is not None
+    assert batch.ss is not None and batch.xs is not None and batch.contexts is not None
     assert batch.ss.shape == (model.num_layers + 1,)
     np.testing.assert_allclose(batch.ss, np.arange(model.num_layers + 1) / model.num_layers, atol=1e-14)
     np.testing.assert_allclose(batch.xs[-1], batch.x1, atol=0)
-    np.testing.assert_allclose(batch.zs[0], ctx.points, atol=0)
+    np.testing.assert_allclose(batch.contexts.points[0], ctx.points, atol=0)
     steps = forward(model, x0, ctx, steps=3 * model.num_layers, saveat=SaveAt(steps=True))
     assert steps.ss is not None and steps.xs is not None
     assert steps.xs.shape == (3 * model.num_layers + 1, 2, 3)
@@ -65,7 +65,7 @@ def test_context_permutation_invariance(small_problem):
     a = forward(model, x0, ctx)
     b = forward(model, x0, EmpiricalMeasure(ctx.points[perm], ctx.weights[perm]))
     np.testing.assert_allclose(a.x1, b.x1, atol=1e-13)
-    np.testing.assert_allclose(a.z1[perm], b.z1, atol=1e-13)
+    np.testing.assert_allclose(a.context.points[perm], b.context.points, atol=1e-13)
 
 
 def test_splitting_an_atom_changes_nothing(small_problem):
@@ -74,8 +74,8 @@ def test_splitting_an_atom_changes_nothing(small_problem):
     split = split_atom(ctx, 3, fraction=0.3)
     b = forward(model, x0, split)
     np.testing.assert_allclose(a.x1, b.x1, atol=1e-13)
-    np.testing.assert_allclose(b.z1[3], b.z1[-1], atol=1e-13)  # the two copies move together
-    np.testing.assert_allclose(a.z1, b.z1[:-1], atol=1e-13)
+    np.testing.assert_allclose(b.context.points[3], b.context.points[-1], atol=1e-13)  # the two copies move together
+    np.testing.assert_allclose(a.context.points, b.context.points[:-1], atol=1e-13)
 
 
 def test_uniform_weights_equal_unweighted(small_problem):
@@ -133,7 +133,7 @@ def test_adaptive_solver(small_problem, exact_x1):
         saveat=SaveAt(layers=True),
     )
     np.testing.assert_allclose(sol.x1, exact, atol=1e-7)
-    assert sol.num_steps is not None and int(sol.num_steps) >= model.num_layers
+    assert int(sol.stats["num_steps"]) >= model.num_layers
 
 
 def test_piecewise_linear_path_and_user_field():
