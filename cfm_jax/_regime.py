@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from ._fields import AttentionField, SumField
+from ._fields import AbstractSumField, AttentionField
 from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure
 from ._paths import AbstractCFM
 from ._validation import finite, finite_params
@@ -84,7 +84,8 @@ class AttentionRegime(eqx.Module):
 def _has_attention(field) -> bool:
     if isinstance(field, AttentionField):
         return True
-    return isinstance(field, SumField) and any(isinstance(f, AttentionField) for f in field.fields)
+    # any sum (a SumField, or a GaussianSumField: attention beside a linear MLP)
+    return isinstance(field, AbstractSumField) and any(isinstance(f, AttentionField) for f in field.fields)
 
 
 def _query_keys(model: AbstractCFM):

@@ -65,6 +65,7 @@ from ._chaos.deviations import (
     wasserstein1_to_normal_1d,
 )
 from ._chaos.programs import (
+    attention_regimes,
     exact_reference_deviations,
     program_count,
     run_seeds,
@@ -91,6 +92,7 @@ __all__ = [
     "Bucket",
     "ChaosSpec",
     "adjoint_states",
+    "attention_regimes",
     "buckets",
     "build_model",
     "coupled_deviations",

@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import cfm_jax
 from cfm_jax import GaussianMeasure, ball_probes, chaos, gaussian_flow
@@ -112,3 +113,25 @@ def test_grad_phi_qmc_reference_floor_is_below_an_iid_one():
     ratios = np.asarray(ratios)
     assert np.all(res["floor_grad_phi"] > 0), res["floor_grad_phi"]
     assert np.exp(np.mean(np.log(ratios))) < 1 / 3 and np.all(ratios < 0.6), ratios
+
+
+def test_attention_regimes_are_those_of_the_rows_models_at_the_population():
+    """chaos.attention_regimes: per seed, cfm_jax.attention_regime of the model and target tokens the
+    sweep draws (as the direct-deviation test above draws them) at the population N(0, I/d), every
+    field; only for a Gaussian reference."""
+    spec = chaos.ChaosSpec(**dict(_EXACT_REF, dim=3, heads=2), reference="gaussian")
+    seeds, base = 3, 4
+    reg = chaos.attention_regimes(spec, seeds, base)
+    assert reg.rho.shape == (seeds, 2, 2) and reg.ess_fraction.shape == (seeds, 2, 2, spec.batch)
+    mu = GaussianMeasure(jnp.zeros(3), jnp.eye(3) / 3)
+    for i, key in enumerate(jax.random.split(jax.random.key(base), seeds)):
+        model, x0, _ = _seed_draws(spec, key, 1)
+        one = cfm_jax.attention_regime(model, mu, x0)
+        for field in ("logit_variance", "ess_fraction", "rho", "tail_index", "heavy_tailed"):
+            np.testing.assert_allclose(getattr(reg, field)[i], getattr(one, field), rtol=1e-12, err_msg=field)
+    assert np.ptp(np.asarray(reg.rho[:, 0, 0])) > 0  # the seeds' models differ
+    qmc = chaos.ChaosSpec(**dict(_EXACT_REF, dim=3), reference="qmc")
+    with pytest.raises(ValueError, match="spec.reference"):
+        chaos.attention_regimes(qmc, seeds)
+    with pytest.raises(ValueError, match="seeds"):
+        chaos.attention_regimes(spec, 0)

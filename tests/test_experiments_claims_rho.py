@@ -19,6 +19,32 @@ def test_predicted_slope_and_rho_of():
     np.testing.assert_allclose(R.rho_of({"Q": Q, "K": K}), [2 * 3.0 / 3])
 
 
+def _rho_by_eigenvalues(Q, K, scale):
+    """2 max_{l,h} λ_max(AᵀA)^½ σ²/d (A = Q_hᵀK_h) by NumPy's symmetric eigensolver, per model."""
+    A = np.einsum("blhed,blhef->blhdf", Q, K)
+    lam = np.linalg.eigvalsh(np.swapaxes(A, -1, -2) @ A)[..., -1]
+    return 2 * np.sqrt(lam).max(axis=(1, 2)) * scale**2 / Q.shape[-1]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.7])
+def test_rho_of_is_the_regime_at_the_context_law(scale):
+    """ρ of cfm_jax.attention_regime at N(0, σ²I/d) equals 2‖QᵀK‖σ²/d computed independently, for
+    random non-symmetric Q, K of several layers and heads (the largest over them, per model)."""
+    rng = np.random.default_rng(5)
+    Q, K = rng.standard_normal((2, 3, 2, 1, 3, 3))
+    np.testing.assert_allclose(R.rho_of({"Q": Q, "K": K}, scale), _rho_by_eigenvalues(Q, K, scale), rtol=1e-10)
+
+
+def test_the_part_reports_the_rho_of_its_models():
+    """A row's ρ is that of the models it drew, at its context law (σ = SCALE, d = DIM)."""
+    config = {"beta": 4.0, "seed": 2, "rho_ns": [8, 32], "rho_models": 2, "rho_contexts": 2, "layers": 2}
+    row = R.Rho().run(config)
+    params, _, _ = R.inputs(config)
+    expected = _rho_by_eigenvalues(np.asarray(params["Q"], np.float64), np.asarray(params["K"], np.float64), R.SCALE)
+    np.testing.assert_allclose(row["rho"], expected, rtol=1e-10)
+    assert params["Q"].shape[-1] == R.DIM and np.ptp(expected) > 0  # distinct models, each its own ρ
+
+
 def test_buckets_keep_large_sizes_alone():
     assert R.buckets([10, 40, 160, 640, 2560, 10240]) == [[10, 40], [160, 640], [2560], [10240]]
 

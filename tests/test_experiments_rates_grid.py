@@ -1,6 +1,13 @@
 """cfm_experiments.rates.grid: the rows of the sweep follow the W1 and ∇φ policy; one row's numbers."""
 
+import warnings
+
+import numpy as np
+import pytest
+
+import cfm_jax
 from cfm_experiments.rates import W1_SIZE, run_config, spec_from_config, sweep_configs
+from cfm_experiments.rates.grid import pooled_regime, regime_lines, row_regime
 from cfm_jax import chaos
 
 FULL = dict(
@@ -62,7 +69,72 @@ def test_spec_round_trip_and_one_row():
     spec = spec_from_config({**config, "part": "exact"})
     assert spec.ns == (4, 8) and spec.reference == "gaussian" and spec.layers == 1
     row = run_config(config)
-    assert set(row) == {"values", "floor"}
+    assert set(row) == {"values", "floor", "regime"}  # a Gaussian row: its models' regime
+    expected = chaos.attention_regimes(spec, 2, 0)
+    for field in ("rho", "ess_fraction", "logit_variance", "heavy_tailed"):
+        np.testing.assert_allclose(row["regime"][field], getattr(expected, field), rtol=1e-12, err_msg=field)
+    assert np.asarray(row["regime"]["ess_fraction"]).shape == (2, 1, spec.heads, spec.batch)
     assert set(row["values"]) == {"token", "context", "w1"} and len(row["values"]["token"]) == 2
     assert all(len(v) == 2 for v in row["values"]["token"])
     assert row["floor"]["token"] == [0.0, 0.0]  # the exact limit
+
+
+def synthetic_regime(rho, ess) -> dict:
+    """A row's regime as run_config records it, from ρ ``(seeds, L, H)`` and ESS/n ``(seeds, L, H, B)``
+    (a Gaussian context: logit variance −log ESS/n)."""
+    rho, ess = np.asarray(rho, float), np.asarray(ess, float)
+    return {
+        "logit_variance": (-np.log(ess)).tolist(),
+        "ess_fraction": ess.tolist(),
+        "rho": rho.tolist(),
+        "tail_index": (2 / rho).tolist(),
+        "heavy_tailed": (rho.max(axis=(1, 2)) >= 1).tolist(),
+    }
+
+
+def test_qmc_rows_record_no_regime():
+    """Only rows against the Gaussian limit have a context law to evaluate the regime at."""
+    configs = sweep_configs(dict(FULL, attention_dims=[2], control_dims=[2], subspace=(8, 2)))
+    assert [row_regime(c) is None for c in configs if c["reference"] == "qmc"] == [True] * 3
+
+
+def test_pooled_regime_over_seeds():
+    """Seeds pooled: every seed's queries side by side per (layer, head); the largest ρ per (layer, head)."""
+    rho = [[[0.2, 1.5]], [[0.9, 0.4]]]  # (seeds 2, L 1, H 2)
+    ess = np.array([[[[0.5, 0.4], [0.3, 0.2]]], [[[0.9, 0.8], [0.7, 0.01]]]])  # (2, 1, 2, B 2)
+    reg = pooled_regime(synthetic_regime(rho, ess))
+    np.testing.assert_allclose(reg.rho, [[0.9, 1.5]])
+    np.testing.assert_allclose(reg.tail_index, 2 / np.array([[0.9, 1.5]]))
+    np.testing.assert_allclose(reg.ess_fraction, [[[0.5, 0.4, 0.9, 0.8], [0.3, 0.2, 0.7, 0.01]]])
+    assert bool(reg.heavy_tailed) and reg.logit_variance.shape == (1, 2, 4)
+
+
+def test_regime_lines_and_one_warning(monkeypatch):
+    """A line per row in the regime at its largest n (ρ ≥ 1, or fewer than 100 effective points),
+    with its smallest ESS and largest ρ; one HeavyTailWarning for the whole summary."""
+    import cfm_jax._regime as regime_module
+
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    base = {"field": "attention", "population": "gaussian", "ns": [16, 1024]}
+    light = synthetic_regime([[[0.3]], [[0.4]]], np.full((2, 1, 1, 2), 0.5))  # 512 effective points
+    few = synthetic_regime([[[0.3]], [[0.4]]], [[[[0.5, 0.05]]], [[[0.5, 0.5]]]])  # 51 at n = 1024
+    heavy = synthetic_regime([[[0.3]], [[1.6]]], np.full((2, 1, 1, 2), 0.5))
+    rows = [
+        {"config": {**base, "dim": 2}, "regime": light},
+        {"config": {**base, "dim": 4}, "regime": few},
+        {"config": {**base, "dim": 8}, "regime": heavy},
+        {"config": {**base, "dim": 16, "field": "control"}},  # no regime recorded
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lines = regime_lines(rows)
+    assert [w.category for w in caught] == [cfm_jax.HeavyTailWarning]
+    assert "(51.2 of n = 1024 points)" in str(caught[0].message)  # the first flagged row's numbers
+    assert lines == [
+        "attention gaussian d = 4: smallest effective sample size 0.05·n (51.2 at n = 1024), largest ρ = 0.4",
+        "attention gaussian d = 8: smallest effective sample size 0.5·n (512 at n = 1024), largest ρ = 1.6 "
+        "(weights of infinite variance)",
+    ]
+    assert regime_lines(rows[:1]) == []
+    with pytest.raises(KeyError):
+        regime_lines([{"config": base, "regime": {}}])  # a malformed regime is not skipped silently

@@ -6,6 +6,7 @@ import re
 import pytest
 from _rates_rows import synthetic_rows
 
+import cfm_jax
 from cfm_experiments.protocol import resolve
 from cfm_experiments.rates import PARTS, Exact, Sample
 
@@ -91,3 +92,38 @@ def test_summary_table_claims_and_figure(tmp_path):
     assert exact.summarize([], _settings(exact)).text == "" and exact.figures([], summary, tmp_path) == []
     sample = PARTS[1]
     assert sample.summarize(rows, _settings(sample)).files.keys() == {"table_sample.txt"}
+
+
+def test_summary_reports_rows_in_the_heavy_tail_regime(monkeypatch):
+    """Gaussian rows whose recorded regime is heavy-tailed get a line under the regime heading (and
+    the one warning); rows in a good regime, or without one, add nothing."""
+    import warnings
+
+    import numpy as np
+
+    import cfm_jax._regime as regime_module
+    from cfm_experiments.rates.parts import REGIME_HEAD
+
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    exact = PARTS[0]
+    rows = synthetic_rows()
+    gaussian = [r for r in rows if r["config"].get("reference") == "gaussian"]
+    assert len(gaussian) == 2
+    for r, rho in zip(gaussian, (0.3, 2.5)):
+        seeds = r["config"]["seeds"]
+        r["regime"] = {
+            "logit_variance": np.full((seeds, 4, 1, 2), 0.1).tolist(),
+            "ess_fraction": np.full((seeds, 4, 1, 2), np.exp(-0.1)).tolist(),
+            "rho": np.full((seeds, 4, 1), rho).tolist(),
+            "tail_index": np.full((seeds, 4, 1), 2 / rho).tolist(),
+            "heavy_tailed": [rho >= 1] * seeds,
+        }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        text = exact.summarize(rows, _settings(exact, quick=True)).text
+    assert len(caught) == 1 and issubclass(caught[0].category, cfm_jax.HeavyTailWarning)
+    block = text.split(REGIME_HEAD)[1].strip().splitlines()
+    d = gaussian[1]["config"]["dim"]
+    assert len(block) == 1 and block[0].startswith(f"attention gaussian d = {d}:") and "ρ = 2.5" in block[0]
+    del gaussian[1]["regime"]
+    assert REGIME_HEAD not in exact.summarize(rows, _settings(exact, quick=True)).text

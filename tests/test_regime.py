@@ -162,6 +162,21 @@ def test_invariances():
     np.testing.assert_allclose(scaled.rho, 3 * ref.rho, rtol=1e-12)
 
 
+def test_attention_beside_a_linear_mlp():
+    """A transformer with a linear MLP (its field a GaussianSumField, the exact limit's case) has the
+    regime of its attention alone: the MLP does not enter the logits."""
+    with_mlp = Transformer.init(
+        jax.random.key(0), D, heads=2, layers=2, mlp_width=4, activation=cfm_jax.linear, dtype=jnp.float64
+    )
+    assert isinstance(with_mlp.field, cfm_jax.GaussianSumField)
+    alone = Transformer(Q=with_mlp.Q, K=with_mlp.K, V=with_mlp.V)
+    mu, x = _gaussian(), _queries()
+    for a, b in zip(
+        jax.tree.leaves(attention_regime(with_mlp, mu, x)), jax.tree.leaves(attention_regime(alone, mu, x))
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_default_initialisation_in_d6_is_heavy_tailed_and_a_small_one_is_not():
     """The flat sampled deviations of the Gaussian limit: d = 6, unit-variance tokens, default
     initialisation. Every head has ρ > 1 and at ‖x‖ = 4 the median ESS/n is below e^{−9}; with

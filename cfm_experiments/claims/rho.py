@@ -5,7 +5,8 @@ a Pareto tail: z'ᵀAz ≈ ‖A‖(σ²/d) g g′ with g, g′ standard normals,
 so P(weight > w) ≈ w^{−2/ρ}. Their variance is infinite once ρ > 1 and their mean once ρ > 2, so
 past some ρ the n-point softmax averages converge more slowly than n^{-1/2}. A plausible law is
 a rate n^{−min(1/2, 2/ρ²)}; this part measures, for random models of each β = ‖Q‖‖K‖σ² (their ρ
-taken per model, the largest over layers), the local slope of the mean sup deviation (over
+taken per model, the largest over layers and heads, by :func:`cfm_jax.attention_regime` at the
+context law), the local slope of the mean sup deviation (over
 contexts) between the two largest n, and sets it next to max(−1/2, −2/ρ²). The verdict regresses
 the measured slopes on the predicted ones across models (paired bootstrap): the law holds when
 the slope of that regression contains 1 and its intercept 0.
@@ -20,8 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from cfm_jax import Transformer, attention_regime
 from cfm_jax.chaos import size_buckets
 from cfm_jax.stats import Interval, bootstrap
 
@@ -30,11 +33,13 @@ from ..protocol import Claim, Option, Part, Settings, Summary
 from . import verdicts as V
 from .common import LAYERS
 from .deviation import deviations_program, references
-from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law
+from .sampling import DRAW_OPTIONS, fixed_norm_params, gaussian_law, sample_law
 from .statistics import ci, local_slopes
 
 #: the dimension of the ρ sweep (ρ = 2‖A‖/d at σ = 1).
 DIM = 4
+#: σ of the context law N(0, σ²I/d) (and of the target tokens).
+SCALE = 1.0
 #: above this n every size is its own program (its n² cost dominates padding savings).
 OWN_BUCKET = 1024
 
@@ -46,10 +51,18 @@ def predicted_slope(rho):
 
 
 def rho_of(params: dict, scale: float = 1.0) -> np.ndarray:
-    """Per model: ρ = 2 max over layers and heads of ‖Q_lhᵀK_lh‖ σ²/d, for stacked params ``(B, L, H, d, d)``."""
-    A = np.einsum("blhed,blhef->blhdf", np.asarray(params["Q"]), np.asarray(params["K"]))
-    d = A.shape[-1]
-    return 2 * np.linalg.norm(A, ord=2, axis=(-2, -1)).max(axis=(1, 2)) * scale**2 / d
+    """Per model: the largest over layers and heads of :func:`cfm_jax.attention_regime`'s
+    ρ = 2‖Σ^½ Q_hᵀK_h Σ^½‖₂ at the part's context law N(0, σ²I/d) (:func:`~.sampling.gaussian_law`,
+    σ = ``scale``), i.e. 2 max‖Q_hᵀK_h‖ σ²/d; stacked params ``Q, K: (B, L, H, d, d)`` (others ignored)."""
+    Q, K = jnp.asarray(params["Q"]), jnp.asarray(params["K"])
+    d = Q.shape[-1]
+    law = gaussian_law(d, scale, Q.dtype)
+
+    def one(q, k):  # ρ reads Q and K only: the values are zero
+        model = Transformer(Q=q, K=k, V=jnp.zeros_like(q))
+        return jnp.max(attention_regime(model, law, jnp.zeros((d,), q.dtype), throw=False).rho)
+
+    return np.asarray(jax.vmap(one)(Q, K), np.float64)
 
 
 def buckets(ns) -> list[list[int]]:
@@ -67,18 +80,27 @@ def _draw(key, qk, *, models, contexts, dim, layers, size):
     def model(k):
         km, kx = jax.random.split(k)
         return fixed_norm_params(km, dim, heads=1, width=0, layers=layers, qk=qk, v=1.0), sample_law(
-            "gaussian", kx, 1, dim, 1.0
+            "gaussian", kx, 1, dim, SCALE
         )
 
     params, x0 = jax.vmap(model)(mkeys)
     ckeys = jax.random.split(k_ctx, models * contexts)
-    z = jax.vmap(lambda k: sample_law("gaussian", k, size, dim, 1.0))(ckeys)
+    z = jax.vmap(lambda k: sample_law("gaussian", k, size, dim, SCALE))(ckeys)
     return params, x0, z
 
 
 #: ``draw(key, qk, *, models, contexts, dim, layers, size)``: ``models`` random fixed-norm models (with
 #: their tokens) and ``models × contexts`` contexts of ``size`` points. Random numbers only.
 draw = jax.jit(_draw, static_argnames=("models", "contexts", "dim", "layers", "size"), compiler_options=DRAW_OPTIONS)
+
+
+def inputs(config: dict):
+    """A row's ``(params, x0, z)`` as NumPy arrays (:data:`draw` with the row's key and sizes)."""
+    ns = [int(n) for n in config["rho_ns"]]
+    S, M, L = int(config["rho_models"]), int(config["rho_contexts"]), int(config["layers"])
+    key = jax.random.fold_in(jax.random.key(int(config["seed"])), int(round(1000 * config["beta"])))
+    out = draw(key, float(config["beta"]), models=S, contexts=M, dim=DIM, layers=L, size=max(ns))
+    return jax.tree.map(np.asarray, out)
 
 
 class Rho(Part):
@@ -116,12 +138,9 @@ class Rho(Part):
 
     def run(self, config: dict) -> dict:
         ns = sorted(int(n) for n in config["rho_ns"])
-        S, M, L = int(config["rho_models"]), int(config["rho_contexts"]), int(config["layers"])
-        key = jax.random.fold_in(jax.random.key(int(config["seed"])), int(round(1000 * config["beta"])))
-        params, x0, z = jax.tree.map(
-            np.asarray, draw(key, float(config["beta"]), models=S, contexts=M, dim=DIM, layers=L, size=max(ns))
-        )
-        ref_xs, _ = references(params, x0, 1.0, None)
+        S, M = int(config["rho_models"]), int(config["rho_contexts"])
+        params, x0, z = inputs(config)
+        ref_xs, _ = references(params, x0, SCALE, None)
         rep = lambda a: np.repeat(np.asarray(a), M, axis=0)  # noqa: E731  (model s serves contexts s·M … s·M + M − 1)
         P, X, R = jax.tree.map(rep, params), rep(x0), rep(ref_xs)
         dev = np.zeros((S * M, len(ns)))
@@ -129,7 +148,7 @@ class Rho(Part):
             out = deviations_program(P, X, z[:, : bucket[-1]], R, np.asarray(bucket))
             for j, n in enumerate(bucket):
                 dev[:, ns.index(n)] = np.asarray(out[:, j], np.float64)
-        return {"ns": ns, "rho": rho_of(params).tolist(), "values": dev.reshape(S, M, len(ns)).tolist()}
+        return {"ns": ns, "rho": rho_of(params, SCALE).tolist(), "values": dev.reshape(S, M, len(ns)).tolist()}
 
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         if not rows:
@@ -267,9 +286,11 @@ def rho_figure(rows, models):
 __all__ = [
     "DIM",
     "RHO_BINS",
+    "SCALE",
     "Rho",
     "binned",
     "buckets",
+    "inputs",
     "per_model",
     "predicted_slope",
     "regression",

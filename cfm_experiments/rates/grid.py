@@ -3,6 +3,11 @@
 The physics (coupled n-point vs reference systems, their deviations, the compiled programs) is
 :mod:`cfm_jax.chaos`; here the grid of (field, population, d, ns) is turned into the rows of the
 sweep (:func:`sweep_configs`) and one row into its numbers (:func:`run_config`).
+
+Rows against the exact Gaussian limit also record the attention regime of their models at the
+population law (:func:`cfm_jax.chaos.attention_regimes`, one small program outside the sweep's):
+where the softmax's effective sample size is small or ρ ≥ 1, the sampled contexts approach the
+limit slowly or seem not to, and :func:`regime_lines` says so in the summary.
 """
 
 from __future__ import annotations
@@ -11,7 +16,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from cfm_jax.chaos import ChaosSpec, run_seeds
+import jax.numpy as jnp
+import numpy as np
+
+from cfm_jax import AttentionRegime, warn_if_heavy_tailed
+from cfm_jax.chaos import ChaosSpec, attention_regimes, run_seeds
 
 #: the QMC points W1 is taken against on the Sinkhorn (dʹ = 2) rows, at least 4 per point of the
 #: n-point measure.
@@ -113,7 +122,58 @@ def run_config(config: Mapping[str, Any]) -> dict:
     res = run_seeds(spec_from_config(config), config["seeds"], config.get("seed", 0))
     values = {k: v.tolist() for k, v in res.items() if not k.startswith("floor_")}
     floors = {k[len("floor_") :]: v.tolist() for k, v in res.items() if k.startswith("floor_")}
-    return {"values": values, "floor": floors}
+    row: dict = {"values": values, "floor": floors}
+    regime = row_regime(config)
+    if regime is not None:
+        row["regime"] = regime
+    return row
 
 
-__all__ = ["W1_SIZE", "run_config", "spec_from_config", "sweep_configs"]
+def row_regime(config: Mapping[str, Any]) -> dict | None:
+    """The attention regime of a Gaussian-reference row's models and target tokens at the population
+    law (:func:`cfm_jax.chaos.attention_regimes`): every field of :class:`cfm_jax.AttentionRegime`
+    as nested lists with a leading seeds axis; None for the other rows (no Gaussian context law)."""
+    spec = spec_from_config(config)
+    if spec.reference != "gaussian":
+        return None
+    reg = attention_regimes(spec, config["seeds"], config.get("seed", 0))
+    return {f.name: np.asarray(getattr(reg, f.name)).tolist() for f in dataclasses.fields(reg)}
+
+
+def pooled_regime(regime: Mapping[str, Any]) -> AttentionRegime:
+    """A row's regime (:func:`row_regime`) over all its seeds: the seeds' queries side by side
+    ``(L, H, seeds·B)``, per layer and head the largest ρ (smallest tail index) over seeds."""
+    a = {k: np.asarray(v) for k, v in regime.items()}
+    per_query = lambda v: np.moveaxis(v, 0, 2).reshape(*v.shape[1:3], -1)  # noqa: E731
+    return AttentionRegime(
+        logit_variance=jnp.asarray(per_query(a["logit_variance"])),
+        ess_fraction=jnp.asarray(per_query(a["ess_fraction"])),
+        rho=jnp.asarray(a["rho"].max(axis=0)),
+        tail_index=jnp.asarray(a["tail_index"].min(axis=0)),
+        heavy_tailed=jnp.asarray(a["heavy_tailed"].any()),
+    )
+
+
+def regime_lines(rows: list[dict]) -> list[str]:
+    """One line per row whose sampled contexts are in the heavy-tail regime at its largest n (the
+    rule of :func:`cfm_jax.warn_if_heavy_tailed`: some ρ ≥ 1, or an effective sample size below
+    100), with its smallest effective sample size and largest ρ over seeds; the first such row
+    also raises the library's one :class:`cfm_jax.HeavyTailWarning`. Rows without a regime
+    (QMC references, or rows of an older run) are skipped."""
+    lines = []
+    for r in rows:
+        if "regime" not in r:
+            continue
+        c, reg = r["config"], pooled_regime(r["regime"])
+        n = max(int(v) for v in c["ns"])
+        if warn_if_heavy_tailed(reg, n):
+            ess, rho = float(np.min(reg.ess_fraction)), float(np.max(reg.rho))
+            lines.append(
+                f"{c['field']} {c['population']} d = {c['dim']}: smallest effective sample size "
+                f"{ess:.3g}·n ({n * ess:.3g} at n = {n}), largest ρ = {rho:.3g}"
+                + (" (weights of infinite variance)" if rho >= 1 else "")
+            )
+    return lines
+
+
+__all__ = ["W1_SIZE", "pooled_regime", "regime_lines", "row_regime", "run_config", "spec_from_config", "sweep_configs"]

@@ -5,7 +5,9 @@ the others against QMC references, n over 2.4 decades; ``sample`` (``--parts sam
 previous method, i.i.d. references of n_ref points whose prefixes are the n-point contexts, with
 its own sizes (``--sample-*``). Each row is one (field, population, d) with every seed
 (:func:`~cfm_experiments.rates.grid.run_config`); the summary is the table of fitted rates, the
-prefactors vs d, the claims of :mod:`~cfm_experiments.rates.claims` and the figure.
+prefactors vs d, the claims of :mod:`~cfm_experiments.rates.claims`, a line per Gaussian row in
+the heavy-tail regime of the exact limit (:func:`~cfm_experiments.rates.grid.regime_lines`) and the
+figure.
 
 Programs: each row compiles :func:`cfm_jax.chaos.program_count` programs (its reference and one
 per bucket of n; ``docs/chaos.md``), and nothing is compiled twice within a run.
@@ -20,9 +22,15 @@ from ..protocol import Option, Part, Settings, Summary
 from .claims import claims
 from .figure import plot_rates
 from .fits import W1_NOTE, fit_rates, format_prefactors, format_table, prefactors_vs_dim
-from .grid import W1_SIZE, run_config, sweep_configs
+from .grid import W1_SIZE, regime_lines, run_config, sweep_configs
 
 SEEDS_WHY = "a confidence interval needs two"
+#: the heading of the summary's lines on rows in the heavy-tail regime (:func:`~.grid.regime_lines`).
+REGIME_HEAD = (
+    "Rows whose sampled contexts approach the exact limit slowly or seem not to "
+    "(cfm_jax.attention_regime at the population law, target tokens as queries; "
+    "effective sample size below 100 at the largest n, or ρ ≥ 1):"
+)
 
 #: the options both parts read.
 SHARED = (
@@ -77,9 +85,17 @@ class _Rates(Part):
         fits = fit_rates(rows)
         table = format_table(fits)
         pre = prefactors_vs_dim(fits)
-        text = "\n\n".join(t for t in (table, W1_NOTE, format_prefactors(pre)) if t)
+        heavy = regime_lines(rows)
+        regime = (REGIME_HEAD + "\n" + "\n".join(f"  {line}" for line in heavy)) if heavy else ""
+        text = "\n\n".join(t for t in (table, W1_NOTE, format_prefactors(pre), regime) if t)
         lines = claims(fits, seeds=settings["seeds"], layers=settings["layers"], figure=self.figure)
-        data = {"fits": fits, "prefactor_vs_dim": pre, "table": self.table, "figure": self.figure}
+        data = {
+            "fits": fits,
+            "prefactor_vs_dim": pre,
+            "table": self.table,
+            "figure": self.figure,
+            "heavy_tailed": heavy,
+        }
         return Summary(text=text, data=data, claims=lines, files={self.table: table})
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
@@ -167,4 +183,4 @@ class Sample(_Rates):
 
 PARTS = (Exact(), Sample())
 
-__all__ = ["PARTS", "SHARED", "Exact", "Sample"]
+__all__ = ["PARTS", "REGIME_HEAD", "SHARED", "Exact", "Sample"]

@@ -34,8 +34,9 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 from .._measures import EmpiricalMeasure
+from .._regime import AttentionRegime
 from .deviations import _prefix_weights, sups, system, token_adjoint_states, w1_path, w1_to_normal_1d
-from .references import ReferenceKey, reference
+from .references import ReferenceKey, reference, seed_regime
 from .spec import Bucket, ChaosSpec, buckets, validate_spec
 
 
@@ -223,6 +224,27 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
     return seed_deviations(spec, key)
 
 
+def attention_regimes(spec: ChaosSpec, seeds: int, base_seed: int = 0) -> AttentionRegime:
+    """The attention regime (:func:`cfm_jax.attention_regime`) of the models of a ``"gaussian"``
+    reference row: every field with a leading ``seeds`` axis (``rho (seeds, L, H)``,
+    ``ess_fraction (seeds, L, H, B)``, …), for the models and target tokens x0 that
+    :func:`run_seeds` draws with the same ``seeds`` and ``base_seed``, at the population law.
+
+    One small program, apart from the sweep's: whether the sampled contexts of the row can
+    approach the exact limit at n^{-1/2} (see :func:`cfm_jax.warn_if_heavy_tailed`).
+    """
+    validate_spec(spec)
+    if spec.reference != "gaussian":
+        raise ValueError(f"`spec.reference` must be 'gaussian' (a Gaussian context law), got {spec.reference!r}.")
+    seed_devices(seeds)  # checks ``seeds``
+    return _regimes(ReferenceKey.of(spec).spec, _seed_keys(seeds, base_seed))
+
+
+@eqx.filter_jit
+def _regimes(spec: ChaosSpec, seed_keys) -> AttentionRegime:
+    return jax.vmap(lambda k: seed_regime(spec, k))(seed_keys)
+
+
 def run_seeds_loop(spec: ChaosSpec, seeds: int, base_seed: int = 0) -> dict:
     """Same as :func:`run_seeds` with a Python loop over seeds (the benchmark's baseline): one seed
     at a time through the same programs (compiled once for a single seed)."""
@@ -235,6 +257,7 @@ def run_seeds_loop(spec: ChaosSpec, seeds: int, base_seed: int = 0) -> dict:
 __all__ = [
     "Measure",
     "assemble",
+    "attention_regimes",
     "bucket_program",
     "deviations",
     "exact_reference_deviations",

@@ -29,6 +29,7 @@ from .._adjoint import ball_probes
 from .._flow import SaveAt
 from .._gradients import token_adjoint
 from .._measures import EmpiricalMeasure, GaussianMeasure
+from .._regime import AttentionRegime, attention_regime
 from .._solve import forward, gaussian_flow
 from .deviations import compare, sups, system, token_adjoint_states, w1_path
 from .spec import ChaosSpec, build_model
@@ -112,10 +113,32 @@ def _sample(key: ReferenceKey, seed_key):
     return dict(model=model, x0=x0, y=y, probes=probes, points=ref), out, floors
 
 
+def _exact_keys(seed_key):
+    """(model, context, reference, second reference, x0, y, probes) keys of one seed (exact references)."""
+    return jax.random.split(seed_key, 7)
+
+
+def _gaussian_context(spec: ChaosSpec, dtype) -> GaussianMeasure:
+    """The Gaussian population N(m, s²I) as the context law of the exact limit."""
+    law = spec.population_law()
+    mean, scale = law.mean, law.scale  # pyright: ignore[reportAttributeAccessIssue]  (a Gaussian population)
+    return GaussianMeasure.unchecked(mean.astype(dtype), scale**2 * jnp.eye(spec.dim, dtype=dtype))
+
+
+def seed_regime(spec: ChaosSpec, seed_key) -> AttentionRegime:
+    """The attention regime (:func:`cfm_jax.attention_regime`) of one seed's model of a ``"gaussian"``
+    reference at the population law N(m, s²I), queries the seed's target tokens x0 ``(B, d)``: the
+    model and tokens :func:`reference` draws from ``seed_key``."""
+    dtype = jnp.result_type(float)
+    k_model, _, _, _, k_x, _, _ = _exact_keys(seed_key)
+    x0 = spec.population_law()(k_x, spec.batch).astype(dtype)
+    return attention_regime(build_model(spec, k_model), _gaussian_context(spec, dtype), x0, throw=False)
+
+
 def _exact_inputs(key: ReferenceKey, seed_key):
     spec = key.spec
     dtype = jnp.result_type(float)
-    k_model, k_ctx, k_ref, k_ref2, k_x, k_y, k_probe = jax.random.split(seed_key, 7)
+    k_model, k_ctx, k_ref, k_ref2, k_x, k_y, k_probe = _exact_keys(seed_key)
     law = spec.population_law()
     z = law(k_ctx, key.drawn).astype(dtype)
     x0 = law(k_x, spec.batch).astype(dtype)
@@ -154,8 +177,7 @@ def _gaussian(key: ReferenceKey, seed_key):
     x0, y, probes, z = inputs["x0"], inputs["y"], inputs["probes"], inputs["points"]
     dtype, B, N = z.dtype, spec.batch, key.passive
     model = build_model(spec, k_model)
-    mean, scale = law.mean, law.scale  # pyright: ignore[reportAttributeAccessIssue]  (a Gaussian population)
-    mu = GaussianMeasure.unchecked(mean.astype(dtype), scale**2 * jnp.eye(spec.dim, dtype=dtype))
+    mu = _gaussian_context(spec, dtype)
     w1_size = _w1_size(spec)
     W = 0 if (w1_size is None or spec.dim == 1) else w1_size  # d = 1: the exact law, no sample
     q = [mu.sample(k, W, qmc=True) for k in (k_ref, k_ref2)] if W else []
@@ -186,4 +208,4 @@ def _gaussian(key: ReferenceKey, seed_key):
     return dict(model=model, **inputs), out, floors
 
 
-__all__ = ["ReferenceKey", "reference", "seed_inputs"]
+__all__ = ["ReferenceKey", "reference", "seed_inputs", "seed_regime"]
