@@ -61,12 +61,6 @@ PAGES = (
 #: section with raw TeX fails.
 PENDING_TEX = frozenset(
     {
-        "api/chaos/#module",
-        "api/chaos/#cfm_jax.chaos.coupled_deviations",
-        "api/chaos/#cfm_jax.chaos.exact_reference_deviations",
-        "api/chaos/#cfm_jax.chaos.token_adjoint_states",
-        "api/chaos/#cfm_jax.chaos.uniform_attention_deviation",
-        "api/chaos/#cfm_jax.chaos.wasserstein1_to_normal_1d",
         "claims/#the-table-default-run-benchmarksresultsclaims",
     }
 )
