@@ -1,19 +1,19 @@
-"""Finite vs infinite context: synchronously coupled deviations (propagation of chaos, ``docs/chaos.md``).
+r"""Finite vs infinite context: synchronously coupled deviations (propagation of chaos, ``docs/chaos.md``).
 
 The infinite-context system is approximated by a reference sample of ``n_ref`` points drawn from
 the population P; the n-point system is coupled synchronously to it: its context is the first n
-points of the reference sample, and both carry the same target tokens x0 (and loss targets y).
-At every layer boundary s = l/L we measure
+points of the reference sample, and both carry the same target tokens $x_0$ (and loss targets y).
+At every layer boundary $s = l/L$ we measure
 
-- ``token``    ‖x_s − x̂_s‖ for each target token (then sup over s, mean over tokens);
-- ``context``  Σ_i w_i ‖z_i(s) − ẑ_i(s)‖ = (1/n) Σ_{i<n} ‖z_i(s) − ẑ_i(s)‖, the coupled context
-  particles; it bounds W1(μ_s, Φ̂_s#μ_0), the transport of the *same* initial sample by the
+- ``token``    $‖x_s − \hat x_s‖$ for each target token (then sup over s, mean over tokens);
+- ``context``  $Σ_i w_i ‖z_i(s) − \hat z_i(s)‖ = \frac1n Σ_{i<n} ‖z_i(s) − \hat z_i(s)‖$, the coupled context
+  particles; it bounds $W_1(μ_s, (\hat Φ_s)_\# μ_0)$, the transport of the *same* initial sample by the
   population flow;
-- ``w1``       W1(μ_s, μ̂_s) between the n-point measure and the reference measure (its first
-  ``w1_size`` particles), which contains the initial sampling error W1(μ_0, P) ~ n^{-1/d'};
-- ``adjoint``  ‖p_s − p̂_s‖ per target token (p for the per-token loss ½‖x_1 − y‖²);
-- ``grad_phi`` sup_{z ∈ probes} ‖∇φ_s(z) − ∇φ̂_s(z)‖ on fixed probe points in the ball of radius R
-  (φ for the batch-mean loss).
+- ``w1``       $W_1(μ_s, \hat μ_s)$ between the n-point measure and the reference measure (its first
+  ``w1_size`` particles), which contains the initial sampling error $W_1(μ_0, P) \sim n^{-1/d'}$;
+- ``adjoint``  $‖p_s − \hat p_s‖$ per target token (p for the per-token loss $½‖x_1 − y‖^2$);
+- ``grad_phi`` $\sup_{z ∈ \mathrm{probes}} ‖∇φ_s(z) − ∇\hat φ_s(z)‖$ on fixed probe points in the ball of
+  radius R (φ for the batch-mean loss).
 
 Every quantity is reported as a sup over s. The reference's own error ("floor") is measured by
 the same code between two independent references.
@@ -35,9 +35,9 @@ infinite-context flow (:func:`cfm_jax.gaussian_flow`): tokens, the passive motio
 of the n context particles in the population field (``context``) and the token adjoint
 (:func:`cfm_jax.token_adjoint`: the limit's token map is a product of affine maps, so its
 Jacobian is too) are exact (floor 0); W1 in d = 1 is the exact quantile formula against the
-limit's law N(m_s, Σ_s) (:func:`wasserstein1_to_normal_1d`, floor 0), in d >= 2 Sinkhorn against
+limit's law $N(m_s, Σ_s)$ (:func:`wasserstein1_to_normal_1d`, floor 0), in d >= 2 Sinkhorn against
 ``w1_size`` scrambled-Sobol points of the Gaussian pushed by the exact flow (floor: two such
-samples); ``grad_phi`` has no closed form (∇φ̂_s involves the particle adjoints over the whole
+samples); ``grad_phi`` has no closed form ($∇\hat φ_s$ involves the particle adjoints over the whole
 Gaussian) and is compared with a QMC reference of ``n_ref`` points (floor: two of them), so it
 keeps n_ref solves: only up to ``grad_phi_max_n``. :func:`quantity_reference` names the reference of
 every quantity. ``"qmc"`` compares with a scrambled-Sobol reference of ``n_ref`` points. In both,
@@ -48,10 +48,10 @@ n_ref and no nested-sample correction is needed. Each quantity has its own sizes
 of every n-point system is the token-only discrete adjoint (:func:`token_adjoint_states`, O(B·n)
 a layer); the particle adjoints (O(n²) a layer) run only where ∇φ is measured.
 
-Expected (paper's table): transformer token quantities ~ n^{-1/2} whatever d; W1 between
-measures ~ n^{-1/d'} (d' the intrinsic dimension of P; n^{-1/2} up to a log at d' ≤ 2); the
-general W1-Lipschitz control field (:class:`~cfm_jax.W1ControlField`) drives its
-tokens at the slower n^{-1/d'}.
+Expected (paper's table): transformer token quantities $\sim n^{-1/2}$ whatever d; $W_1$ between
+measures $\sim n^{-1/d'}$ (d' the intrinsic dimension of P; $n^{-1/2}$ up to a log at $d' ≤ 2$); the
+general $W_1$-Lipschitz control field (:class:`~cfm_jax.W1ControlField`) drives its
+tokens at the slower $n^{-1/d'}$.
 """
 
 from __future__ import annotations

@@ -59,17 +59,7 @@ PAGES = (
 #: writes (benchmarks/results/claims/claims.md). They are fixed where they are written (maths
 #: between $...$, which the site and a terminal both read), then removed from here. Any other
 #: section with raw TeX fails.
-PENDING_TEX = frozenset(
-    {
-        "api/chaos/#module",
-        "api/chaos/#cfm_jax.chaos.coupled_deviations",
-        "api/chaos/#cfm_jax.chaos.exact_reference_deviations",
-        "api/chaos/#cfm_jax.chaos.token_adjoint_states",
-        "api/chaos/#cfm_jax.chaos.uniform_attention_deviation",
-        "api/chaos/#cfm_jax.chaos.wasserstein1_to_normal_1d",
-        "claims/#the-table-default-run-benchmarksresultsclaims",
-    }
-)
+PENDING_TEX: frozenset[str] = frozenset()
 
 # Visible text outside code, per section (the id of the heading above it; "" before the first),
 # after MathJax ran; MathJax's own elements and its TeX sources (<script type="math/tex">) are skipped.

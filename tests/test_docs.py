@@ -250,11 +250,7 @@ def test_tex_check_fails_on_a_planted_fragment(site):
 #: API entries whose parameter table has rows with no type: their constructor or function has
 #: unannotated parameters, or a docstring documents two parameters in one line ("mu, nu:"), in
 #: cfm_jax/. Fixed there (annotations), then removed from here.
-PENDING_UNTYPED = frozenset(
-    {
-        "cfm_jax.chaos.coupled_deviations",
-    }
-)
+PENDING_UNTYPED: frozenset[str] = frozenset()
 _ROW = re.compile(r'<tr class="doc-section-item">\s*<td>\s*<code>([^<]*)</code>\s*</td>\s*<td>(.*?)</td>', re.S)
 
 

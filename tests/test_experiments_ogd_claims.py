@@ -143,8 +143,8 @@ def test_claim_lines_recover_known_exponents_and_verdicts():
     n_line, d_line, strong, weak, zero = lines
     assert "n-slope -0.50 [" in n_line.measured and n_line.verdict == V.HOLDS
     assert "n=4 +0.50 [" in d_line.measured and d_line.verdict == V.HOLDS
-    assert strong.verdict == V.HOLDS and "1.5 λ_c" in strong.measured and "degenerate" not in strong.measured
-    assert weak.verdict == V.HOLDS and "0.125 λ_c" in weak.measured and "×4 [" in weak.measured
+    assert strong.verdict == V.HOLDS and "1.5 $λ_c$" in strong.measured and "degenerate" not in strong.measured
+    assert weak.verdict == V.HOLDS and "0.125 $λ_c$" in weak.measured and "×4 [" in weak.measured
     assert "+1.00 [" in zero.measured and zero.verdict == V.HOLDS  # it grows: not bounded
     assert n_line.sizes == "d = 4, n = 4…256, K = 80, η = 0.1, 8 seeds"
 

@@ -34,7 +34,7 @@ def p_of(row) -> int:
 
 class Prefactors(Part):
     name = "prefactors"
-    title = "Typical constant C (mean over random fixed-norm models) vs d, heads and MLP width; the n^{-1/2} rate"
+    title = "Typical constant C (mean over random fixed-norm models) vs d, heads and MLP width; the $n^{-1/2}$ rate"
     options = (
         Option(
             "dims", (2, 4, 8, 16, 32, 64), "dimensions d of the d-sweep", many=True, low=1, quick=(4, 16), min_count=2
@@ -94,11 +94,11 @@ class Prefactors(Part):
         claims, data = [], {}
         scans = (
             (dims, "d", "the dimension d", dim_of, {"seeds": 16, "largest d": 16}),
-            (vsum, "p", "the parameter count p (heads H at fixed Σ_h‖V_h‖)", p_of, {"seeds": 16, "largest H": 4}),
+            (vsum, "p", "the parameter count p (heads H at fixed $Σ_h‖V_h‖$)", p_of, {"seeds": 16, "largest H": 4}),
             (
                 concat,
                 "p",
-                "the parameter count p (heads H at fixed ‖[V_1 … V_H]‖ ≤ Σ_h‖V_h‖)",
+                "the parameter count p (heads H at fixed $‖[V_1 … V_H]‖ ≤ Σ_h‖V_h‖$)",
                 p_of,
                 {"seeds": 32, "largest H": 8},
             ),
@@ -137,7 +137,7 @@ def independence_line(scan, label, what, x_of, need, have) -> tuple[Claim, dict]
     c0 = prefactor(ns, ref["values"])
     measured = (
         f"mean over random models: C({label}={xs[0]}) = {ci(c0)}; C/C({label}={xs[0]}) at {label} = {rtext}; "
-        f"C ∝ {label}^γ, γ = {ci(gamma, fmt='+.3f')}"
+        f"$C ∝ {label}^γ$, γ = {ci(gamma, fmt='+.3f')}"
     )
     verdict = V.independence(gamma)
     if gamma.ci_high < 0:

@@ -232,7 +232,7 @@ def rho_line(models, have) -> Claim:
     verdict, sizes = V.judge(verdict, {"largest n": 10240, "models": 25, "contexts": 4}, have)
     return Claim(
         claim=r"at a Gaussian context the local rate at large n is $n^{-\min(1/2,\,2/\rho^2)}$, "
-        r"$\rho = 2\|Q^\top K\|\sigma^2/d$",
+        r"$\rho = 2‖Q^\top K‖\sigma^2/d$",
         measured=f"{len(models)} models, local slope between n = {ns[-2]} and {ns[-1]} (mean over contexts) "
         f"by ρ bin: {bins}; "
         f"measured ≈ a + b·law across models: a = {ci(a, fmt='+.2f')}, b = {ci(b, fmt='+.2f')} (the law: a = 0, b = 1)",

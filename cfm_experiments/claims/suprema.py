@@ -238,7 +238,7 @@ def d_line(dims, have) -> Claim:
         claim="the paper's constant (sup over ‖Q‖‖K‖ ≤ 1, ‖V‖ ≤ 1 and the two context laws of √n·dev) "
         "does not grow with d",
         measured=f"sup found (held-out √n·dev at the ascent's n, 95 % CI over contexts): {parts}; "
-        f"C ∝ d^γ, γ = {ci(gamma, fmt='+.3f')}",
+        f"$C ∝ d^γ$, γ = {ci(gamma, fmt='+.3f')}",
         verdict=verdict,
         figure="suprema.png",
         sizes=sizes,
@@ -252,17 +252,17 @@ def heads_line(heads, vnorm, have) -> Claim:
     sups = [supremum(r) for r in heads]
     gamma = growth(np.log([3 * L * h * d * d for h in hs]), [np.log(s["values"]) for s in sups])[0]
     ident = [np.asarray(r["held_out"])[STRUCTURED.index("identical heads"), :, _at_n(r)].mean() for r in heads]
-    norm = "‖[V_1 … V_H]‖ ≤ 1" if vnorm == "concat" else "Σ_h‖V_h‖ ≤ 1"
+    norm = "$‖[V_1 … V_H]‖ ≤ 1$" if vnorm == "concat" else "$Σ_h‖V_h‖ ≤ 1$"
     measured = (
         f"d = {d}, low-dimensional law: sup √n·dev at H = "
         + ", ".join(f"{h}: {ci(s['interval'])} ({s['start']})" for h, s in zip(hs, sups))
-        + f"; C ∝ p^γ, γ = {ci(gamma, fmt='+.3f')}; identical heads alone: C(H)/C(1) = "
+        + f"; $C ∝ p^γ$, γ = {ci(gamma, fmt='+.3f')}; identical heads alone: C(H)/C(1) = "
         + ", ".join(f"{q / ident[0]:.2f}" for q in ident[1:])
         + f" at H = {', '.join(map(str, hs[1:]))}"
     )
     verdict, sizes = V.judge(V.independence(gamma), {"steps": 60, "held-out contexts": 32, "largest H": 8}, have)
     return Claim(
-        claim=f"the paper's constant (sup over ‖Q_h‖‖K_h‖ ≤ 1, {norm}) does not grow with the parameter count p "
+        claim=f"the paper's constant (sup over $‖Q_h‖‖K_h‖ ≤ 1$, {norm}) does not grow with the parameter count p "
         "(heads)",
         measured=measured,
         verdict=verdict,

@@ -99,7 +99,7 @@ def linearised_sups(f, draws: int, dim: int, seed: int) -> np.ndarray:
 class TailExponent(Part):
     name = "tail_exponent"
     title = (
-        "The tail exponent of the sup deviation (log q_δ vs log log(1/δ), δ down to 10⁻⁴) "
+        "The tail exponent of the sup deviation ($\\log q_δ$ vs $\\log\\log(1/δ)$, δ down to 10⁻⁴) "
         "vs the linearised Gaussian limit"
     )
     options = (
@@ -185,7 +185,7 @@ def exponent_line(rows, what, have) -> Claim:
     last = rows[-1]
     limit = max(0.5, last["gamma_lin"])
     parts = "; ".join(
-        f"n = {r['config']['n']}: γ = {ci(gamma_of(r), fmt='.3f')}, q_δ/q_δ(limit) at δ = 10⁻⁴: "
+        f"n = {r['config']['n']}: γ = {ci(gamma_of(r), fmt='.3f')}, $q_δ$ over the limit's at δ = 10⁻⁴: "
         f"{r['quantiles'][-1] / r['quantiles_lin'][-1]:.2f}"
         for r in rows
     )
@@ -193,7 +193,7 @@ def exponent_line(rows, what, have) -> Claim:
     return Claim(
         claim=r"the sup deviation has a sub-Gaussian tail, $q_\delta \propto \sqrt{\log(1/\delta)}$ "
         f"(exponent ½, as the linearised limiting Gaussian process), not a sub-exponential one (exponent 1): {what}",
-        measured=f"{rows[-1]['config']['tail_samples']} contexts, δ = 10⁻¹ … 10⁻⁴, log q_δ ≈ c + γ log log(1/δ): "
+        measured=f"{rows[-1]['config']['tail_samples']} contexts, δ = 10⁻¹ … 10⁻⁴, $\\log q_δ ≈ c + γ\\log\\log(1/δ)$: "
         f"{parts}; linearised limit γ = {last['gamma_lin']:.3f} (its centre moves it off ½ over this δ range)",
         verdict=verdict,
         figure="tail_exponent.png",

@@ -91,15 +91,16 @@ def tails_line(row, f, need, have) -> Claim:
         for dl, v, lo, hi in zip(f["deltas"], sl["value"], sl["ci_low"], sl["ci_high"])
     )
     measured = (
-        f"{row['config']['seeds']} contexts, one model (d = {row['config']['dim']}); slope of q_δ in n: {slopes}; "
-        f"quantiles ordered in δ at every n: {f['ordered']}; q_δ√n ≈ a + b√log(1/δ): at n = {int(f['ns'][-1])} "
+        f"{row['config']['seeds']} contexts, one model (d = {row['config']['dim']}); slope of $q_δ$ in n: {slopes}; "
+        f"quantiles ordered in δ at every n: {f['ordered']}; $q_δ√n ≈ a + b\\sqrt{{\\log(1/δ)}}$: "
+        f"at n = {int(f['ns'][-1])} "
         f"a = {_at(ic, -1)}, b = {_at(co, -1)}; "
         f"curvature CI contains 0 at {n_affine}/{K} n (no power against a log(1/δ) tail at δ ≥ 0.01)"
     )
     half = all(lo <= -0.5 <= hi for lo, hi in zip(sl["ci_low"], sl["ci_high"]))
     verdict, sizes = V.judge("holds" if half and f["ordered"] else "not observed at these sizes", need, have)
     return Claim(
-        claim="every tail quantile q_δ (δ ≥ 0.01) of the sup deviation decays like $n^{-1/2}$ (the n-part of "
+        claim="every tail quantile $q_δ$ (δ ≥ 0.01) of the sup deviation decays like $n^{-1/2}$ (the n-part of "
         r"the high-probability form $C\sqrt{\log(1/\delta)/n}$)",
         measured=measured,
         verdict=verdict,

@@ -151,13 +151,13 @@ def uniform_line(scan, label, x_of, have) -> Claim:
     else:
         claim = (
             r"the uniform-in-θ deviation $E_z\sup_\theta\sqrt{n}\,$dev does not grow with the parameter count p "
-            r"(heads, $\sum_h\|V_h\| \leq 1$)"
+            r"(heads, $\sum_h ‖V_h‖ \leq 1$)"
         )
         rule, need = V.independence(gamma), {"steps": 60, "contexts": 16, "largest H": 8}
     verdict, sizes = V.judge(rule, need, have)
     return Claim(
         claim=claim,
-        measured=f"E sup found (95 % CI over contexts): {values}; ∝ {label}^γ, γ = {ci(gamma, fmt='+.3f')}",
+        measured=f"E sup found (95 % CI over contexts): {values}; $∝ {label}^γ$, γ = {ci(gamma, fmt='+.3f')}",
         verdict=verdict,
         figure="uniform.png",
         sizes=sizes,

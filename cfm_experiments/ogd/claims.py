@@ -187,8 +187,8 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
     parts, verdicts = [], []
     for reg, key, what in (
         ("strong", "sup_dev", "sup over all k"),
-        ("zero", "sup_dev_kc", f"sup over k ≤ k_c = 1/η = {kc}"),
-        ("zero", "sup_dev_kC", "sup over k ≤ 1/(ηC)"),
+        ("zero", "sup_dev_kc", f"sup over $k ≤ k_c = 1/η$ = {kc}"),
+        ("zero", "sup_dev_kC", "sup over $k ≤ 1/(ηC)$"),
     ):
         if d0 in by[reg]:
             fit = fit_loglog(ns, np.asarray(by[reg][d0][key]).T)
@@ -197,7 +197,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
     if parts:
         lines.append(
             Claim(
-                "sup_k ‖θ_k − θ̂_k‖_L∞ = O(n^-1/2) (λ > λ_c: all k; λ = 0: k ≤ k_c ≈ 1/η)",
+                r"$\sup_k ‖θ_k − \hat θ_k‖_{L^∞} = O(n^{-1/2})$ ($λ > λ_c$: all k; λ = 0: $k ≤ k_c ≈ 1/η$)",
                 "; ".join(parts),
                 worst(verdicts),
                 FIGURES[0],
@@ -212,7 +212,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
         n_fits = [fit_loglog(ns, sup[j].T) for j in range(len(dims))]
         lines.append(
             Claim(
-                "sup_k ‖θ_k − θ̂_k‖_L∞ = O(√(d/n)): d-exponent ≤ +1/2 at fixed n (λ > λ_c)",
+                r"$\sup_k ‖θ_k − \hat θ_k‖_{L^∞} = O(\sqrt{d/n})$: d-exponent ≤ +1/2 at fixed n ($λ > λ_c$)",
                 f"d-exponent: {nfmt(fits)}; n-slope per d: "
                 + ", ".join(f"d={d} {fmt(f)}" for d, f in zip(dims, n_fits)),
                 worst([HOLDS if f.ci_low <= 0.5 else REFUTED for f in fits]),
@@ -237,10 +237,10 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
         )
         lines.append(
             Claim(
-                "λ > λ_c = 2C (C: Lipschitz constant on the visited region): the deviation is bounded uniformly in k",
+                "$λ > λ_c = 2C$ (C: Lipschitz constant on the visited region): the deviation is bounded uniformly in k",
                 "C on the λ = 0 region (mean ± 95 % t): "
                 + ", ".join(f"d={d} {m:.3g} ± {h:.2g}" for d, (m, h) in Cs.items())
-                + f"; d = {d0}: λ = {_ratios(strong)} λ_c; growth exponent β after k_c: {nfmt(gs)}{why}",
+                + f"; d = {d0}: λ = {_ratios(strong)} $λ_c$; growth exponent β after $k_c$: {nfmt(gs)}{why}",
                 verdict,
                 FIGURES[2],
                 sizes,
@@ -261,10 +261,10 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
         ridge_times = K * eta * float(np.mean(weak["lam"]))
         lines.append(
             Claim(
-                "0 < λ < λ_c: the bound holds only up to k_c ≈ 1/η; beyond, the deviation degrades",
-                f"λ = {_ratios(weak)} λ_c; e_K/e_kc (geometric mean over seeds [95 % CI]): "
+                "$0 < λ < λ_c$: the bound holds only up to $k_c ≈ 1/η$; beyond, the deviation degrades",
+                f"λ = {_ratios(weak)} $λ_c$; $e_K/e_{{k_c}}$ (geometric mean over seeds [95 % CI]): "
                 + ", ".join(f"n={int(n)} ×{r.value:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}]" for n, r in zip(ns, ratios))
-                + f"; then growth exponent β over (k_c, K]: {nfmt(gs)}; K = {ridge_times:.2g} ridge times 1/(ηλ)",
+                + f"; then growth exponent β over $(k_c, K]$: {nfmt(gs)}; K = {ridge_times:.2g} ridge times 1/(ηλ)",
                 verdict,
                 FIGURES[2],
                 sizes,
@@ -280,11 +280,11 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
         bound = float(np.exp(np.mean((k[-1] - k[0]) * np.log1p(eta * np.asarray(z["C_seeds"])))))
         lines.append(
             Claim(
-                "λ = 0: beyond k_c ≈ 1/η the deviation is not bounded (the bound's step factor 1 + ηC allows "
+                "λ = 0: beyond $k_c ≈ 1/η$ the deviation is not bounded (the bound's step factor 1 + ηC allows "
                 "exponential growth)",
                 f"growth exponent β: {nfmt(gs)}; growth from k = {k[0]:.0f} to {k[-1]:.0f}: ×"
                 + "/".join(f"{f:.2g}" for f in factor)
-                + f" against (1 + ηC)^Δk = ×{bound:.3g}: like a power of k (a "
+                + f" against $(1 + ηC)^{{Δk}}$ = ×{bound:.3g}: like a power of k (a "
                 "teacher–student descent has no negative curvature to expand along; the curvature part has)",
                 sign_verdict(gs, positive=HOLDS, negative=REFUTED),
                 FIGURES[2],

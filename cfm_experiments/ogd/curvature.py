@@ -223,12 +223,13 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
         q, qf = _iv(z["rate_over_bound"]), _iv(z["ftle_over_bound"])
         lines.append(
             Claim(
-                "λ = 0 with curvature of size C along the path: beyond k_c the deviation grows like (1 + ηC)^k",
+                "λ = 0 with curvature of size C along the path: beyond $k_c$ the deviation grows like $(1 + ηC)^k$",
                 f"n = {n}: rate per step {fmt(_iv(z['rate']), 3)} "
                 f"(over k = {z['fitted_steps'][0]}…{z['fitted_steps'][1]}, "
-                f"the second half before saturation) = {fmt(q)} × log(1 + ηC) (C = {z['C_region']:.3g} on the region "
-                f"θ̂ visited); finite-time Lyapunov exponent {fmt(_iv(z['ftle_rate']), 3)} = {fmt(qf)} × log(1 + ηC); "
-                f"e_K/e_kc = ×{z['e_K_over_e_kc']['value']:.3g}",
+                f"the second half before saturation) = {fmt(q)} × $\\log(1 + ηC)$ (C = {z['C_region']:.3g} on the "
+                f"region $\\hat θ$ visited); finite-time Lyapunov exponent {fmt(_iv(z['ftle_rate']), 3)} = {fmt(qf)} "
+                "× $\\log(1 + ηC)$; "
+                f"$e_K/e_{{k_c}}$ = ×{z['e_K_over_e_kc']['value']:.3g}",
                 rate_verdict(q),
                 fig,
                 sizes,
@@ -239,11 +240,11 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
     if below:
         lines.append(
             Claim(
-                "0 < λ < λ_c: beyond k_c the bound degrades; where λ < C the deviation keeps growing",
+                "$0 < λ < λ_c$: beyond $k_c$ the bound degrades; where λ < C the deviation keeps growing",
                 "; ".join(
-                    f"λ = {v['ratio']:g}·λ_c (= {v['lambda_over_2C_region']:.2g}·2C on its region): last over second "
-                    f"quarter {_times(v['late_growth'])}, e_K/e_kc = ×{v['e_K_over_e_kc']['value']:.3g}, FTLE "
-                    f"{v['ftle_rate']['value']:+.4f} against the bound's log(1 + η(C − λ)) = "
+                    f"λ = {v['ratio']:g}·$λ_c$ (= {v['lambda_over_2C_region']:.2g}·2C on its region): last over second "
+                    f"quarter {_times(v['late_growth'])}, $e_K/e_{{k_c}}$ = ×{v['e_K_over_e_kc']['value']:.3g}, FTLE "
+                    f"{v['ftle_rate']['value']:+.4f} against the bound's $\\log(1 + η(C − λ))$ = "
                     f"{v['bound_rate']['value']:+.4f}"
                     for v in below
                 ),
@@ -266,10 +267,10 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
         )
         lines.append(
             Claim(
-                "λ > λ_c = 2C (C re-estimated on the region each λ visits): the deviation is bounded uniformly in k",
+                "$λ > λ_c = 2C$ (C re-estimated on the region each λ visits): the deviation is bounded uniformly in k",
                 "; ".join(
-                    f"λ = {v['ratio']:g}·λ_c (= {v['lambda_over_2C_region']:.2g}·2C on its region): last over second "
-                    f"quarter {_times(v['late_growth'])}, e_K/e_kc = ×{v['e_K_over_e_kc']['value']:.3g}, FTLE "
+                    f"λ = {v['ratio']:g}·$λ_c$ (= {v['lambda_over_2C_region']:.2g}·2C on its region): last over second "
+                    f"quarter {_times(v['late_growth'])}, $e_K/e_{{k_c}}$ = ×{v['e_K_over_e_kc']['value']:.3g}, FTLE "
                     f"{v['ftle_rate']['value']:+.4f}"
                     for v in above
                 ),
@@ -281,9 +282,9 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
     worst_ratio = max(v["max_dev_over_bound"] for v in t.values())
     lines.append(
         Claim(
-            "e_k ≤ ((1 + η(C − λ))^k − 1)·δ_n/(C − λ), the bound's own trajectory (C and δ_n measured)",
-            f"largest e_k/B_k over λ, seeds, n and k: {worst_ratio:.3g}"
-            + ("" if worst_ratio <= 1 else " (C and δ_n are lower estimates of the constants the bound needs)"),
+            "$e_k ≤ ((1 + η(C − λ))^k − 1)·δ_n/(C − λ)$, the bound's own trajectory (C and $δ_n$ measured)",
+            f"largest $e_k/B_k$ over λ, seeds, n and k: {worst_ratio:.3g}"
+            + ("" if worst_ratio <= 1 else " (C and $δ_n$ are lower estimates of the constants the bound needs)"),
             HOLDS if worst_ratio <= 1 else DIFFERENT,
             fig,
             sizes,
@@ -292,7 +293,7 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
     ok = all(np.allclose(r["lam"], expected_ridges(r["C_pilot"], r["config"]["ratio"], eta), rtol=1e-6) for r in rows)
     lines.append(
         Claim(
-            f"each ridge is ρ·λ_c, λ_c = 2C of its seed's λ = 0 pilot (capped at {CAP:g}/η for ρ ≥ 1)",
+            f"each ridge is $ρ·λ_c$, $λ_c = 2C$ of its seed's λ = 0 pilot (capped at {CAP:g}/η for ρ ≥ 1)",
             "recomputed from the rows' pilot constants",
             CODE_PASSED if ok else CODE_FAILED,
             "",

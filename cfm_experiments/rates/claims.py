@@ -27,7 +27,7 @@ from ..protocol import Claim, Verdict
 
 #: (claim, field, quantity): the claim's fits are the rows' of that quantity and field (None: every field).
 CLAIMS: tuple[tuple[str, str | None, str], ...] = (
-    ("attention: the token deviation sup_s‖x_s − x̂_s‖ decays as $n^{-1/2}$ whatever d", "attention", "token"),
+    (r"attention: the token deviation $\sup_s‖x_s − \hat x_s‖$ decays as $n^{-1/2}$ whatever d", "attention", "token"),
     ("attention: the coupled context particles deviate as $n^{-1/2}$ whatever d", "attention", "context"),
     ("attention: the token adjoint p deviates as $n^{-1/2}$ whatever d", "attention", "adjoint"),
     ("attention: the measure adjoint ∇φ deviates as $n^{-1/2}$ whatever d", "attention", "grad_phi"),

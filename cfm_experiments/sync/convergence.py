@@ -158,8 +158,8 @@ class Strong(_Rate):
         r"strong error $\sup_t$ RMS $|x_L - x_{\mathrm{fine}}|$",
         0.5,
         r"order $\frac{1}{2}$ (strong Euler)",
-        "the exact-noise Euler scheme of the limit SDE converges strongly at order ½ (sup_t RMS token error "
-        "= O(L^{-1/2}))",
+        "the exact-noise Euler scheme of the limit SDE converges strongly at order ½ ($\\sup_t$ RMS token "
+        "error = $O(L^{-1/2})$)",
     )
 
     def configs(self, settings: Settings) -> list[dict]:
@@ -202,7 +202,7 @@ class Chaos(_Rate):
         0.5,
         r"$N^{-1/2}$",
         "the tokens of an N-token system approach those of the large-N system driven by the same noise at "
-        "rate N^{-1/2} (sup_t RMS deviation)",
+        "rate $N^{-1/2}$ ($\\sup_t$ RMS deviation)",
     )
 
     def configs(self, settings: Settings) -> list[dict]:

@@ -14,6 +14,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
+from jaxtyping import Array, ArrayLike, Float
 
 from .._flow import SaveAt
 from .._gradients import adjoint_trajectories, token_covectors
@@ -51,10 +52,13 @@ def adjoint_states(model, x0, context, y, probes=None, *, throw: bool = True):
 
 @eqx.filter_jit
 def token_adjoint_states(model, xs, zs, weights, y, *, throw: bool = True) -> jax.Array:
-    """``(L + 1, B, d)`` token covectors p_l of the batch-mean loss ½ mean_b ‖x_1 − y_b‖², one Euler
-    step per layer, with the context held on its own trajectory (it does not depend on the tokens):
+    r"""``(L + 1, B, d)`` token covectors $p_l$ of the batch-mean loss $½ \operatorname{mean}_b ‖x_1 − y_b‖^2$,
+    one Euler step per layer, with the context held on its own trajectory (it does not depend on the
+    tokens):
 
-        p_L = (x_1 − y)/B,   p_l = p_{l+1} + h D_xV(x_l, μ_l)ᵀ p_{l+1},   h = 1/L,
+    $$
+    p_L = (x_1 − y)/B, \qquad p_l = p_{l+1} + h\, D_xV(x_l, μ_l)^⊤ p_{l+1}, \qquad h = 1/L,
+    $$
 
     from the saved layer states ``xs (L + 1, B, d)``, ``zs (L + 1, n, d)`` and the context
     ``weights (n,)``. O(B·n) a layer, against O(n²) for the particle adjoints of
@@ -134,19 +138,19 @@ def sups(dev: dict) -> dict:
 
 def coupled_deviations(
     model: AbstractCFM,
-    x0,
-    context,
-    reference,
+    x0: Float[Array, "B d"],
+    context: EmpiricalMeasure | Float[ArrayLike, "n d"],
+    reference: EmpiricalMeasure | Float[ArrayLike, "n_ref d"],
     *,
-    y=None,
-    probes=None,
+    y: Float[Array, "B d"] | None = None,
+    probes: Float[Array, "P d"] | None = None,
     coupled: bool = True,
     w1_size: int | None = None,
-    relative_epsilon: float = 0.01,
+    relative_epsilon: float | Array = 0.01,
     adjoint: bool = True,
     throw: bool = True,
 ) -> dict:
-    """Deviations between two systems at every layer boundary (trajectories, not sups); compiled.
+    r"""Deviations between two systems at every layer boundary (trajectories, not sups); compiled.
 
     Args:
         model: the CFM (one step per layer, explicit Euler: the residual network).
@@ -155,18 +159,20 @@ def coupled_deviations(
             atoms may carry weight exactly 0 (padding; see :func:`prefix_weights`).
         reference: ``(n_ref, d)`` reference points (uniform weights).
         y: ``(B, d)`` loss targets; with ``adjoint`` the adjoints are compared too.
-        probes: ``(P, d)`` fixed points for ∇φ.
+        probes: ``(P, d)`` fixed points for $∇φ$ (with ``y`` and ``adjoint``).
         coupled: ``context`` is the prefix of ``reference`` (synchronous coupling), so the
             particles can be compared one by one.
-        w1_size: when set, W1(μ_s, μ̂_s) with μ̂_s the first ``w1_size`` reference particles
-            (and, when not ``coupled``, μ_s truncated to its first ``w1_size`` particles too).
-        relative_epsilon: the Sinkhorn ε of W1 in d >= 2, as a fraction of the cost scale.
+        w1_size: when set, $W_1(μ_s, \hat μ_s)$ with $\hat μ_s$ the first ``w1_size`` reference
+            particles (and, when not ``coupled``, $μ_s$ truncated to its first ``w1_size`` particles too).
+        relative_epsilon: the Sinkhorn ε of $W_1$ in d >= 2, as a fraction of the cost scale (may be
+            traced).
+        adjoint: compare the token adjoints (and the probe gradients) too, when ``y`` is given.
         throw: check the values of the inputs inside compiled code (``cfm_jax.forward``), and
             ``relative_epsilon``.
 
     Returns:
         dict with ``ss (S,)``, ``token (S, B)``, and where applicable ``context (S,)``,
-        ``w1 (S,)``, ``adjoint (S, B)`` (per-token adjoint, i.e. B·p for the batch-mean loss),
+        ``w1 (S,)``, ``adjoint (S, B)`` (per-token adjoint, i.e. $B·p$ for the batch-mean loss),
         ``grad_phi (S,)`` (max over probes).
     """
     context, reference = as_measure(context), as_measure(reference)
@@ -202,11 +208,12 @@ def _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, ad
 
 
 def wasserstein1_to_normal_1d(points, weights, mean, std, *, throw: bool = True) -> jax.Array:
-    """Exact W1 between a weighted 1-D point measure and N(mean, std²), with no sample of the law; compiled.
+    r"""Exact $W_1$ between a weighted 1-D point measure and N(mean, std²), with no sample of the law; compiled.
 
-    W1 = ∫₀¹ |F_μ^{-1}(u) − Q(u)| du with Q(u) = mean + std·Φ^{-1}(u): atom k (sorted) holds
-    u ∈ [c_{k−1}, c_k] (cumulative weights), split where Q crosses it, at u* = Φ((x_k − mean)/std),
-    and ∫_a^b Q du = mean·(b − a) + std·(g(a) − g(b)) with g = φ∘Φ^{-1} (g(0) = g(1) = 0).
+    $W_1 = ∫_0^1 |F_μ^{-1}(u) − Q(u)|\, du$ with $Q(u) = \mathrm{mean} + \mathrm{std}·Φ^{-1}(u)$: atom k
+    (sorted) holds $u ∈ [c_{k−1}, c_k]$ (cumulative weights), split where Q crosses it, at
+    $u^* = Φ((x_k − \mathrm{mean})/\mathrm{std})$, and
+    $∫_a^b Q\, du = \mathrm{mean}·(b − a) + \mathrm{std}·(g(a) − g(b))$ with $g = φ∘Φ^{-1}$ ($g(0) = g(1) = 0$).
     ``points``: ``(n, 1)`` or ``(n,)``; ``weights``: ``(n,)`` summing to 1 (zero-weight atoms
     allowed: they add nothing). ``throw``: check inside compiled code that the weights are
     finite, non-negative and sum to 1 and that ``std`` is finite and > 0. O(n log n).
@@ -256,14 +263,16 @@ def w1_to_normal_1d(points, weights, mean, std) -> jax.Array:
 
 @eqx.filter_jit
 def uniform_attention_deviation(model: Transformer, mean_difference) -> jax.Array:
-    """Closed-form token deviation x_l − x̂_l for K = 0 (uniform attention) and no MLP; compiled.
+    r"""Closed-form token deviation $x_l − \hat x_l$ for K = 0 (uniform attention) and no MLP; compiled.
 
-    Then V(x, μ) = M_l · mean(μ) with M_l = Σ_h V_{l,h}; the context mean obeys
-    m_{l+1} = (I + M_l/L) m_l and x_{l+1} = x_l + M_l m_l / L, so for the Euler scheme
+    Then $V(x, μ) = M_l · \operatorname{mean}(μ)$ with $M_l = Σ_h V_{l,h}$; the context mean obeys
+    $m_{l+1} = (I + M_l/L)\, m_l$ and $x_{l+1} = x_l + M_l m_l / L$, so for the Euler scheme
 
-        x_l − x̂_l = (Π_{k<l} (I + M_k/L) − I)(m_0 − m̂_0),
+    $$
+    x_l − \hat x_l = \Big(\prod_{k<l} (I + M_k/L) − I\Big)(m_0 − \hat m_0),
+    $$
 
-    independent of x_0. Returns ``(L + 1, d)``.
+    independent of $x_0$. Returns ``(L + 1, d)``.
     """
     L = model.num_layers
     M = jnp.sum(model.V, axis=1)  # (L, d, d)

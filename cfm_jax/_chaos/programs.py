@@ -208,15 +208,15 @@ def seed_deviations(spec: ChaosSpec, key, *, padded: bool = True) -> dict:
 
 
 def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
-    """:func:`seed_deviations` against the exact Gaussian limit or a QMC reference.
+    r""":func:`seed_deviations` against the exact Gaussian limit or a QMC reference.
 
     The n-point contexts are prefixes of one i.i.d. sample of max(ns) points (padded per
     :func:`~cfm_jax.chaos.buckets`); the reference moves those points passively for ``context``.
-    Each quantity is measured at :meth:`ChaosSpec.quantity_ns` (W1 and ∇φ over their own sizes).
+    Each quantity is measured at :meth:`ChaosSpec.quantity_ns` ($W_1$ and $∇φ$ over their own sizes).
     Floors: 0 for the exact quantities, else two independent references (QMC) or QMC samples
-    of μ̂_s (W1 in d >= 2). Gaussian rows: token, context, adjoint exact; W1 exact in d = 1
-    (:func:`~cfm_jax.chaos.wasserstein1_to_normal_1d` against N(m_s, Σ_s)), else Sinkhorn against
-    ``w1_size`` Sobol points pushed by the exact flow; ∇φ (no closed form) against a QMC
+    of $\hat μ_s$ ($W_1$ in d >= 2). Gaussian rows: token, context, adjoint exact; $W_1$ exact in d = 1
+    (:func:`~cfm_jax.chaos.wasserstein1_to_normal_1d` against $N(m_s, Σ_s)$), else Sinkhorn against
+    ``w1_size`` Sobol points pushed by the exact flow; $∇φ$ (no closed form) against a QMC
     reference of ``n_ref`` points, with the same model.
     """
     if spec.reference == "sample":

@@ -14,8 +14,8 @@ References (``ChaosSpec.reference``):
   independent i.i.d. sample of M points, and ``passive`` moves its first N in the reference field.
 - ``"gaussian"``: the exact infinite-context limit (:func:`cfm_jax.gaussian_flow` moves x0, the
   N passive points and, for W1 in d >= 2, Sobol points of the Gaussian; the token adjoint is
-  :func:`cfm_jax.token_adjoint`); ∇φ (no closed form) against a QMC reference of
-  ``n_ref`` points; W1 in d = 1 against the limit's law N(m_s, Σ_s) itself.
+  :func:`cfm_jax.token_adjoint`); $∇φ$ (no closed form) against a QMC reference of
+  ``n_ref`` points; $W_1$ in d = 1 against the limit's law $N(m_s, Σ_s)$ itself.
 """
 
 from __future__ import annotations
