@@ -74,9 +74,6 @@ def test_summary_has_one_claim_line_per_estimator(tmp_path):
     assert path.stat().st_size > 10_000
 
 
-@pytest.mark.xfail(
-    strict=True, reason="estimate_lyapunov compiles a fresh program per call until the library reuses it"
-)
 def test_a_second_seed_reuses_the_programs():
     PART.run(_config(T=0.2, R=2))
     with recording() as stats:
