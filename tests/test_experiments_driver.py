@@ -170,7 +170,7 @@ def test_the_worked_example_of_the_docs_runs_through_the_driver(tmp_path, monkey
     code, line = re.findall(r"```python\n(.*?)```", text, re.S)[:2]
     (tmp_path / "gap_example.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
-    entry = eval(line.strip().rstrip(","), {"Command": Command})  # the page's registry line
+    (entry,) = eval(line.strip(), {"Command": Command})  # the page's registry entry, as a 1-tuple
     assert entry.name == "gap"
     monkeypatch.setitem(cfm_experiments.COMMANDS, "gap", Command("gap", "gap_example", entry.help))
     report = cfm_experiments.run("gap", out=tmp_path / "o", quick=True, seeds=3)

@@ -21,7 +21,7 @@ def test_parts_and_registry():
     cmd = COMMANDS["sync"]
     assert [p.name for p in cmd.default_parts()] == DEFAULT
     assert [p.name for p in PARTS if p.optional] == ["paper", "figure1", "chaos_w2"]
-    assert all(p.float64 for p in PARTS) and "sync" not in cli.LEGACY
+    assert all(p.float64 for p in PARTS)
     assert str(default_out(cmd, cmd.default_parts())) == "cfm_out/sync"
     assert str(default_out(cmd, cmd.select(["paper"]))) == "cfm_out/sync/paper"
     assert str(default_out(cmd, cmd.select(["figure1", "paper"]))) == "cfm_out/sync/paper+figure1"
