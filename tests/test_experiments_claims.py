@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from cfm_experiments import COMMANDS
-from cfm_experiments.cli import LEGACY
 
 ROOT = Path(__file__).resolve().parents[1]
 #: "at once": a signal ends the process well within this, where finishing the row in flight would take
@@ -32,7 +31,7 @@ def test_the_command_and_its_parts():
         "rho",
         "tail_exponent",
     ]
-    assert "constants" not in LEGACY and "constants" not in COMMANDS
+    assert "constants" not in COMMANDS
 
 
 def _cli(*args, timeout=PATIENCE_S):

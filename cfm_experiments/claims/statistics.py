@@ -136,7 +136,7 @@ def tail_fits(ns, values, deltas: Sequence[float] = DELTAS, n_boot: int = N_BOOT
         key = hash(s.tobytes())
         if key not in cache:
             cache[key] = _tail_stats(s, n, t, deltas)
-        return cache[key][j]
+        return float(cache[key][j])
 
     intervals = [bootstrap(lambda s, j=j: entry(s, j), y, n_boot=n_boot) for j in range(int(cut[-1]))]
 
