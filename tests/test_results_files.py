@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cfm_experiments.registry import COMMANDS
 from cfm_experiments.results import MANIFEST, read_rows
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
@@ -65,7 +66,7 @@ def test_every_results_folder_records_what_wrote_it(path):
     the summary and the figures (what a later --overwrite removes)."""
     folder = path.parent
     run = json.loads((folder / MANIFEST).read_text(), parse_constant=_refuse)
-    experiments = ("rates", "ogd", "gradcheck", "sync", "constants")
+    experiments = (*COMMANDS, "constants")  # "constants": folders the claims command's predecessor wrote
     assert run["experiment"].split()[0] in experiments and isinstance(run["config"], dict)
     written = {
         p.name for p in folder.iterdir() if p.suffix in (".jsonl", ".png", ".txt", ".md") or p.name == "summary.json"

@@ -225,13 +225,14 @@ def exact_reference_deviations(spec: ChaosSpec, key) -> dict:
 
 
 def attention_regimes(spec: ChaosSpec, seeds: int, base_seed: int = 0) -> AttentionRegime:
-    """The attention regime (:func:`cfm_jax.attention_regime`) of the models of a ``"gaussian"``
-    reference row: every field with a leading ``seeds`` axis (``rho (seeds, L, H)``,
+    """The attention regime ([`attention_regime`][cfm_jax.attention_regime]) of the models of a
+    ``"gaussian"`` reference row: every field with a leading ``seeds`` axis (``rho (seeds, L, H)``,
     ``ess_fraction (seeds, L, H, B)``, …), for the models and target tokens x0 that
-    :func:`run_seeds` draws with the same ``seeds`` and ``base_seed``, at the population law.
+    [`run_seeds`][cfm_jax.chaos.run_seeds] draws with the same ``seeds`` and ``base_seed``, at the
+    population law.
 
     One small program, apart from the sweep's: whether the sampled contexts of the row can
-    approach the exact limit at n^{-1/2} (see :func:`cfm_jax.warn_if_heavy_tailed`).
+    approach the exact limit at $n^{-1/2}$ (see [`warn_if_heavy_tailed`][cfm_jax.warn_if_heavy_tailed]).
     """
     validate_spec(spec)
     if spec.reference != "gaussian":
