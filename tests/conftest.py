@@ -33,6 +33,16 @@ from _ogd_problem import setup  # noqa: E402, F401  (the OGD tests' shared probl
 
 import cfm_jax  # noqa: E402
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_compiled_programs():
+    """Drop JAX's compiled programs after each test module. A worker runs hundreds of modules, and
+    every CPU executable keeps its JIT code mapped: tens of thousands of mappings by the end of a run,
+    against the kernel's limit of 65530 (vm.max_map_count), past which XLA aborts the worker."""
+    yield
+    jax.clear_caches()
+
+
 #: a two-row `cfm-jax rates` sweep small enough for subprocess tests (CLI errors, signals, resume)
 TINY_RATES = [
     "rates",

@@ -30,7 +30,10 @@ def test_the_command_and_its_parts():
         "uniform",
         "rho",
         "tail_exponent",
+        "bounds",
+        "curvature",
     ]
+    assert [p.name for p in cmd.default_parts()][-1] == "tail_exponent"  # the OGD parts are optional
     assert "constants" not in COMMANDS
 
 
