@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent(
     y = jax.random.normal(jax.random.key(2), (8, 4))
     loss_ref, g_ref = cfm_jax.loss_and_grad(jax.device_put(model, jax.devices()[0]), x0, ctx, y)
     ms, ys = replicate((model, y))
-    loss, g = gather(jax.jit(cfm_jax.value_and_grad)(ms, xs, cs, ys))
+    loss, g = gather(jax.jit(cfm_jax.loss_and_grad)(ms, xs, cs, ys))
     assert isinstance(loss, np.ndarray) and isinstance(g.Q, np.ndarray)
     np.testing.assert_allclose(loss, loss_ref, rtol=1e-13)
     for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
