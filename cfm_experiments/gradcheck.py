@@ -39,6 +39,7 @@ from cfm_jax import (
     Transformer,
     forward,
     loss_and_grad,
+    mean_squared_loss,
 )
 
 from .plotting import COLORS, figure, save
@@ -109,7 +110,7 @@ def references(model, x0, ctx, y, *, fd_directions: int, seed: int):
     @jax.jit
     def loss(p):
         x1 = forward(eqx.combine(p, static), x0, ctx, adjoint=auto).x1
-        return 0.5 * jnp.sum((x1 - y) ** 2) / x0.shape[0]
+        return mean_squared_loss(x1, y)
 
     leaves, treedef = jax.tree.flatten(params)
     dirs = []

@@ -101,11 +101,7 @@ class Ablation(Part):
         task = task_of(config)
         base = jax.random.key(config["seed"])
         identity = {k: v for k, v in config.items() if k not in ("regime", "ratio")}
-        zero = measure.pilot(task, base, identity)
-        if config["ratio"] == 0:
-            return record(config, zero, np.zeros(task.seeds), zero["C"])
-        lams = measure.ridges(zero["C"], config["ratio"], task.eta)
-        return record(config, measure.measure(task, base, lams), lams, zero["C"])
+        return record(config, *measure.at_ratio(task, base, identity, config["ratio"]))
 
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         if not rows:

@@ -29,7 +29,7 @@ from cfm_jax.stats import fit_loglog, mean_ci
 
 from ..protocol import Claim, Option, Part, Settings, Summary
 from . import figures, measure
-from .measure import REGIMES, GaussianTask, gaussian_law, k_c
+from .measure import REGIMES, GaussianTask, k_c
 from .verdicts import (
     HOLDS,
     INCONCLUSIVE,
@@ -51,16 +51,7 @@ FIGURES = figures.CLAIMS_FIGURES
 
 
 def task_of(config: dict) -> GaussianTask:
-    return GaussianTask(
-        dim=config["dim"],
-        layers=config["layers"],
-        batch=config["batch"],
-        ns=tuple(config["ns"]),
-        eta=config["eta"],
-        steps=config["steps"],
-        seeds=config["seeds"],
-        mu=gaussian_law(config["dim"], config["context_scale"]),
-    )
+    return GaussianTask.of(config)
 
 
 def windows(config: dict, devs: np.ndarray):
@@ -146,11 +137,8 @@ class Claims(Part):
     def run(self, config: dict) -> dict:
         task = task_of(config)
         base = jax.random.fold_in(jax.random.key(config["seed"]), config["dim"])
-        zero = measure.pilot(task, base, {k: v for k, v in config.items() if k not in ("regime", "ratio")})
-        if config["ratio"] == 0:
-            return record(config, zero, np.zeros(task.seeds), zero["C"])
-        lams = measure.ridges(zero["C"], config["ratio"], task.eta)
-        return record(config, measure.measure(task, base, lams), lams, zero["C"])
+        identity = {k: v for k, v in config.items() if k not in ("regime", "ratio")}
+        return record(config, *measure.at_ratio(task, base, identity, config["ratio"]))
 
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         claims = claim_lines(rows)

@@ -94,11 +94,8 @@ class Curvature(Part):
     def run(self, config: dict) -> dict:
         task = task_of(config)
         base = jax.random.fold_in(jax.random.key(config["seed"]), 1_000_003)  # not the claims' seeds
-        zero = measure.pilot(task, base, {k: v for k, v in config.items() if k != "ratio"})
-        if config["ratio"] == 0:
-            return record(config, zero, np.zeros(task.seeds), zero["C"])
-        lams = measure.ridges(zero["C"], config["ratio"], task.eta)
-        return record(config, measure.measure(task, base, lams), lams, zero["C"])
+        identity = {k: v for k, v in config.items() if k != "ratio"}
+        return record(config, *measure.at_ratio(task, base, identity, config["ratio"]))
 
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         if not rows:

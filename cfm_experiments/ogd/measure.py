@@ -189,6 +189,21 @@ class GaussianTask(Task):
         _, student, stream = self.models(jax.random.split(base, self.seeds)[s])
         return student, stream
 
+    @classmethod
+    def of(cls, config: dict, **fields):
+        """The task of a part's row ``config`` (``fields``: a subclass's own)."""
+        return cls(
+            dim=config["dim"],
+            layers=config["layers"],
+            batch=config["batch"],
+            ns=tuple(config["ns"]),
+            eta=config["eta"],
+            steps=config["steps"],
+            seeds=config["seeds"],
+            mu=gaussian_law(config["dim"], config["context_scale"]),
+            **fields,
+        )
+
 
 def _visited(task: Task, ref_params):
     """The pilot statistic's points: θ̂ at the end of each of 16 equal stretches of the run."""
@@ -277,6 +292,17 @@ def ridges(C, ratio: float, eta: float) -> np.ndarray:
     return np.asarray([ridge(float(c), ratio, eta) for c in np.asarray(C)])
 
 
+def at_ratio(task: Task, base, identity: dict, ratio: float) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The one measurement rule of every OGD part: ``(measurement, λ per seed, pilot C)`` at
+    λ = ``ratio`` × λ_c of each seed's λ = 0 pilot (:func:`pilot`, shared by the configurations
+    of one ``identity``); ``ratio`` 0 is the pilot itself."""
+    zero = pilot(task, base, identity)
+    if ratio == 0:
+        return zero, np.zeros(task.seeds), zero["C"]
+    lams = ridges(zero["C"], ratio, task.eta)
+    return measure(task, base, lams), lams, zero["C"]
+
+
 __all__ = [
     "CAP",
     "LAMBDA_C_FACTOR",
@@ -286,6 +312,7 @@ __all__ = [
     "PopulationStream",
     "SampledTask",
     "Task",
+    "at_ratio",
     "k_c",
     "measure",
     "pilot",

@@ -32,7 +32,7 @@ import optax
 
 from cfm_jax import EmpiricalMeasure, ogd
 
-from .measure import PILOT_POINTS, GaussianTask, gaussian_law, unchecked_grad
+from .measure import PILOT_POINTS, GaussianTask, unchecked_grad
 
 #: the fixed sizes (the part's options set the rest).
 FIXED = dict(dim=2, layers=1, batch=32, context_scale=1.0, offset=1e-6)
@@ -107,17 +107,7 @@ def _extras(task: SaddleTask, base, lams, path):
 
 
 def task_of(config: dict) -> SaddleTask:
-    return SaddleTask(
-        dim=config["dim"],
-        layers=config["layers"],
-        batch=config["batch"],
-        ns=tuple(config["ns"]),
-        eta=config["eta"],
-        steps=config["steps"],
-        seeds=config["seeds"],
-        mu=gaussian_law(config["dim"], config["context_scale"]),
-        offset=config["offset"],
-    )
+    return SaddleTask.of(config, offset=config["offset"])
 
 
 def bound_trajectory(K: int, eta: float, C, lam, delta) -> np.ndarray:
