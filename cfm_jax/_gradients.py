@@ -41,7 +41,9 @@ class AdjointSolution(eqx.Module):
         ss: ``(S,)`` depths of the saved states: every Euler step for the discrete adjoint
             (``S = steps + 1``), every layer boundary for the continuous one (``S = L + 1``).
         xs: ``(S,) + x0.shape`` target tokens $x_s$.
-        zs: ``(S, n, d)`` context particles $z_i(s)$.
+        contexts: the context trajectory, an [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] with
+            points ``(S, n, d)`` (the particles $z_i(s)$) and weights ``(S, n)``, as on
+            [`FlowSolution`][cfm_jax.FlowSolution].
         ps: ``(S,) + x0.shape`` the token covector $p_s$ (contains the 1/B of the batch mean).
         a: ``(S, n, d)`` particle adjoints $a_i(s) = ∇φ_s(z_i(s))$; $∂L/∂z_i(0) = w_i a_i(0)$.
         probe_grads: ``(S, P, d)`` $∇φ_{s_k}(\mathrm{probes}_j)$ ($s_k$ = ``ss[k]``) at the fixed probe points, or None.
@@ -51,11 +53,13 @@ class AdjointSolution(eqx.Module):
             piecewise constant (e.g. :class:`~cfm_jax.PiecewiseLinearCFM`) the plain node gradients.
         grads: model-shaped $∂L/∂θ_l$.
         loss: the scalar loss.
+
+    Deprecated alias (one release): ``zs`` = ``contexts.points``.
     """
 
     ss: Array
     xs: Array
-    zs: Array
+    contexts: EmpiricalMeasure
     ps: Array
     a: Array
     probe_grads: Array | None
@@ -64,6 +68,15 @@ class AdjointSolution(eqx.Module):
     functional_grads: AbstractCFM
     grads: AbstractCFM
     loss: Array
+
+    @property
+    def zs(self) -> Array:
+        warnings.warn(
+            "AdjointSolution.zs is deprecated (removed in the next release): use contexts.points.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.contexts.points
 
 
 def mean_squared_loss(x1, y):
@@ -172,7 +185,7 @@ def adjoint_trajectories(
     return AdjointSolution(
         ss=ss,
         xs=xs,
-        zs=zs,
+        contexts=EmpiricalMeasure.unchecked(zs, jnp.broadcast_to(carried.weights, zs.shape[:2])),
         ps=ps,
         a=a,
         probe_grads=res.probe_grads,

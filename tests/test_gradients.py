@@ -22,9 +22,10 @@ def test_probe_gradients_at_particles_equal_particle_adjoints(adjoint):
     if isinstance(adjoint, cfm_jax.ContinuousAdjoint):
         kw.update(solver=diffrax.Bosh3(), steps=8)
     sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=ctx.points, **kw)  # same shapes: one compile
-    assert sol.zs is not None
+    zs = sol.contexts.points
+    assert zs.shape == (sol.ss.shape[0], 7, 3) and sol.contexts.weights.shape == zs.shape[:2]
     for k in (0, 2, sol.ss.shape[0] - 1):
-        probed = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=sol.zs[k], **kw)
+        probed = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=zs[k], **kw)
         assert probed.probe_grads is not None
         assert probed.probe_grads.shape == (sol.ss.shape[0], 7, 3)
         assert float(jnp.max(jnp.abs(probed.probe_grads[k] - sol.a[k]))) <= 1e-10
@@ -181,8 +182,9 @@ def test_adjoint_trajectories_honour_the_memory_policy():
         got = cfm_jax.adjoint_trajectories(
             model, x0, ctx, y, probes=probes, steps=8, adjoint=cfm_jax.DiscreteAdjoint(memory=memory)
         )
-        for name in ("xs", "zs", "ps", "a", "probe_grads", "probe_values", "weight_grads"):
-            np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12, atol=1e-14, err_msg=name)
+        for name in ("xs", "contexts", "ps", "a", "probe_grads", "probe_values", "weight_grads"):
+            for g, r in zip(jax.tree.leaves(getattr(got, name)), jax.tree.leaves(getattr(ref, name)), strict=True):
+                np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-14, err_msg=name)
     with pytest.raises(ValueError, match="StoreEvery"):
         cfm_jax.adjoint_trajectories(model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(memory=cfm_jax.Backsolve()))
 
@@ -240,3 +242,15 @@ def test_gaussian_token_adjoint_is_deprecated():
     assert sol.ss is not None
     np.testing.assert_array_equal(ss, sol.ss)
     np.testing.assert_array_equal(ps, want)
+
+
+def test_adjoint_solution_names_its_context_trajectory_as_flow_solution_does():
+    """``contexts`` is the forward's context trajectory (points and weights); ``zs`` a deprecated alias."""
+    model, x0, ctx, y = _problem(3)
+    sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y)
+    flow = cfm_jax.forward(model, x0, ctx, saveat=cfm_jax.SaveAt(steps=True))
+    assert flow.contexts is not None
+    assert jnp.allclose(sol.contexts.points, flow.contexts.points, rtol=0, atol=1e-12)
+    assert jnp.array_equal(sol.contexts.weights, flow.contexts.weights)
+    with pytest.warns(DeprecationWarning, match=r"AdjointSolution\.zs is deprecated .*contexts\.points"):
+        assert sol.zs is sol.contexts.points
