@@ -264,6 +264,18 @@ def test_resume_refuses_results_written_in_the_other_precision(tmp_path):
         ResultsFolder(tmp_path, "x", {"a": 1}, mode="resume")
 
 
+def test_the_manifest_records_the_precision_that_wrote_it(tmp_path):
+    import jax
+
+    with jax.enable_x64(False):
+        ResultsFolder(tmp_path, "x", {"a": 1}).sweep(progress=False).run([{"x": 1}], _fn)
+    assert json.loads((tmp_path / MANIFEST).read_text())["float64"] is False
+    with pytest.raises(ValueError, match=r"holds results of `x` with float32, not of this run, `x` with float64"):
+        ResultsFolder(tmp_path, "x", {"a": 1}, mode="resume")  # this session computes in float64
+    with jax.enable_x64(False):
+        ResultsFolder(tmp_path, "x", {"a": 1}, mode="resume")  # the same precision resumes
+
+
 def test_a_run_interrupted_before_its_first_row_does_not_block_a_rerun(tmp_path):
     ResultsFolder(tmp_path, "x", {"a": 1})  # wrote run.json, then stopped before any row
     assert json.loads((tmp_path / MANIFEST).read_text())["files"] == []
