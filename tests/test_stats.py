@@ -100,6 +100,17 @@ def test_bootstrap_draws_every_seed():
     assert first.ci_high >= 0.1
 
 
+def test_paired_bootstrap_draws_every_seed():
+    """As above, with the shared indices of a paired bootstrap: only the last seed differs."""
+    from cfm_jax.stats import bootstrap
+
+    a, b = np.r_[np.zeros(19), 1.0], np.zeros(20)
+    diff = lambda u, v: u.mean() - v.mean()  # noqa: E731
+    ci = bootstrap(diff, a, b, paired=True)
+    assert ci.ci_low == 0.0 and ci.ci_high >= 0.1
+    assert bootstrap(diff, a[::-1], b, paired=True).ci_high >= 0.1  # and the first seed
+
+
 def test_paired_bootstrap_resamples_the_seeds_together():
     from cfm_jax.stats import bootstrap
 
