@@ -57,6 +57,11 @@ def test_real_choice_flag_and_list_rules():
     for bad in (0.0, -1.0, float("nan"), float("inf"), "0.1", False):
         with pytest.raises(ValueError, match="--eta must be a finite number > 0"):
             eta.check(bad)
+    share = Option("share", 0.5, "a share", kind="real", low=0.0, high=1.0)
+    assert share.check(1 - 1e-12) == 1 - 1e-12 and share.check(1e-12) == 1e-12
+    for bad in (1.0, 0.0, 1.5):
+        with pytest.raises(ValueError, match=r"--share must be a finite number > 0 and < 1, got"):
+            share.check(bad)
     law = Option("law", "a", "law", kind="choice", choices=("a", "b"))
     with pytest.raises(ValueError, match="--law must be one of a, b, got 'c'"):
         law.check("c")
