@@ -612,6 +612,17 @@ def test_a_wider_context_dtype_is_not_cast_to_the_tokens(tiny):
     np.testing.assert_allclose(sol.x1, forward(tiny, x32.astype(jnp.float64), z64).x1, rtol=1e-15)
 
 
+def test_a_float64_context_is_not_cast_to_float32_tokens_and_parameters():
+    """float32 tokens and parameters with a float64 context: the context is the widest input, so the
+    solve runs in float64, equal to the solve from the same tokens given in float64."""
+    m32 = Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=3, layers=2, dtype=jnp.float32)
+    x32 = jnp.array([[0.25, -0.5]], jnp.float32)
+    z64 = jnp.arange(8.0, dtype=jnp.float64).reshape(4, 2) / 7
+    sol = forward(m32, x32, z64)
+    assert sol.x1.dtype == jnp.float64
+    np.testing.assert_allclose(sol.x1, forward(m32, x32.astype(jnp.float64), z64).x1, rtol=1e-15)
+
+
 def test_plain_jit_errors_carry_the_message_without_a_repeated_log(tiny, caplog):
     """Under a plain jax.jit a failed check arrives as JAX's runtime error with the message naming the
     argument; JAX's log of the failed callback (a duplicate of that error) is filtered out."""
