@@ -387,6 +387,16 @@ def test_a_wider_context_dtype_is_not_cast_to_the_tokens():
     np.testing.assert_allclose(sol.x1, gaussian_flow(model, x32.astype(jnp.float64), _mu()).x1, rtol=1e-15)
 
 
+def test_a_float64_gaussian_context_is_not_cast_to_float32_tokens_and_parameters():
+    """float32 tokens and model with a float64 Gaussian context: the solve runs in float64, equal to the
+    solve from the same tokens given in float64."""
+    m32 = _tame_attention(dtype=jnp.float32)
+    x32 = _x0().astype(jnp.float32)
+    sol = gaussian_flow(m32, x32, _mu())
+    assert sol.x1.dtype == jnp.float64
+    np.testing.assert_allclose(sol.x1, gaussian_flow(m32, x32.astype(jnp.float64), _mu()).x1, rtol=1e-15)
+
+
 def test_steps_are_counted_once_per_step():
     """stats["num_steps"] is L·k for k fixed steps per layer, through every path of the loop."""
     model, mu, x = _tame_attention(L=2), _mu(), _x0()
