@@ -174,6 +174,22 @@ def test_singular_covariance_is_refused_eagerly_and_under_jit(cov):
     assert np.isfinite(f(cov + 1e-3 * jnp.eye(2)))  # barely definite is fine
 
 
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+def test_a_covariance_singular_up_to_round_off_is_refused(dtype):
+    """The rule stated here: the smallest eigenvalue must exceed d ulp (d·eps) of the largest. With d = 2,
+    diag(1, 1.5 eps) (zero variance up to round-off) is refused, diag(1, 3 eps) accepted, eagerly and
+    under jit."""
+    eps = float(jnp.finfo(dtype).eps)
+    singular, definite = (jnp.diag(jnp.array([1.0, k * eps], dtype)) for k in (1.5, 3.0))
+    with pytest.raises(ValueError, match="`cov` must be positive definite"):
+        GaussianMeasure(jnp.zeros(2, dtype), singular)
+    assert GaussianMeasure(jnp.zeros(2, dtype), definite).cov.dtype == dtype
+    f = jax.jit(lambda c: GaussianMeasure(jnp.zeros(2, dtype), c).cov.sum())
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="positive definite"):
+        jax.block_until_ready(f(singular))
+    assert np.isfinite(f(definite))
+
+
 def test_checked_gaussian_names_the_argument_and_passes_good_values():
     """GaussianMeasure.checked (what forward applies) enforces the constructor's rule on values that
     bypassed it, naming the argument; good values pass unchanged."""
