@@ -89,3 +89,17 @@ def test_options_and_their_rules():
         resolve((cv.PART,), curvature_seeds=1)
     configs = cv.PART.configs(resolve((cv.PART,)))
     assert [c["ratio"] for c in configs] == [0.0, 0.25, 0.5, 1.0, 2.0, 4.0]  # ¼ … 4·λ_c around the pilot
+
+
+def test_above_lambda_c_every_ridge_must_settle():
+    """Above λ_c the line holds only when every ridge's late growth (last over second quarter) lies below 2:
+    one growing ridge beside a settling one refutes it, one straddling 2 (e^{rK/2} = 2) withholds it. The
+    table's λ/2C on the region is the ridge over twice the region's C: 1 for λ = λ_c there."""
+    settle, straddle = -0.02, 2 * np.log(2.0) / 200
+    t, v = _verdicts(_synthetic_rows({1.0: settle, 4.0: -0.1}))
+    assert v[0] == V.HOLDS
+    assert t["1"]["lambda_over_2C_region"] == pytest.approx(1.0, rel=1e-12)
+    assert _verdicts(_synthetic_rows({1.0: settle, 4.0: 0.05}))[1][0] == V.REFUTED
+    t, v = _verdicts(_synthetic_rows({1.0: settle, 4.0: straddle}))
+    assert t["4"]["late_growth"]["ci_low"] < 2.0 < t["4"]["late_growth"]["ci_high"]
+    assert v[0] == V.INCONCLUSIVE
