@@ -161,6 +161,14 @@ def test_claim_lines_follow_the_data():
     assert oc.claim_lines(_synthetic_rows(growth_weak=1.0))[3].verdict == V.INCONCLUSIVE
 
 
+def test_the_weak_ridge_line_needs_every_n_to_agree():
+    """Below λ_c the degradation holds only when e_K/e_kc exceeds 1 at every n and is not observed only when
+    it is below 1 at every n: sizes that disagree (×4 at the two smallest n, ×0.5 at the two largest, and
+    the reverse) leave it inconclusive."""
+    for growth in ([4.0, 4.0, 0.5, 0.5], [0.5, 0.5, 4.0, 4.0]):
+        assert oc.claim_lines(_synthetic_rows(growth_weak=np.asarray(growth)))[3].verdict == V.INCONCLUSIVE
+
+
 def test_a_ridge_far_above_2C_of_its_own_region_is_inconclusive():
     """λ = 1.5·λ_c of the λ = 0 region but 30 × 2C of the region the strong run visits (the student
     collapsed): bounded, but the threshold is not tested."""
