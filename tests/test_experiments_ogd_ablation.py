@@ -34,6 +34,15 @@ def test_each_seeds_ridges_are_its_pilots_lambda_c_over_8_and_1_5(report):
         np.testing.assert_array_equal(r["C_pilot"], C)
 
 
+def test_the_table_reads_lambda_c_as_twice_the_pilots_C(report):
+    """The summary table's λ_c is 2C of each seed's pilot (written out here), so the weak ridge sits at
+    λ/λ_c = 1/8 exactly."""
+    table = ablation.regimes_table(report.rows)
+    C = np.asarray(next(r for r in report.rows if r["config"]["regime"] == "zero")["C_pilot"])
+    assert table["weak"]["lambda_c"] == pytest.approx(2 * C.mean(), rel=1e-12)
+    assert table["weak"]["lambda_over_lambda_c"] == pytest.approx(1 / 8, rel=1e-12)
+
+
 def test_the_strong_ridge_is_closest_and_larger_contexts_are_closer(report):
     """The ridge contracts the coupled pair at rate 1 − ηλ per step: on the same streams the strong
     ridge's sup_k deviation is below the unregularised one for every seed and n; in every regime it
