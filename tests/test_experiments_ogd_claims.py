@@ -104,7 +104,16 @@ def test_record_windows_and_horizons_on_a_known_curve():
         oc.windows(dict(cfg, eta=0.25), np.zeros((2, 19, 2)))
 
 
-def _synthetic_rows(a_n=-0.5, a_d=0.5, beta_strong=0.0, beta_weak=0.0, beta_zero=1.0, own=1.5, S=8, growth_weak=4.0):
+def _synthetic_rows(
+    a_n=-0.5,
+    a_d=0.5,
+    beta_strong=0.0,
+    beta_weak=0.0,
+    beta_zero=1.0,
+    own=1.5,
+    S=8,
+    growth_weak: float | np.ndarray = 4.0,
+):
     """Rows with sup deviations 0.3·n^a_n·d^a_d, window maxima growing like k^β, λ = ratio·2C and C on
     the strong region C·1.5/own (so λ/2C there is ``own``); the weak row's e_K/e_kc is ``growth_weak``."""
     cfg = oc.PART.configs(resolve((oc.PART,), quick=True))[0]
