@@ -1,7 +1,7 @@
 """The compile budget of every command: cold and warm, full and ``--quick``.
 
     python benchmarks/bench_compile.py [--commands rates claims ...] [--configs quick full]
-                                       [--xla-options] [--tests] [--notes TEXT]
+                                       [--xla-options] [--tests] [--merge] [--keep] [--notes TEXT]
 
 For each command of the registry and each configuration (``--quick`` and the built-in defaults):
 a **cold** run on an empty persistent compilation cache (a fresh ``CFM_JAX_CACHE_DIR``), then a
@@ -17,7 +17,10 @@ compiles for more than 10 s; compilation at most a quarter of a cold run; the ma
 ``--xla-options`` times ``rates --quick`` cold and warm under XLA's CPU compile options
 (``jax_disable_most_optimizations``, which the test suite uses, and LLVM's expensive passes off).
 ``--tests`` also times the default test suite, cold then warm. Writes
-``benchmarks/results/compile.{json,md}`` with the machine.
+``benchmarks/results/compile.{json,md}`` with the machine, after every command (``--merge``: keep
+the entries of the committed file that this run does not repeat). ``--keep``: the warm run of each
+default configuration becomes the command's committed results folder ``benchmarks/results/<command>``
+(the cold and warm runs' results must agree: ``same_results``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,6 +71,7 @@ def run_once(argv: list[str], cache: Path, out: Path, env_extra: dict | None = N
         return res
     summary = json.loads((out / "summary.json").read_text())
     res.update(compile=summary["compile"], inner_wall_s=summary["wall_seconds"], rows_s=summary["rows_seconds"])
+    res["results"] = {k: summary.get(k) for k in ("results", "claims")}
     return res
 
 
@@ -86,6 +91,7 @@ def cold_and_warm(argv: list[str], tmp: Path, env_extra: dict | None = None) -> 
         entry["compile_share"] = c["seconds"] / cold["wall_s"]
         entry["cold_over_warm"] = cold["wall_s"] / warm["wall_s"]
         entry["warm_programs"] = warm["compile"]["programs"]
+        entry["same_results"] = cold.pop("results") == warm.pop("results")
     return entry
 
 
@@ -119,12 +125,12 @@ def markdown(res: dict) -> str:
         "run filled. Wall times around the whole process; compile figures from the run's `summary.json`.",
         "",
         "| command | programs | compile (largest) | tracing | run after compile | cold | warm | cold/warm | "
-        "peak memory | targets |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "peak memory | cold = warm results | targets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, e in res["commands"].items():
         if "programs" not in e:
-            lines.append(f"| `{e['cold']['command']}` | failed: {e['cold'].get('error', '')} | | | | | | | | |")
+            lines.append(f"| `{e['cold']['command']}` | failed: {e['cold'].get('error', '')} | | | | | | | | | |")
             continue
         miss = e["missed_targets"]
         lines.append(
@@ -132,7 +138,7 @@ def markdown(res: dict) -> str:
             f"{e['compile_s']:.1f} s ({e['largest_s']:.1f} s) | {e['trace_s']:.1f} s | "
             f"{_fmt_s(e['run_after_compile_s'])} | {_fmt_s(e['cold']['wall_s'])} | {_fmt_s(e['warm']['wall_s'])} | "
             f"{e['cold_over_warm']:.2f} | {e['cold']['peak_rss_kb'] / 2**20:.1f} GB | "
-            f"{'met' if not miss else '; '.join(miss)} |"
+            f"{'yes' if e.get('same_results') else 'no'} | {'met' if not miss else '; '.join(miss)} |"
         )
     if res.get("xla_options"):
         lines += [
@@ -153,6 +159,12 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write(res: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "compile.json").write_text(json.dumps(res, indent=2) + "\n")
+    (RESULTS / "compile.md").write_text(markdown(res))
+
+
 def main(argv=None):
     assert __doc__ is not None
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -160,18 +172,27 @@ def main(argv=None):
     p.add_argument("--configs", nargs="+", choices=("quick", "full"), default=["quick", "full"])
     p.add_argument("--xla-options", action="store_true", help="compare XLA's CPU compile options on rates --quick")
     p.add_argument("--tests", action="store_true", help="also time the default test suite, cold and warm")
+    p.add_argument("--merge", action="store_true", help="keep the committed entries this run does not repeat")
+    p.add_argument("--keep", action="store_true", help="the default runs become the committed results folders")
     p.add_argument("--notes", default="")
     args = p.parse_args(argv)
     from cfm_experiments.registry import COMMANDS
 
     names = args.commands or list(COMMANDS)
     res: dict = {"machine": machine(), "notes": args.notes, "commands": {}}
+    committed = RESULTS / "compile.json"
+    if args.merge and committed.exists():
+        res = {**json.loads(committed.read_text()), **res, "commands": json.loads(committed.read_text())["commands"]}
     for name in names:
         for config in args.configs:
             with tempfile.TemporaryDirectory() as tmp:
                 e = cold_and_warm([name] + (["--quick"] if config == "quick" else []), Path(tmp))
+                if args.keep and config == "full" and e.get("same_results"):
+                    shutil.rmtree(RESULTS / name, ignore_errors=True)
+                    shutil.copytree(Path(tmp) / "warm", RESULTS / name)
             e["missed_targets"] = _targets(name, config, e) if "programs" in e else ["failed"]
             res["commands"][f"{name} {config}"] = e
+            write(res)
             print(f"{name} {config}: {json.dumps({k: v for k, v in e.items() if k not in ('cold', 'warm')})}")
     if args.xla_options:
         res["xla_options"] = {}
@@ -187,9 +208,7 @@ def main(argv=None):
                 subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env)
                 times.append(time.perf_counter() - t0)
             res["tests"] = {"cold_s": times[0], "warm_s": times[1]}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "compile.json").write_text(json.dumps(res, indent=2) + "\n")
-    (RESULTS / "compile.md").write_text(markdown(res))
+    write(res)
     print(markdown(res))
 
 
