@@ -30,6 +30,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from ._measures import EmpiricalMeasure
 from ._paths import AbstractCFM
 from ._solve import forward
+from ._validation import is_concrete
 
 
 class Sample(eqx.Module):
@@ -76,6 +77,10 @@ class TeacherStudentStream(AbstractStream):
         context_size: points per context (the reference size $n_{ref}$ in coupled runs).
         noise: label-noise standard deviation.
         x_scale: standard deviation of $x_0$.
+
+    The teacher's parameters are checked (finite) when the stream is built from concrete arrays;
+    the samples it generates are not re-checked inside compiled code, so a program that draws
+    from it holds no host callback and is stored in the persistent compilation cache.
     """
 
     teacher: AbstractCFM
@@ -108,6 +113,9 @@ class TeacherStudentStream(AbstractStream):
             raise ValueError(f"`noise` must be finite and >= 0, got {noise!r}.")
         if not (np.isfinite(x_scale) and x_scale > 0):
             raise ValueError(f"`x_scale` must be finite and > 0, got {x_scale!r}.")
+        params = jax.tree.leaves(eqx.filter(teacher, eqx.is_inexact_array))
+        if all(is_concrete(a) for a in params) and not all(np.isfinite(np.asarray(a)).all() for a in params):
+            raise ValueError("`teacher` parameters contain non-finite values (nan/inf).")
         shape = jax.eval_shape(lambda k: population(k, 2), jax.random.key(0)).shape
         if shape != (2, teacher.dim):
             raise ValueError(f"`population(key, n)` must return (n, d) = (n, {teacher.dim}), got {shape} for n=2.")
@@ -124,7 +132,7 @@ class TeacherStudentStream(AbstractStream):
         dtype = jnp.result_type(*jax.tree.leaves(self.teacher.stacked_params()))
         x0 = self.x_scale * jax.random.normal(kx, (self.batch, self.teacher.dim), dtype)
         z = self.population(kz, self.context_size).astype(dtype)
-        y = forward(self.teacher, x0, z).x1
+        y = forward(self.teacher, x0, z, throw=False).x1  # generated inputs, teacher checked at construction
         if self.noise:
             y = y + self.noise * jax.random.normal(ke, y.shape, dtype)
         return Sample(x0, z, jax.lax.stop_gradient(y))

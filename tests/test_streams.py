@@ -1,5 +1,6 @@
 """Sample streams: user array/function streams reproduce the teacher-student stream."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,3 +60,16 @@ def test_teacher_stream_samples_have_their_law():
     quiet = cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(2), jax.random.key(5), batch=4, context_size=8)
     q = quiet(3)
     np.testing.assert_allclose(q.y, cfm_jax.forward(teacher, q.x0, q.context).x1, rtol=1e-12)
+
+
+def test_teacher_stream_checks_its_teacher_once_and_draws_without_callbacks():
+    """A non-finite teacher is refused when the stream is built, naming it; the samples are drawn
+    without value checks, so a program drawing from the stream holds no host callback (the
+    persistent compilation cache never stores one that does)."""
+    teacher = cfm_jax.Transformer.init(jax.random.key(0), 3, heads=1, mlp_width=4, layers=2)
+    stream = cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(3), jax.random.key(1), batch=2, context_size=8)
+    hlo = jax.jit(lambda k: stream(k).y).lower(3).as_text()
+    assert "callback" not in hlo
+    bad = jax.tree.map(lambda a: a.at[0].set(jnp.nan) if eqx.is_inexact_array(a) and a.ndim else a, teacher)
+    with pytest.raises(ValueError, match="`teacher` parameters contain non-finite"):
+        cfm_jax.TeacherStudentStream(bad, cfm_jax.gaussian(3), jax.random.key(1))
