@@ -122,7 +122,12 @@ def markdown(res: dict) -> str:
         f"JAX {m['jax']} ({m['backend']}). {res.get('notes', '')}",
         "",
         "Cold: an empty persistent compilation cache; warm: the same command again with the cache the cold "
-        "run filled. Wall times around the whole process; compile figures from the run's `summary.json`.",
+        "run filled. Wall times around the whole process; compile figures from the run's `summary.json`. "
+        "*cold = warm results*: the two runs' results and claim lines are equal (`gradcheck`'s results "
+        "hold its own timings, so its runs differ by design). Targets: no program compiles for more "
+        "than 10 s; compilation at most a quarter of a cold run; the main job cold within 1.3× of warm; "
+        "`claims --quick` cold under 3 minutes. Peak memory: the largest resident size of the benchmark's "
+        "child processes so far (exact for the first run of an invocation, an upper bound after).",
         "",
         "| command | programs | compile (largest) | tracing | run after compile | cold | warm | cold/warm | "
         "peak memory | cold = warm results | targets |",
