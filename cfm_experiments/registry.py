@@ -74,8 +74,8 @@ COMMANDS: dict[str, Command] = {
             "sync",
             "cfm_experiments.sync",
             "stochastic transformer: synchronisation, Lyapunov exponents, rates",
-            times="2-core CPU, otherwise idle: 2 min 3 s with an empty compilation cache, 97 s with it filled; "
-            "the default run 5 min 17 s and 5 min 22 s",
+            times="2-core CPU, otherwise idle: 1 min 59 s with an empty compilation cache, 21 s with it filled; "
+            "the default run 4 min 22 s and 91 s",
         ),
         Command(
             "claims",

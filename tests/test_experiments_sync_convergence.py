@@ -145,3 +145,22 @@ def test_weak_claim_reads_the_resolved_fit(tmp_path):
     assert path.name == "weak_L.png" and path.stat().st_size > 10_000
     strong = json.loads(json.dumps(_rate_row(STRONG, -0.7, -0.5, dict(Ls=[4, 8, 16], fine=32, N=3, d=3, R=3, seed=0))))
     assert STRONG.figures([strong], STRONG.summarize([strong], resolve([STRONG])), tmp_path)[0].exists()
+
+
+def test_the_parts_programs_hold_no_host_callback():
+    """The sweeps run the simulators on their own generated tokens without value checks, so every
+    program is stored in the persistent compilation cache (one holding a host callback never is)."""
+    from cfm_experiments.sync.convergence import coupled_paths, feature_paths, overlaps
+
+    k = NoiseKernel("relu", 0.5, 1.0, 0.0)
+    sde = SphereSDE(k, 4, 1.0, SphereAttention("SA", 1.0), noise="features", width=8)
+    x0 = random_starts(jax.random.key(0), 2, 3, 3)
+    keys = jax.random.split(jax.random.key(1), 2)
+    dB = jnp.zeros((2, 8, 3, 3))
+    lowered = [
+        coupled_paths.lower(SphereSDE(k, 4, 1.0), x0[0], dB, 2),
+        feature_paths.lower(sde, x0, keys, 2),
+        overlaps.lower(StochasticTransformer(k, width=2, layers=2), jnp.eye(3)[:2], keys),
+    ]
+    for program in lowered:
+        assert "callback" not in program.as_text()

@@ -108,10 +108,12 @@ class Lyapunov(Part):
         key = jax.random.fold_in(jax.random.key(c["seed"]), salt)
         if c["method"] == "benettin":
             model = StochasticTransformer(k, width=32, layers=steps, horizon=c["T"], attention=att)
-            est = estimate_lyapunov(model, key, x0, realisations=c["R"], burn_in=0.5 if att.active else 0.0)
+            est = estimate_lyapunov(
+                model, key, x0, realisations=c["R"], burn_in=0.5 if att.active else 0.0, throw=False
+            )
         else:
             model = SphereSDE(k, steps=steps, horizon=c["T"], attention=att)
-            est = estimate_lyapunov(model, key, x0, method="twin", realisations=c["R"], delta=1e-6)
+            est = estimate_lyapunov(model, key, x0, method="twin", realisations=c["R"], delta=1e-6, throw=False)
         closed = k.lyapunov(d)
         return {
             "estimate": est.estimate,

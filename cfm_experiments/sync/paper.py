@@ -118,7 +118,7 @@ def cell_statistics(model, x0, keys, beta: float):
     """``(ts, energy (R, S), cosine quantiles (S, 5))`` every ``SAVE_EVERY`` layers: E_β of every run,
     and the quantiles of the pairwise cosines pooled over runs. One program per model structure and
     shape (the attention scales ±1 share one: V is an array)."""
-    ts, xs = simulate_many(model, x0, keys, save_every=SAVE_EVERY)  # (R, S, N, d)
+    ts, xs = simulate_many(model, x0, keys, save_every=SAVE_EVERY, throw=False)  # (R, S, N, d)
     energy = jax.vmap(jax.vmap(lambda x: energy_deficit(x, beta)))(xs)
     cos = jax.vmap(jax.vmap(pairwise_cosines))(xs)  # (R, S, P)
     cos = jnp.moveaxis(cos, 1, 0).reshape(cos.shape[1], -1)

@@ -45,7 +45,7 @@ def trajectories(model, x0, keys, save_every: int, beta: float):
     """``(ts, observables)``: every ``save_every`` steps of one run per key (one start per run in
     ``x0 (R, N, d)``), the observables of each saved state (``trajectory_observables``, ``(R, S)``
     each). One program per model structure and shape, reused for every seed."""
-    ts, xs = simulate_many(model, x0, keys, save_every=save_every)
+    ts, xs = simulate_many(model, x0, keys, save_every=save_every, throw=False)
     return ts, trajectory_observables(xs, beta)
 
 
