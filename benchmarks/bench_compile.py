@@ -187,7 +187,8 @@ def main(argv=None):
     res: dict = {"machine": machine(), "notes": args.notes, "commands": {}}
     committed = RESULTS / "compile.json"
     if args.merge and committed.exists():
-        res = {**json.loads(committed.read_text()), **res, "commands": json.loads(committed.read_text())["commands"]}
+        old = json.loads(committed.read_text())
+        res = {**old, **res, "commands": old["commands"]}
     for name in names:
         for config in args.configs:
             with tempfile.TemporaryDirectory() as tmp:
