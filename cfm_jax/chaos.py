@@ -26,8 +26,8 @@ padded to the bucket's largest n, with weights 1/n on the first n atoms and exac
 system's to round-off). n is an argument of the program, so every n of a bucket, every seed and
 every configuration of the same shapes reuse it; the loops over buckets and n run outside. A
 sweep compiles :func:`program_count` = 1 + len(buckets) programs per configuration (per number of
-seeds and set of devices). The seeds are vmapped and, with several local devices, split across
-them.
+seeds and set of devices). The seeds run one after another on a CPU and vmapped on accelerators
+(:func:`map_seeds`) and, with several local devices, are split across them.
 
 Exact references (``ChaosSpec.reference``, the default of ``cfm-jax rates``): ``"gaussian"``
 (attention fields with no MLP or a linear one, Gaussian population) compares with the exact
@@ -67,9 +67,11 @@ from ._chaos.deviations import (
 from ._chaos.programs import (
     attention_regimes,
     exact_reference_deviations,
+    map_seeds,
     program_count,
     run_seeds,
     run_seeds_loop,
+    seed_batch_size,
     seed_deviations,
     seed_devices,
 )
@@ -98,11 +100,13 @@ __all__ = [
     "coupled_deviations",
     "exact_reference_deviations",
     "expected_slope",
+    "map_seeds",
     "prefix_weights",
     "program_count",
     "quantity_reference",
     "run_seeds",
     "run_seeds_loop",
+    "seed_batch_size",
     "seed_deviations",
     "seed_devices",
     "seed_inputs",

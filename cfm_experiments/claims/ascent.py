@@ -41,7 +41,7 @@ import numpy as np
 import optax
 
 from cfm_jax import EmpiricalMeasure, GaussianMeasure, Transformer, linear
-from cfm_jax.chaos import prefix_weights
+from cfm_jax.chaos import map_seeds, prefix_weights
 
 from .deviation import sup_deviation, token_trajectory
 
@@ -190,7 +190,7 @@ def objective(theta, x0, contexts, cov):
     model = model_of(theta)
     law = GaussianMeasure.unchecked(jnp.zeros(cov.shape[:1], cov.dtype), cov)
     ref = token_trajectory(model, x0, law)
-    devs = jax.vmap(lambda z: sup_deviation(token_trajectory(model, x0, EmpiricalMeasure(z)), ref))(contexts)
+    devs = map_seeds(lambda z: sup_deviation(token_trajectory(model, x0, EmpiricalMeasure(z)), ref), contexts)
     return jnp.sqrt(jnp.asarray(contexts.shape[1], cov.dtype)) * jnp.mean(devs)
 
 
@@ -217,12 +217,12 @@ def _ascend(theta0, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, steps: 
 
 def _ascend_shared(theta0, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, *, steps: int):
     one = lambda t: _ascend(t, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, steps)  # noqa: E731
-    return jax.vmap(one)(theta0)
+    return map_seeds(one, theta0)
 
 
 def _ascend_each(theta0, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, *, steps: int):
     one = lambda t, z: _ascend(t, x0, z, cov, qk, v, v_sum, lr, mask_d, mask_h, steps)  # noqa: E731
-    return jax.vmap(one)(theta0, contexts)
+    return map_seeds(lambda a: one(*a), (theta0, contexts))
 
 
 #: ``ascend(theta0 (S, …), x0, contexts (M, n, D), cov, qk, v, v_sum, lr, mask_d, mask_h, *, steps)``:
@@ -248,12 +248,16 @@ def _evaluate(theta, x0, contexts, cov, ns):
 
         return jax.lax.map(at, ns)
 
-    return jax.vmap(one)(contexts)
+    return map_seeds(one, contexts)
+
+
+def _evaluate_all(thetas, x0, contexts, cov, ns):
+    return map_seeds(lambda t: _evaluate(t, x0, contexts, cov, ns), thetas)
 
 
 #: ``evaluate(thetas (P, …), x0, contexts (M, N, D), cov, ns (K,))``: √n · sup deviation of each θ
 #: on each context's first n points, ``(P, M, K)``.
-evaluate = jax.jit(jax.vmap(_evaluate, in_axes=(0, None, None, None, None)))
+evaluate = jax.jit(_evaluate_all)
 
 __all__ = [
     "LOW_DIM_SPREAD",

@@ -28,11 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfm_jax import EmpiricalMeasure, GaussianMeasure, SaveAt, forward
-from cfm_jax.chaos import prefix_weights
+from cfm_jax.chaos import map_seeds, prefix_weights
 
 from .sampling import draw, gaussian_law, seed_keys, transformer
 
-#: seeds per compiled call (vmapped); more seeds are several calls, fewer are padded.
+#: seeds per compiled call; more seeds are several calls, fewer are padded.
 BATCH = 16
 _SAVE = SaveAt(layers=True)
 
@@ -67,10 +67,14 @@ def _references(params, x0, scale, refs=None):
     return xs, sup_deviation(xs2, xs)
 
 
-#: ``references(params, x0, scale, refs=None)``: per seed (vmapped), ``(ref_xs (B, L + 1, 1, d),
-#: floor (B,))``: the exact Gaussian limit N(0, σ²I/d) (floor 0) or, with ``refs (B, 2, n_ref, d)``,
-#: the first QMC reference and its distance to the second.
-references = jax.jit(jax.vmap(_references, in_axes=(0, 0, None, 0)))
+def _references_all(params, x0, scale, refs=None):
+    return map_seeds(lambda a: _references(a[0], a[1], scale, a[2]), (params, x0, refs))
+
+
+#: ``references(params, x0, scale, refs=None)``: per seed (:func:`cfm_jax.chaos.map_seeds`),
+#: ``(ref_xs (B, L + 1, 1, d), floor (B,))``: the exact Gaussian limit N(0, σ²I/d) (floor 0) or, with
+#: ``refs (B, 2, n_ref, d)``, the first QMC reference and its distance to the second.
+references = jax.jit(_references_all)
 
 
 def _deviations(params, x0, z, ref_xs, ns):
@@ -84,9 +88,14 @@ def _deviations(params, x0, z, ref_xs, ns):
     return jax.lax.map(at, ns)
 
 
-#: ``deviations_program(params, x0, z, ref_xs, ns)``: per seed (vmapped), the deviation at each n of
-#: ``ns (K,)`` (all <= z's size) of the prefixes of ``z (B, size, d)``: ``(B, K)``.
-deviations_program = jax.jit(jax.vmap(_deviations, in_axes=(0, 0, 0, 0, None)))
+def _deviations_all(params, x0, z, ref_xs, ns):
+    return map_seeds(lambda a: _deviations(a[0], a[1], a[2], a[3], ns), (params, x0, z, ref_xs))
+
+
+#: ``deviations_program(params, x0, z, ref_xs, ns)``: per seed (:func:`cfm_jax.chaos.map_seeds`),
+#: the deviation at each n of ``ns (K,)`` (all <= z's size) of the prefixes of ``z (B, size, d)``:
+#: ``(B, K)``.
+deviations_program = jax.jit(_deviations_all)
 
 
 def deviations(config: dict) -> dict:

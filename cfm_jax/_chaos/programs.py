@@ -17,7 +17,7 @@ shapes and structure only: the reference program's are its :class:`ReferenceKey`
 program's its :class:`Measure` (padded size and measurements); n and the Sinkhorn ε are traced.
 So a sweep compiles ``1 + len(buckets(spec))`` programs (:func:`program_count`) for a given
 number of seeds and devices, and every seed, every n of a bucket and every configuration of the
-same shapes reuses them (``tests/test_chaos_programs.py`` counts them). The seeds are vmapped
+same shapes reuses them (``tests/test_chaos_programs.py`` counts them). The seeds are mapped
 and, with several local devices, split across them (``shard_map``; no collective).
 """
 
@@ -65,10 +65,51 @@ class Measure:
         return cls(bucket.size, bucket.core, bucket.probes, token, w1)
 
 
-def over_seeds(fn: Callable, devices: tuple, per_seed, *shared):
-    """``fn(one seed's per_seed, *shared)`` for every seed on the leading axis of ``per_seed``;
-    with several ``devices`` the seeds are split across them (each device its block of seeds)."""
-    body = eqx.filter_vmap(fn, in_axes=(0,) + (None,) * len(shared))
+def seed_batch_size(backend: str | None = None) -> int:
+    """How many seeds a sweep's programs vmap together (:func:`map_seeds`' default): 0 (all at once,
+    a ``vmap``) on accelerators, which need the batch to fill them; 1 (one after another, a
+    ``lax.map``) on CPUs, where a vmapped n-point system's score matrices (seeds × H(n + B) × n
+    entries) leave the caches and run memory-bound: one seed at a time is ~5× faster at n = 10³–4·10³
+    and no slower at n = 32 (``docs/scaling.md``). ``backend``: default ``jax.default_backend()``."""
+    return 1 if (backend or jax.default_backend()) == "cpu" else 0
+
+
+def _check_batch_size(batch_size):
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0
+    ):
+        raise ValueError(f"`batch_size` must be an integer >= 0, got {batch_size!r}.")
+    return batch_size
+
+
+def map_seeds(fn: Callable, per_seed, *, batch_size: int | None = None):
+    """``fn(one seed's per_seed)`` for every seed on the leading axis of ``per_seed`` (a pytree; its
+    non-array leaves are shared by every seed, as are the arrays ``fn`` closes over).
+
+    ``batch_size`` seeds are vmapped together and the batches run one after another
+    (``jax.lax.map``); 0 vmaps all seeds at once. Default: :func:`seed_batch_size` of the backend.
+    Every seed's numbers equal a lone seed's to round-off, whatever the batching.
+    """
+    batch_size = seed_batch_size() if batch_size is None else _check_batch_size(batch_size)
+    if batch_size == 0:
+        return eqx.filter_vmap(fn)(per_seed)
+    dyn, static = eqx.partition(per_seed, eqx.is_array)
+    out_static = []
+
+    def body(d):
+        arrays, rest = eqx.partition(fn(eqx.combine(d, static)), eqx.is_array)
+        out_static.append(rest)
+        return arrays
+
+    arrays = jax.lax.map(body, dyn, batch_size=None if batch_size == 1 else int(batch_size))
+    return eqx.combine(arrays, out_static[-1])
+
+
+def over_seeds(fn: Callable, devices: tuple, per_seed, *shared, batch_size: int | None = None):
+    """``fn(one seed's per_seed, *shared)`` for every seed on the leading axis of ``per_seed``
+    (:func:`map_seeds` with ``batch_size``); with several ``devices`` the seeds are split across
+    them (each device its block of seeds)."""
+    body = lambda per, *sh: map_seeds(lambda p: fn(p, *sh), per, batch_size=batch_size)  # noqa: E731
     if len(devices) <= 1:
         return body(per_seed, *shared)
     mesh = Mesh(np.asarray(devices), ("seeds",))
@@ -89,9 +130,9 @@ def over_seeds(fn: Callable, devices: tuple, per_seed, *shared):
 
 
 @eqx.filter_jit
-def reference_program(key: ReferenceKey, seed_keys, devices: tuple):
+def reference_program(key: ReferenceKey, seed_keys, devices: tuple, batch_size: int | None = None):
     """(inputs, reference, floors) of every seed (:func:`~cfm_jax._chaos.references.reference`)."""
-    return over_seeds(lambda k: reference(key, k), devices, seed_keys)
+    return over_seeds(lambda k: reference(key, k), devices, seed_keys, batch_size=batch_size)
 
 
 def measure(m: Measure, inputs: dict, ref: dict, n, eps) -> dict:
@@ -122,9 +163,10 @@ def measure(m: Measure, inputs: dict, ref: dict, n, eps) -> dict:
 
 
 @eqx.filter_jit
-def bucket_program(m: Measure, inputs: dict, ref: dict, n, eps, devices: tuple) -> dict:
+def bucket_program(m: Measure, inputs: dict, ref: dict, n, eps, devices: tuple, batch_size: int | None = None) -> dict:
     """:func:`measure` for every seed (n and ε traced: one program for every n of the bucket)."""
-    return over_seeds(lambda per, n, eps: measure(m, per[0], per[1], n, eps), devices, (inputs, ref), n, eps)
+    one = lambda per, n, eps: measure(m, per[0], per[1], n, eps)  # noqa: E731
+    return over_seeds(one, devices, (inputs, ref), n, eps, batch_size=batch_size)
 
 
 def program_count(spec: ChaosSpec, padded: bool = True) -> int:
@@ -133,15 +175,16 @@ def program_count(spec: ChaosSpec, padded: bool = True) -> int:
     return 1 + len(buckets(spec, padded))
 
 
-def deviations(spec: ChaosSpec, seed_keys, devices: tuple = (), padded: bool = True):
+def deviations(spec: ChaosSpec, seed_keys, devices: tuple = (), padded: bool = True, batch_size: int | None = None):
     """(n -> quantity -> ``(seeds,)``, floor quantity -> ``(seeds,)``) through the programs."""
-    inputs, ref, floors = reference_program(ReferenceKey.of(spec), seed_keys, tuple(devices))
+    batch_size = seed_batch_size() if batch_size is None else batch_size  # a static argument: resolved once
+    inputs, ref, floors = reference_program(ReferenceKey.of(spec), seed_keys, tuple(devices), batch_size)
     eps = np.asarray(spec.relative_epsilon, np.dtype(jnp.result_type(float)))
     per_n: dict[int, dict] = {}
     for bucket in buckets(spec, padded):
         m = Measure.of(spec, bucket)
         for n in bucket.ns:
-            res = bucket_program(m, inputs, ref, np.asarray(n, np.int32), eps, tuple(devices))
+            res = bucket_program(m, inputs, ref, np.asarray(n, np.int32), eps, tuple(devices), batch_size)
             per_n.setdefault(n, {}).update(res)
     return per_n, floors
 
@@ -173,19 +216,30 @@ def _seed_keys(seeds: int, base_seed: int):
     return jax.random.split(jax.random.key(int(base_seed)), int(seeds))
 
 
-def run_seeds(spec: ChaosSpec, seeds: int, base_seed: int = 0, *, padded: bool = True, devices=None) -> dict:
+def run_seeds(
+    spec: ChaosSpec,
+    seeds: int,
+    base_seed: int = 0,
+    *,
+    padded: bool = True,
+    devices=None,
+    batch_size: int | None = None,
+) -> dict:
     """All seeds at once; returns quantity -> NumPy ``(seeds, len(ns))`` (floors ``(seeds,)``).
 
     Each quantity over its own sizes (:meth:`ChaosSpec.quantity_ns`). Runs the
-    :func:`program_count` programs of the module docstring, the seeds vmapped and, with several
+    :func:`program_count` programs of the module docstring, the seeds mapped (:func:`map_seeds`) and, with several
     local devices (GPUs, or CPU devices from ``jax_num_cpu_devices``; the CLI makes one per core),
     split across them (:func:`seed_devices`); every seed's numbers are those of one device to
     round-off. ``padded``: pad each bucket's n to its largest (default), else one program per n
-    (the check). ``devices``: the devices to use (default: all local).
+    (the check). ``devices``: the devices to use (default: all local). ``batch_size``: the seeds
+    a device vmaps together (:func:`map_seeds`; default :func:`seed_batch_size`, one at a time on a
+    CPU, all at once on accelerators).
     """
     validate_spec(spec)
     devices = seed_devices(seeds, devices)  # also checks ``seeds``
-    per_n, floors = deviations(spec, _seed_keys(seeds, base_seed), devices, padded)
+    _check_batch_size(batch_size)
+    per_n, floors = deviations(spec, _seed_keys(seeds, base_seed), devices, padded, batch_size)
     host = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
     per_n = {n: {q: host(v) for q, v in r.items()} for n, r in per_n.items()}
     return assemble(spec, per_n, {q: host(v) for q, v in floors.items()}, np.stack)
@@ -263,11 +317,13 @@ __all__ = [
     "deviations",
     "exact_reference_deviations",
     "measure",
+    "map_seeds",
     "over_seeds",
     "program_count",
     "reference_program",
     "run_seeds",
     "run_seeds_loop",
+    "seed_batch_size",
     "seed_deviations",
     "seed_devices",
 ]
