@@ -74,12 +74,13 @@ def seed_batch_size(backend: str | None = None) -> int:
     return 1 if (backend or jax.default_backend()) == "cpu" else 0
 
 
-def _check_batch_size(batch_size):
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0
-    ):
+def _check_batch_size(batch_size) -> int | None:
+    """``batch_size`` as an int (None kept), or a ValueError naming it."""
+    if batch_size is None:
+        return None
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0:
         raise ValueError(f"`batch_size` must be an integer >= 0, got {batch_size!r}.")
-    return batch_size
+    return int(batch_size)
 
 
 def map_seeds(fn: Callable, per_seed, *, batch_size: int | None = None):
@@ -90,8 +91,9 @@ def map_seeds(fn: Callable, per_seed, *, batch_size: int | None = None):
     (``jax.lax.map``); 0 vmaps all seeds at once. Default: :func:`seed_batch_size` of the backend.
     Every seed's numbers equal a lone seed's to round-off, whatever the batching.
     """
-    batch_size = seed_batch_size() if batch_size is None else _check_batch_size(batch_size)
-    if batch_size == 0:
+    size = _check_batch_size(batch_size)
+    size = seed_batch_size() if size is None else size
+    if size == 0:
         return eqx.filter_vmap(fn)(per_seed)
     dyn, static = eqx.partition(per_seed, eqx.is_array)
     out_static = []
@@ -101,7 +103,7 @@ def map_seeds(fn: Callable, per_seed, *, batch_size: int | None = None):
         out_static.append(rest)
         return arrays
 
-    arrays = jax.lax.map(body, dyn, batch_size=None if batch_size == 1 else int(batch_size))
+    arrays = jax.lax.map(body, dyn, batch_size=None if size == 1 else size)
     return eqx.combine(arrays, out_static[-1])
 
 
