@@ -204,3 +204,44 @@ def test_run_seeds_is_the_same_vmapped_or_mapped():
             np.testing.assert_allclose(other[q], runs[0][q], rtol=1e-10, atol=1e-14, err_msg=q)
     with pytest.raises(ValueError, match="`batch_size` must be an integer >= 0"):
         chaos.run_seeds(spec, 2, batch_size=-1)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        chaos.ChaosSpec(field="control", dim=2, ns=(4, 8), n_ref=16, layers=1, reference="qmc", w1_size=16),
+        chaos.ChaosSpec(field="control", dim=2, ns=(4, 8), n_ref=16, layers=1, w1_size=16),
+        chaos.ChaosSpec(
+            field="attention",
+            dim=2,
+            ns=(4, 8),
+            n_ref=16,
+            layers=1,
+            heads=1,
+            mlp_width=2,
+            reference="gaussian",
+            mlp_activation="linear",
+            w1_size=16,
+        ),
+    ],
+    ids=["control-qmc", "control-sample", "attention-gaussian"],
+)
+def test_sweep_programs_hold_no_host_callback(spec):
+    """The sweep's programs check nothing of the inputs they draw themselves: a value check is a host
+    callback, and a program with one is never stored by the persistent compilation cache (a warm
+    ``cfm-jax rates`` would compile it again)."""
+    from cfm_jax._chaos import programs, references
+
+    keys = jax.random.split(jax.random.key(0), 2)
+    key = references.ReferenceKey.of(spec)
+    assert "callback" not in programs.reference_program.lower(key, keys, (), 1).as_text()
+    shapes = eqx.filter_eval_shape(programs.reference_program, key, keys, (), 1)  # nothing compiled
+    is_shape = lambda x: isinstance(x, jax.ShapeDtypeStruct)  # noqa: E731
+    inputs, ref, _ = jax.tree.map(
+        lambda s: jax.numpy.zeros(s.shape, s.dtype) if is_shape(s) else s, shapes, is_leaf=is_shape
+    )
+    for bucket in chaos.buckets(spec):
+        m = programs.Measure.of(spec, bucket)
+        n = np.asarray(bucket.ns[-1], np.int32)
+        text = programs.bucket_program.lower(m, inputs, ref, n, np.asarray(0.05), (), 1).as_text()
+        assert "callback" not in text, bucket

@@ -183,8 +183,12 @@ def quantity_reference(spec: ChaosSpec, quantity: str) -> str:
     return spec.reference
 
 
-def build_model(spec: ChaosSpec, key, reference=None) -> AbstractCFM:
-    """The model of ``spec``: a random transformer, or the control field around ``reference``."""
+def build_model(spec: ChaosSpec, key, reference=None, *, throw: bool = True) -> AbstractCFM:
+    """The model of ``spec``: a random transformer, or the control field around ``reference``.
+
+    ``throw=False``: the control field leaves out its in-program value checks of a traced
+    ``reference`` (the sweeps build it from a sample they drew: a program with a check holds a
+    host callback, which the persistent compilation cache never stores)."""
     dtype = jnp.result_type(float)
     if spec.field == "attention":
         return Transformer.init(
@@ -200,7 +204,7 @@ def build_model(spec: ChaosSpec, key, reference=None) -> AbstractCFM:
         )
     if reference is None:
         raise ValueError("the control field needs the `reference` sample it is built around.")
-    field = W1ControlField.create(EmpiricalMeasure(reference), relative_epsilon=spec.relative_epsilon)
+    field = W1ControlField.create(EmpiricalMeasure(reference), relative_epsilon=spec.relative_epsilon, throw=throw)
     return CFM(field, {"c": jnp.full((spec.layers,), spec.control_strength, dtype)}, spec.dim)
 
 
