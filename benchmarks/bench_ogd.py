@@ -89,6 +89,7 @@ def bench(n, *, d=16, layers=8, heads=2, mlp=32, batch=4, steps=10, reps=3):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--notes", default="", help="how the machine was loaded during the run")
     args = p.parse_args()
     rows = [
         bench(256, steps=20 if not args.quick else 5, reps=3 if not args.quick else 1),
@@ -107,7 +108,7 @@ def main():
         "# OGD training loop",
         "",
         f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']}, backend {m['backend']}. "
-        "Ratios are measured within one run (absolute times vary on shared machines).",
+        f"{args.notes + ' ' if args.notes else ''}Ratios are measured within one run (absolute times vary on shared machines).",
         "",
         f"d = 16, L = 8, H = 2, m = 32, B = 4, float32, ridge SGD, gradient: `{rows[0]['gradient_method']}`.",
         "",

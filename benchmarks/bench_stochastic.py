@@ -43,6 +43,7 @@ OUT = Path(__file__).parent / "results"
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--notes", default="", help="how the machine was loaded during the run")
     args = ap.parse_args(argv)
     d, m = 16, 256
     k = NoiseKernel("relu", 1.0, 1.0, 0.5)
@@ -109,7 +110,7 @@ def main(argv=None):
         "",
         f"Machine: {res['machine']['processor']}, {res['machine']['cpu_count']} CPUs, jax {res['machine']['jax']} "
         f"({res['machine']['backend']}), "
-        "float32. **Shared and noisy machine** (other jobs running): compare ratios, not absolutes.",
+        f"float32. {args.notes or 'Compare ratios, not absolutes.'}",
         "",
         f"## Throughput (d = {d}, m = {m}, SA attention on)",
         "",
