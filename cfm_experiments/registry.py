@@ -81,8 +81,8 @@ COMMANDS: dict[str, Command] = {
             "claims",
             "cfm_experiments.claims",
             "the first paper's claims (constants, rates, tails) against exact limits",
-            times="2-core CPU, otherwise idle: 1 min 45 s with an empty compilation cache, 77 s with it filled; "
-            "the default run 23 min 27 s and 17 min 23 s",
+            times="2-core CPU, otherwise idle: 81 s with an empty compilation cache, 58 s with it filled; "
+            "the default run 7 min 16 s and 6 min 14 s",
         ),
         Command(
             "ogd",
