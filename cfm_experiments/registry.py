@@ -60,8 +60,8 @@ COMMANDS: dict[str, Command] = {
             "rates",
             "cfm_experiments.rates",
             "finite vs infinite context: fitted rates in n and d",
-            times="2-core CPU, otherwise idle: 2 min 15 s with an empty compilation cache, 75 s with it filled; "
-            "the default run 11 min 24 s and 8 min 55 s",
+            times="2-core CPU, otherwise idle: 90 s with an empty compilation cache, 39 s with it filled; "
+            "the default run 6 min 14 s and 3 min 08 s",
         ),
         Command(
             "gradcheck",
