@@ -56,6 +56,7 @@ tokens at the slower $n^{-1/d'}$.
 
 from __future__ import annotations
 
+from ._chaos.batching import map_seeds, seed_batch_size
 from ._chaos.deviations import (
     adjoint_states,
     coupled_deviations,
@@ -67,11 +68,9 @@ from ._chaos.deviations import (
 from ._chaos.programs import (
     attention_regimes,
     exact_reference_deviations,
-    map_seeds,
     program_count,
     run_seeds,
     run_seeds_loop,
-    seed_batch_size,
     seed_deviations,
     seed_devices,
 )

@@ -96,6 +96,17 @@ def test_prefix_weights_checks_a_traced_n(n):
         jax.block_until_ready(fn(n, 3))
 
 
+def test_prefix_weights_unchecked_under_jit_holds_no_callback():
+    """``throw=False``: the same weights, and a program the persistent cache can store (no check);
+    a concrete n out of range is still refused."""
+    fn = jax.jit(lambda n: chaos.prefix_weights(n, 3, throw=False))
+    np.testing.assert_array_equal(fn(2), [0.5, 0.5, 0.0])
+    assert "callback" not in fn.lower(2).as_text()
+    assert "callback" in jax.jit(lambda n: chaos.prefix_weights(n, 3)).lower(2).as_text()
+    with pytest.raises(ValueError, match="`n` must be in"):
+        chaos.prefix_weights(4, 3, throw=False)
+
+
 def test_coupled_deviations_names_swapped_or_mismatched_arguments():
     """Swapped context/reference (n > n_ref) is detected by shape and both are named; equal sizes
     (the full-reference case) are allowed; a token dimension mismatch, an impossible w1_size and a

@@ -68,3 +68,24 @@ def test_programs_are_reused_across_seeds_norms_and_configurations(base_row):
         D.deviations(_cfg(seeds=24, qk=3.0, v=0.5, scale=1.7, seed=9, vnorm="sum"))
         D.deviations(_cfg(fixed_model=True, qk=0.3))
     assert stats.programs + stats.cache_loads == 0, stats.names  # compiled or loaded from the disk cache
+
+
+def test_programs_hold_no_host_callback():
+    """The claims' programs check nothing of what they drew themselves (``prefix_weights(...,
+    throw=False)``): a program with a value check holds a host callback, which the persistent
+    compilation cache never stores, so every warm ``cfm-jax claims`` would compile it again."""
+    from cfm_experiments.claims import ascent
+
+    B, L, d, N = 2, 2, 3, 16
+    f = jax.ShapeDtypeStruct
+    dt = jax.numpy.result_type(float)
+    params = {k: f((B, L, 1, d, d), dt) for k in ("Q", "K", "V")}
+    x0, z, refs = f((B, 1, d), dt), f((B, N, d), dt), f((B, L + 1, 1, d), dt)
+    ns = f((3,), jax.numpy.int32)
+    texts = [
+        D.deviations_program.lower(params, x0, z, refs, ns).as_text(),
+        D.references.lower(params, x0, 1.0, None).as_text(),
+        ascent.evaluate.lower(params, f((1, d), dt), f((2, N, d), dt), f((d, d), dt), ns).as_text(),
+    ]
+    for text in texts:
+        assert "callback" not in text

@@ -82,7 +82,7 @@ def _deviations(params, x0, z, ref_xs, ns):
     size = z.shape[0]
 
     def at(n):
-        context = EmpiricalMeasure.unchecked(z, prefix_weights(n, size, z.dtype))
+        context = EmpiricalMeasure.unchecked(z, prefix_weights(n, size, z.dtype, throw=False))
         return sup_deviation(token_trajectory(model, x0, context), ref_xs)
 
     return jax.lax.map(at, ns)

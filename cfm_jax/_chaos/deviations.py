@@ -25,12 +25,14 @@ from .._validation import finite, is_concrete
 from .._wasserstein import sinkhorn_w1, sorted_w1
 
 
-def prefix_weights(n, size: int, dtype=None) -> jax.Array:
+def prefix_weights(n, size: int, dtype=None, *, throw: bool = True) -> jax.Array:
     """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after (``n`` may be traced:
-    its range is then checked inside compiled code)."""
+    its range is then checked inside compiled code, unless ``throw=False``, for an n the caller
+    generated itself: a check is a host callback, and the persistent compilation cache never
+    stores a program that holds one)."""
     if is_concrete(n) and not 1 <= int(n) <= int(size):
         raise ValueError(f"`n` must be in [1, size = {size}], got {n!r}.")
-    if not is_concrete(n):
+    if throw and not is_concrete(n):
         n = eqx.error_if(n, (n < 1) | (n > size), f"`n` must be in [1, size = {size}].")
     return _prefix_weights(n, size, dtype)
 
