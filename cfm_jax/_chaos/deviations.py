@@ -23,7 +23,6 @@ from .._paths import AbstractCFM, Transformer
 from .._solve import forward
 from .._validation import finite, is_concrete
 from .._wasserstein import sinkhorn_w1, sorted_w1
-from .batching import map_seeds
 
 
 def prefix_weights(n, size: int, dtype=None, *, throw: bool = True) -> jax.Array:
@@ -103,10 +102,8 @@ def w1(za, wa, zb, wb, relative_epsilon) -> jax.Array:
 
 
 def w1_path(zs_a, wa, zs_b, wb, relative_epsilon) -> jax.Array:
-    """W1 between two weighted context trajectories (S, n, d) and (S, m, d) at every depth (the
-    depths mapped as :func:`~cfm_jax.chaos.map_seeds` maps seeds: one Sinkhorn solve after another
-    on a CPU, each to its own convergence; vmapped on accelerators)."""
-    return map_seeds(lambda ab: w1(ab[0], wa, ab[1], wb, relative_epsilon), (zs_a, zs_b))
+    """W1 between two weighted context trajectories (S, n, d) and (S, m, d) at every depth."""
+    return jax.vmap(lambda za, zb: w1(za, wa, zb, wb, relative_epsilon))(zs_a, zs_b)
 
 
 def compare(a: dict, b: dict, *, coupled: bool, w1_size, relative_epsilon) -> dict:
