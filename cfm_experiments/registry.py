@@ -81,8 +81,8 @@ COMMANDS: dict[str, Command] = {
             "claims",
             "cfm_experiments.claims",
             "the first paper's claims (constants, rates, tails) against exact limits",
-            times="2-core CPU, otherwise idle: 81 s with an empty compilation cache, 58 s with it filled; "
-            "the default run 7 min 16 s and 6 min 14 s",
+            times="2-core CPU, otherwise idle: 105 s with an empty compilation cache, 54 s with it filled; "
+            "the default run 8 min 23 s and 6 min 04 s",
         ),
         Command(
             "ogd",
