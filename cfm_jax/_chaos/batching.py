@@ -15,8 +15,9 @@ def seed_batch_size(backend: str | None = None) -> int:
     """How many seeds a sweep's programs vmap together (:func:`map_seeds`' default): 0 (all at once,
     a ``vmap``) on accelerators, which need the batch to fill them; 1 (one after another, a
     ``lax.map``) on CPUs, where a vmapped n-point system's score matrices (seeds × H(n + B) × n
-    entries) leave the caches and run memory-bound: one seed at a time is ~5× faster at n = 10³–4·10³
-    and no slower at n = 32 (``docs/scaling.md``). ``backend``: default ``jax.default_backend()``."""
+    entries) leave the caches and run memory-bound: one seed at a time is 3.3–4.9× faster from n =
+    10³ and 1.5× slower only on systems of a few atoms (``benchmarks/results/chaos.md``).
+    ``backend``: default ``jax.default_backend()``."""
     return 1 if (backend or jax.default_backend()) == "cpu" else 0
 
 
