@@ -4,7 +4,7 @@ private helper crossing a module, every module with its own test file, no module
 Two packages. ``cfm_jax`` is the numerical library; its layers (low to high; a module may import its
 own layer and the ones below):
 
-    _validation, stats, _qmc → _measures → _fields → _paths → _flow (_gaussian_limit) → _adjoint → _solve
+    _validation, stats, _qmc, _random → _measures → _fields → _paths → _flow (_gaussian_limit) → _adjoint → _solve
     → _gradients → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _regime, _chaos, chaos)
 
 ``stochastic`` sits beside them: it may use the layers up to ``_fields`` (and stats), and only the
@@ -28,7 +28,7 @@ APP = ROOT / "cfm_experiments"
 MAX_LINES = 450
 
 LAYERS = [
-    ("_validation", "stats", "_qmc"),
+    ("_validation", "stats", "_qmc", "_random"),
     ("_measures",),
     ("_fields",),
     ("_paths",),
@@ -50,7 +50,7 @@ LAYERS = [
     ),
 ]
 RANK = {name: i for i, group in enumerate(LAYERS) for name in group}
-STOCHASTIC_MAY_USE = {"_validation", "stats", "_measures", "_fields"}
+STOCHASTIC_MAY_USE = {"_validation", "stats", "_random", "_measures", "_fields"}
 PUBLIC_SUBPACKAGES = ("chaos", "distributed", "ogd", "stats", "stochastic")
 
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
+from .. import _random
 from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
 from .._streams import AbstractStream, as_stream, check_stream
@@ -116,7 +117,7 @@ def _lipschitz(static, visited, stream, key, S, num_pairs, rel, n, grad_fn, func
         r_pair = sup_distance(ga, gb) / jnp.maximum(dist(pa, pb), jnp.finfo(jax.tree.leaves(pa)[0].dtype).tiny)
         leaves, tree = jax.tree.flatten(pa)
         keys = jax.random.split(ku, len(leaves))
-        u = jax.tree.unflatten(tree, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)])
+        u = jax.tree.unflatten(tree, [_random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)])
         scale = rel * jnp.maximum(sup_norm(eqx.combine(pa, static)), 1.0) / sup_norm(eqx.combine(u, static))
         pc = jax.tree.map(lambda x, v: x + scale * v, pa, u)
         gc = grad_at(pc, sample)

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, PRNGKeyArray
 
+from .. import _random
 from ..stats import mean_ci
 from ._model import AbstractSphereModel, _check_tokens, normalise
 
@@ -43,7 +44,7 @@ class LyapunovEstimate(NamedTuple):
 
 
 def _tangent(key, x):
-    g = jax.random.normal(key, x.shape, x.dtype)
+    g = _random.normal(key, x.shape, x.dtype)
     g = g - jnp.sum(g * x, axis=-1, keepdims=True) * x
     return g / jnp.linalg.norm(g)
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .. import _random
 from ._kernels import Activation, NoiseKernel, _get_activation
 
 
@@ -69,7 +70,7 @@ def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N
 
 def exact_increment(key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt) -> Float[Array, "N d"]:
     """One exact increment ΔW of the common field at the N positions: Cov = Δt κ(<x_i,x_j>) δ_ab."""
-    dB = jnp.sqrt(dt) * jax.random.normal(key, x.shape, x.dtype)
+    dB = jnp.sqrt(dt) * _random.normal(key, x.shape, x.dtype)
     return field_factor(x, kernel) @ dB
 
 

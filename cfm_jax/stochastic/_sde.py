@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .. import _random
 from .._validation import check_save_every, finite
 from ._kernels import NoiseKernel
 from ._model import (
@@ -122,7 +123,7 @@ def brownian_increments(key: PRNGKeyArray, steps: int, shape, horizon: float, dt
     if not (math.isfinite(float(horizon)) and float(horizon) > 0):
         raise ValueError(f"`horizon` must be finite and > 0, got {horizon!r}.")
     dtype = dtype or jnp.result_type(float)
-    return math.sqrt(horizon / steps) * jax.random.normal(key, (steps,) + tuple(shape), dtype)
+    return math.sqrt(horizon / steps) * _random.normal(key, (steps,) + tuple(shape), dtype)
 
 
 @eqx.filter_jit

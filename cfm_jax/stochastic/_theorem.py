@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .. import _random
 from .._validation import check_positive
 from ._energies import energy_deficit
 from ._model import SphereAttention, _finite_params, normalise
@@ -106,10 +107,10 @@ def attention_epsilon(
     dt = float(horizon) / int(steps)
     ku, kc, ks, kv = jax.random.split(key, 4)
     half = int(starts) // 2
-    uniform = normalise(jax.random.normal(ku, (int(starts) - half, int(n), int(d)), dtype))
-    centre = normalise(jax.random.normal(kc, (half, 1, int(d)), dtype))
-    spread = 10.0 ** jax.random.uniform(ks, (half, 1, 1), dtype, -3.0, 0.0)
-    clustered = normalise(centre + spread * jax.random.normal(kv, (half, int(n), int(d)), dtype))
+    uniform = normalise(_random.normal(ku, (int(starts) - half, int(n), int(d)), dtype))
+    centre = normalise(_random.normal(kc, (half, 1, int(d)), dtype))
+    spread = 10.0 ** _random.uniform(ks, (half, 1, 1), dtype, -3.0, 0.0)
+    clustered = normalise(centre + spread * _random.normal(kv, (half, int(n), int(d)), dtype))
     x0 = jnp.concatenate([uniform, clustered], axis=0)
     ratios = np.asarray(_ratios(attention, x0, beta, dt, int(steps), float(min_energy), bool(throw)), dtype=np.float64)
     used = int(np.isfinite(ratios).sum())
