@@ -15,7 +15,8 @@ compiles for more than 10 s; compilation at most a quarter of a cold run; the ma
 1.3× of warm; ``claims --quick`` cold under 3 minutes).
 
 ``--xla-options`` times ``rates --quick`` cold and warm under XLA's CPU compile options
-(``jax_disable_most_optimizations``, which the test suite uses, and LLVM's expensive passes off).
+(``jax_disable_most_optimizations``, which the test suite uses, LLVM's expensive passes off, and
+those with LLVM's optimisation level 1).
 ``--tests`` also times the default test suite, cold then warm. Writes
 ``benchmarks/results/compile.{json,md}`` with the machine, after every command (``--merge``: keep
 the entries of the committed file that this run does not repeat). ``--keep``: the warm run of each
@@ -50,6 +51,9 @@ XLA_OPTIONS = {
     "default": {},
     "JAX_DISABLE_MOST_OPTIMIZATIONS=1": {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1"},
     "LLVM expensive passes off": {"XLA_FLAGS": "--xla_llvm_disable_expensive_passes=true"},
+    "LLVM optimisation level 1, expensive passes off": {
+        "XLA_FLAGS": "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"
+    },
 }
 
 
@@ -164,6 +168,17 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def keep(run: Path, folder: Path) -> None:
+    """``run``'s files replace ``folder``'s; its subfolders (other parts' committed results) stay."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        if old.is_file():
+            old.unlink()
+    for new in run.iterdir():
+        if new.is_file():
+            shutil.copy2(new, folder / new.name)
+
+
 def write(res: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "compile.json").write_text(json.dumps(res, indent=2) + "\n")
@@ -194,8 +209,7 @@ def main(argv=None):
             with tempfile.TemporaryDirectory() as tmp:
                 e = cold_and_warm([name] + (["--quick"] if config == "quick" else []), Path(tmp))
                 if args.keep and config == "full" and e.get("same_results"):
-                    shutil.rmtree(RESULTS / name, ignore_errors=True)
-                    shutil.copytree(Path(tmp) / "warm", RESULTS / name)
+                    keep(Path(tmp) / "warm", RESULTS / name)
             e["missed_targets"] = _targets(name, config, e) if "programs" in e else ["failed"]
             res["commands"][f"{name} {config}"] = e
             write(res)

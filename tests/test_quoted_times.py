@@ -1,0 +1,109 @@
+"""The times that ``--help``, the README and the docs quote are the compile benchmark's.
+
+``benchmarks/results/compile.json`` (``benchmarks/bench_compile.py``) times every command cold and
+warm, default and ``--quick``; each quoted figure is formatted from it as the benchmark's own table
+formats it, so a re-measured benchmark with stale texts (or texts edited by hand) fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from cfm_experiments.registry import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = json.loads((ROOT / "benchmarks" / "results" / "compile.json").read_text())
+
+_spec = importlib.util.spec_from_file_location("bench_compile", ROOT / "benchmarks" / "bench_compile.py")
+assert _spec is not None and _spec.loader is not None
+bench_compile = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_compile)
+fmt = bench_compile._fmt_s
+
+
+def figures(bench: dict, command: str) -> dict:
+    """The quoted figures of ``command``: cold and warm walls of both configurations, programs and
+    compile seconds of the default one."""
+    q, f = bench["commands"][f"{command} quick"], bench["commands"][f"{command} full"]
+    return dict(
+        qc=fmt(q["cold"]["wall_s"]),
+        qw=fmt(q["warm"]["wall_s"]),
+        fc=fmt(f["cold"]["wall_s"]),
+        fw=fmt(f["warm"]["wall_s"]),
+        programs=f["programs"],
+        compile=f"{f['compile_s']:.0f} s",
+        largest=f"{f['largest_s']:.1f} s",
+    )
+
+
+def help_text(v: dict) -> str:
+    return (
+        f"2-core CPU, otherwise idle: {v['qc']} with an empty compilation cache, {v['qw']} with it filled; "
+        f"the default run {v['fc']} and {v['fw']}"
+    )
+
+
+#: (file, command, phrases) that must appear in the file, formatted with :func:`figures`
+QUOTES = [
+    (
+        "README.md",
+        "rates",
+        [
+            "it takes {fc} with an empty compilation cache\n({programs} programs compiled in {compile})",
+            "and {fw} once the cache is filled; `cfm-jax rates --quick`, a\nreduced configuration, {qc} and {qw}",
+        ],
+    ),
+    *[("README.md", c, ["{fc} cold, {fw} warm", "`--quick`: {qc} cold, {qw} warm"]) for c in COMMANDS],
+    ("docs/chaos.md", "rates", ["takes {fc} cold (fresh compilation cache: {programs} programs, {compile} of XLA"]),
+    (
+        "docs/claims.md",
+        "claims",
+        ["the default run takes {fc} with an empty\ncompilation cache and {fw} with it filled"],
+    ),
+    ("docs/stochastic.md", "sync", ["(float64; {fc} cold, {fw} warm on the otherwise idle 2-core CPU)"]),
+]
+
+
+def stale(bench: dict, texts: dict[str, str]) -> list[str]:
+    """Every quoted figure that is not the benchmark's: the command's ``--help`` times, then the
+    phrases of :data:`QUOTES` (``texts``: file -> its text)."""
+    out = []
+    for name, cmd in COMMANDS.items():
+        want = help_text(figures(bench, name))
+        if cmd.times != want:
+            out.append(f"cfm_experiments/registry.py, {name}: {cmd.times!r} is not {want!r}")
+    for path, name, phrases in QUOTES:
+        for phrase in phrases:
+            want = phrase.format(**figures(bench, name))
+            if want not in texts[path]:
+                out.append(f"{path}, {name}: {want!r} is missing")
+    return out
+
+
+def _texts() -> dict[str, str]:
+    return {p: (ROOT / p).read_text() for p in {q[0] for q in QUOTES}}
+
+
+def test_every_command_is_benchmarked_in_both_configurations():
+    missing = [f"{c} {k}" for c in COMMANDS for k in ("quick", "full") if f"{c} {k}" not in BENCH["commands"]]
+    assert not missing
+
+
+def test_quoted_times_are_the_benchmarks():
+    assert stale(BENCH, _texts()) == []
+
+
+@pytest.mark.parametrize("field", ["cold", "warm"])
+def test_a_re_measured_benchmark_makes_the_quotes_stale(field):
+    """The check itself: one run re-timed by a few seconds makes every quote of it stale."""
+    bench = json.loads(json.dumps(BENCH))
+    bench["commands"]["rates full"][field]["wall_s"] += 7.0
+    found = stale(bench, _texts())
+    assert any("registry.py, rates" in s for s in found)
+    assert any(s.startswith("README.md, rates") for s in found)
+    if field == "cold":
+        assert any(s.startswith("docs/chaos.md") for s in found)
