@@ -17,7 +17,7 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, ArrayLike
 
 
 def _flat(key) -> bool:
@@ -33,7 +33,7 @@ def normal(key, shape: tuple[int, ...], dtype=None) -> Array:
     return jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
 
 
-def uniform(key, shape: tuple[int, ...], dtype=None, minval=0.0, maxval=1.0) -> Array:
+def uniform(key, shape: tuple[int, ...], dtype=None, minval: ArrayLike = 0.0, maxval: ArrayLike = 1.0) -> Array:
     """``jax.random.uniform(key, shape, dtype, minval, maxval)``, the same numbers (module docstring);
     drawn flat for scalar bounds."""
     shape = tuple(int(s) for s in shape)
