@@ -60,8 +60,8 @@ COMMANDS: dict[str, Command] = {
             "rates",
             "cfm_experiments.rates",
             "finite vs infinite context: fitted rates in n and d",
-            times="2-core CPU, otherwise idle: 90 s with an empty compilation cache, 39 s with it filled; "
-            "the default run 6 min 14 s and 3 min 08 s",
+            times="2-core CPU, otherwise idle: 66 s with an empty compilation cache, 28 s with it filled; "
+            "the default run 3 min 54 s and 113 s",
         ),
         Command(
             "gradcheck",
@@ -74,7 +74,7 @@ COMMANDS: dict[str, Command] = {
             "sync",
             "cfm_experiments.sync",
             "stochastic transformer: synchronisation, Lyapunov exponents, rates",
-            times="2-core CPU, otherwise idle: 1 min 59 s with an empty compilation cache, 21 s with it filled; "
+            times="2-core CPU, otherwise idle: 119 s with an empty compilation cache, 21 s with it filled; "
             "the default run 4 min 22 s and 91 s",
         ),
         Command(
