@@ -20,27 +20,26 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 
-def _flat(key) -> bool:
-    return str(jax.random.key_impl(key)) == "threefry2x32"
+def _drawn(draw, key, shape, *, may_flatten: bool = True) -> Array:
+    """``draw(shape)``, or ``draw((prod(shape),))`` reshaped where that is the same numbers and compiles faster."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 3 or not may_flatten or str(jax.random.key_impl(key)) != "threefry2x32":
+        return draw(shape)
+    return draw((math.prod(shape),)).reshape(shape)
 
 
 def normal(key, shape: tuple[int, ...], dtype=None) -> Array:
     """``jax.random.normal(key, shape, dtype)``, the same numbers (module docstring)."""
-    shape = tuple(int(s) for s in shape)
     dtype = dtype or jnp.result_type(float)
-    if len(shape) < 3 or not _flat(key):
-        return jax.random.normal(key, shape, dtype)
-    return jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
+    return _drawn(lambda s: jax.random.normal(key, s, dtype), key, shape)
 
 
 def uniform(key, shape: tuple[int, ...], dtype=None, minval: ArrayLike = 0.0, maxval: ArrayLike = 1.0) -> Array:
     """``jax.random.uniform(key, shape, dtype, minval, maxval)``, the same numbers (module docstring);
     drawn flat for scalar bounds."""
-    shape = tuple(int(s) for s in shape)
     dtype = dtype or jnp.result_type(float)
-    if len(shape) < 3 or jnp.ndim(minval) or jnp.ndim(maxval) or not _flat(key):  # bounds broadcast per element
-        return jax.random.uniform(key, shape, dtype, minval, maxval)
-    return jax.random.uniform(key, (math.prod(shape),), dtype, minval, maxval).reshape(shape)
+    scalar = not (jnp.ndim(minval) or jnp.ndim(maxval))  # array bounds broadcast per element
+    return _drawn(lambda s: jax.random.uniform(key, s, dtype, minval, maxval), key, shape, may_flatten=scalar)
 
 
 __all__ = ["normal", "uniform"]
