@@ -216,21 +216,19 @@ class Transformer(AbstractPiecewiseConstantCFM):
         if int(mlp_width) < 0:
             raise ValueError(f"`mlp_width` must be >= 0, got {mlp_width}.")
         dtype = dtype or jnp.result_type(float)
-        kq, kk, kv, k1, k2 = jax.random.split(key, 5)
-        shape = (layers, heads, dim, dim)
-        # drawn flat (the same numbers): an (L, H, d, d) draw compiles 5-7x slower on a CPU
-        g = lambda k, s, std: std * _random.normal(k, s, dtype)  # noqa: E731
-        kwargs = dict(
-            Q=g(kq, shape, qk_scale / dim**0.5),
-            K=g(kk, shape, qk_scale / dim**0.5),
-            V=g(kv, shape, v_scale / (heads * dim) ** 0.5),
-        )
-        if mlp_width:
+        keys = jax.random.split(key, 5)  # Q, K, V, W1, W2
+        L, H, d, m = layers, heads, dim, mlp_width
+        # drawn flat and through one kernel (the same numbers as jax.random.normal): an (L, H, d, d)
+        # draw compiles 5-7x slower on a CPU, and every draw is a kernel of ~0.1 s of compiling
+        shapes = [(L, H, d, d)] * 3 + ([(L, m, d), (L, d, m)] if m else [])
+        Q, K, V, *mlp = _random.normals(keys[: len(shapes)], shapes, dtype)
+        kwargs = dict(Q=(qk_scale / d**0.5) * Q, K=(qk_scale / d**0.5) * K, V=(v_scale / (H * d) ** 0.5) * V)
+        if m:
             kwargs.update(
-                W1=g(k1, (layers, mlp_width, dim), mlp_scale / dim**0.5),
-                b1=jnp.zeros((layers, mlp_width), dtype),
-                W2=g(k2, (layers, dim, mlp_width), mlp_scale / mlp_width**0.5),
-                b2=jnp.zeros((layers, dim), dtype),
+                W1=(mlp_scale / d**0.5) * mlp[0],
+                b1=jnp.zeros((L, m), dtype),
+                W2=(mlp_scale / m**0.5) * mlp[1],
+                b2=jnp.zeros((L, d), dtype),
             )
         return cls(**kwargs, activation=activation, chunk_size=chunk_size, key_chunk_size=key_chunk_size)
 

@@ -3,6 +3,7 @@
 import re
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -53,3 +54,90 @@ def test_model_weights_are_drawn_with_flat_counters():
     assert ranks and max(ranks) == 0, ranks  # "1024xui32" has no "x" before the dtype: rank 1
     # the check itself sees the multi-axis form
     assert max(_counter_ranks(lambda k: jax.random.normal(k, (2, 2, 3, 3)), jax.random.key(0))) >= 1
+
+
+NORMALS_SHAPES = [(3,), (2, 3, 4), (5, 2), (1,), (0, 2), (4, 1, 3, 3)]
+
+
+@pytest.mark.parametrize("partitionable", [True, False])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_normals_are_jax_randoms_numbers(dtype, partitionable):
+    keys = jax.random.split(jax.random.key(11), len(NORMALS_SHAPES))
+    with jax.threefry_partitionable(partitionable):
+        want = [jax.random.normal(k, s, dtype) for k, s in zip(keys, NORMALS_SHAPES)]
+        for got, ref in zip(_random.normals(keys, NORMALS_SHAPES, dtype), want, strict=True):
+            assert got.shape == ref.shape and got.dtype == ref.dtype
+            np.testing.assert_array_equal(got, ref)
+        # under jit and vmap over a seed axis of keys (the sweeps draw per seed)
+        seeds = jax.random.split(jax.random.key(2), 3)
+        many = jax.jit(jax.vmap(lambda k: _random.normals(jax.random.split(k, 2), [(2, 3, 2), (7,)], dtype)))(seeds)
+        for i, s in enumerate([(2, 3, 2), (7,)]):
+            ref = jnp.stack([jax.random.normal(jax.random.split(k, 2)[i], s, dtype) for k in seeds])
+            np.testing.assert_array_equal(many[i], ref)
+
+
+def test_normals_checks_its_keys_and_falls_back_for_other_key_implementations():
+    with pytest.raises(ValueError, match="`keys` must be a key array of shape \\(2,\\)"):
+        _random.normals(jax.random.split(jax.random.key(0), 3), [(2,), (3,)])
+    keys = jax.random.split(jax.random.key(0, impl="rbg"), 2)
+    for got, k, s in zip(_random.normals(keys, [(2, 3), (4,)]), keys, [(2, 3), (4,)], strict=True):
+        np.testing.assert_array_equal(got, jax.random.normal(k, s))
+
+
+HASHES = ("random_split", "random_fold_in", "random_bits", "threefry2x32")
+
+
+def _threefry_calls(fn, *args) -> int:
+    """How many threefry hashes ``fn`` computes (each a kernel XLA compiles): the equations of its
+    jaxpr that hash (key splits, random bits, direct ``threefry2x32``), those of the sub-jaxprs it
+    calls counted at every call."""
+
+    def count(jaxpr) -> int:
+        n = 0
+        for eqn in jaxpr.eqns:
+            n += eqn.primitive.name in HASHES
+            for p in eqn.params.values():
+                for sub in p if isinstance(p, tuple | list) else (p,):
+                    if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                        n += count(sub.jaxpr)
+                    elif isinstance(sub, jax.extend.core.Jaxpr):
+                        n += count(sub)
+        return n
+
+    return count(jax.make_jaxpr(fn)(*args).jaxpr)
+
+
+def test_model_and_noise_weights_are_drawn_in_one_kernel_with_the_same_numbers():
+    """Transformer.init: one hash for the key split, one for all weights (six before: one per draw);
+    the stochastic MLP's four weights likewise. Both give jax.random.normal's numbers."""
+    from cfm_jax.stochastic import NoiseKernel
+    from cfm_jax.stochastic._noise import _sample_mlp
+
+    key = jax.random.key(5)
+    L, H, d, m = 2, 2, 3, 4
+    init = lambda k: cfm_jax.Transformer.init(k, d, heads=H, mlp_width=m, layers=L, qk_scale=0.7)  # noqa: E731
+    assert _threefry_calls(init, key) == 2
+    model, (kq, kk, kv, k1, k2) = init(key), jax.random.split(key, 5)
+    expected = {
+        "Q": 0.7 / d**0.5 * jax.random.normal(kq, (L, H, d, d)),
+        "K": 0.7 / d**0.5 * jax.random.normal(kk, (L, H, d, d)),
+        "V": 1 / (H * d) ** 0.5 * jax.random.normal(kv, (L, H, d, d)),
+        "W1": 1 / d**0.5 * jax.random.normal(k1, (L, m, d)),
+        "W2": 1 / m**0.5 * jax.random.normal(k2, (L, d, m)),
+    }
+    for name, want in expected.items():
+        np.testing.assert_array_equal(model.stacked_params()[name], want, err_msg=name)
+    no_mlp = cfm_jax.Transformer.init(key, d, heads=H, layers=L)  # three draws, the same Q, K, V
+    np.testing.assert_array_equal(no_mlp.V, model.V)
+
+    kernel = NoiseKernel("relu", 0.5, 2.0, 1.5, s_w=0.25)
+    assert _threefry_calls(lambda k: _sample_mlp(k, kernel, d, m), key) == 2
+    ka, kb, kc, kw = jax.random.split(key, 4)
+    want = (
+        0.5 * jax.random.normal(ka, (d, m)),
+        2.0 * jax.random.normal(kb, (m, d)),
+        1.5 * jax.random.normal(kc, (m,)),
+        0.25 * jax.random.normal(kw, (d,)),
+    )
+    for got, ref in zip(_sample_mlp(key, kernel, d, m), want, strict=True):
+        np.testing.assert_array_equal(got, ref)
