@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+import textwrap
 from pathlib import Path
 
 import equinox as eqx
@@ -342,7 +343,8 @@ def rate_figure(part: _Rate, row: dict):
         if np.isfinite(s)
         else "fewer than two resolved sizes"
     )
-    ax.set_title(f"{part.title.split(' (')[0]}\n{fitted}", fontsize=8)
+    # the title wrapped to the axes' width (a long one is clipped at the figure's edges otherwise)
+    ax.set_title(f"{textwrap.fill(part.title.split(' (')[0], 60)}\n{fitted}", fontsize=8)
     words, symbol = xlabel.rsplit(" ", 1)
     ax.set_xlabel(f"{words} ${symbol}$")
     ax.set_ylabel(ylabel, fontsize=8)
