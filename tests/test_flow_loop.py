@@ -168,3 +168,35 @@ def test_jit_and_vmap_over_samples(small_model):
     batched = jax.jit(jax.vmap(lambda x, z: forward(small_model, x, z).x1))(x0, zs)
     for i in (0, 4):
         np.testing.assert_allclose(batched[i], forward(small_model, x0[i], zs[i]).x1, atol=1e-13)
+
+
+@pytest.mark.parametrize("t0, t1", [(0.0, 0.25), (0.75, 0.5)])
+def test_layer_grid_steps_where_diffrax_step_to_does(t0, t1):
+    """The layer grid's controller is StepTo without StepTo's checks: the same steps, forwards and
+    backwards (the backsolve direction), to the last bit."""
+    from cfm_jax._flow.loop import _Grid
+
+    term = diffrax.ODETerm(lambda t, y, a: -a * y + jnp.sin(3 * t))
+    grid = t0 + (t1 - t0) * jnp.arange(6, dtype=jnp.float64) / 5
+    grid = grid.at[0].set(t0).at[-1].set(t1)
+    run = lambda c: diffrax.diffeqsolve(  # noqa: E731
+        term, diffrax.Bosh3(), t0, t1, None, jnp.ones(3), 1.3, stepsize_controller=c, saveat=diffrax.SaveAt(steps=True)
+    )
+    ours, theirs = run(_Grid(grid)), run(diffrax.StepTo(ts=grid))
+    np.testing.assert_array_equal(ours.ts, theirs.ts)
+    np.testing.assert_array_equal(ours.ys, theirs.ys)
+    assert int(ours.stats["num_steps"]) == 5
+
+
+def test_autodiff_through_diffrax_holds_no_host_callback_without_checks(small_problem):
+    """throw=False leaves no callback in a diffrax adjoint's program either (a program with one is
+    never stored by the persistent compilation cache), and throw=True keeps the value checks."""
+    model, x0, ctx = small_problem
+    y = jnp.zeros_like(x0)
+    for adjoint in (diffrax.RecursiveCheckpointAdjoint(), diffrax.DirectAdjoint()):
+
+        def grads(m, throw, adjoint=adjoint):
+            return cfm_jax.loss_and_grad(m, x0, ctx, y, adjoint=adjoint, throw=throw)
+
+        assert "callback" not in jax.jit(lambda m: grads(m, False)).lower(model).as_text()
+        assert "callback" in jax.jit(lambda m: grads(m, True)).lower(model).as_text()

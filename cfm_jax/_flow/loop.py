@@ -162,6 +162,25 @@ class _LayerProgress(diffrax.AbstractProgressMeter):
         del state
 
 
+class _Grid(diffrax.AbstractStepSizeController):
+    """``diffrax.StepTo(ts)`` without its in-program checks of ``ts`` (increasing, ends t0 and t1):
+    the layer grids of :func:`solve_segment` are so by construction, and each check is a host
+    callback, run at every layer, in a program the persistent compilation cache then never stores."""
+
+    ts: Float[Array, " times"]
+
+    def wrap(self, direction):
+        return _Grid(self.ts * direction)
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        del terms, t0, t1, y0, dt0, args, func, error_order
+        return self.ts[1], 2
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        del t0, y0, y1_candidate, args, y_error, error_order
+        return True, t1, self.ts[controller_state], False, controller_state + 1, diffrax.RESULTS.successful
+
+
 class Segment(NamedTuple):
     """One solve of :func:`solve_segment`: states ``ys``, their depths ``ts``, steps and the result."""
 
@@ -204,7 +223,7 @@ def solve_segment(
             ys = _fixed_steps(term, spec.solver, grid, y0, args, save_steps)
             ts = grid[1:] if save_steps else grid[-1:]
             return Segment(ys, ts, jnp.asarray(k), jnp.asarray(0), diffrax.RESULTS.successful)
-        controller, dt0, cap = diffrax.StepTo(ts=grid), None, k
+        controller, dt0, cap = _Grid(grid), None, k  # StepTo's steps, without its checks
     else:
         assert spec.stepsize_controller is not None
         controller, dt0, cap = spec.stepsize_controller, (t1 - t0) / k, spec.max_steps
