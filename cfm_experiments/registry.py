@@ -60,36 +60,36 @@ COMMANDS: dict[str, Command] = {
             "rates",
             "cfm_experiments.rates",
             "finite vs infinite context: fitted rates in n and d",
-            times="2-core CPU, otherwise idle: 66 s with an empty compilation cache, 28 s with it filled; "
-            "the default run 3 min 54 s and 113 s",
+            times="2-core CPU, otherwise idle: 58 s with an empty compilation cache, 34 s with it filled; "
+            "the default run 3 min 52 s and 112 s",
         ),
         Command(
             "gradcheck",
             "cfm_experiments.gradcheck",
             "compare gradient methods and finite differences",
-            times="2-core CPU, otherwise idle: 65 s with an empty compilation cache, 62 s with it filled; "
-            "the default run 56 s and 59 s",
+            times="2-core CPU, otherwise idle: 40 s with an empty compilation cache, 16 s with it filled; "
+            "the default run 43 s and 16 s",
         ),
         Command(
             "sync",
             "cfm_experiments.sync",
             "stochastic transformer: synchronisation, Lyapunov exponents, rates",
-            times="2-core CPU, otherwise idle: 119 s with an empty compilation cache, 21 s with it filled; "
-            "the default run 4 min 22 s and 91 s",
+            times="2-core CPU, otherwise idle: 56 s with an empty compilation cache, 15 s with it filled; "
+            "the default run 3 min 23 s and 104 s",
         ),
         Command(
             "claims",
             "cfm_experiments.claims",
             "the first paper's claims (constants, rates, tails) against exact limits",
-            times="2-core CPU, otherwise idle: 105 s with an empty compilation cache, 54 s with it filled; "
-            "the default run 8 min 23 s and 6 min 04 s",
+            times="2-core CPU, otherwise idle: 59 s with an empty compilation cache, 34 s with it filled; "
+            "the default run 5 min 05 s and 4 min 19 s",
         ),
         Command(
             "ogd",
             "cfm_experiments.ogd",
             "ridge-regularised OGD: the ablation, the paper's claims, curvature",
-            times="2-core CPU, otherwise idle: 38 s with an empty compilation cache, 18 s with it filled; "
-            "the default run 77 s and 59 s",
+            times="2-core CPU, otherwise idle: 20 s with an empty compilation cache, 10 s with it filled; "
+            "the default run 67 s and 58 s",
         ),
     )
 }

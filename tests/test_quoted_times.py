@@ -26,8 +26,8 @@ fmt = bench_compile._fmt_s
 
 
 def figures(bench: dict, command: str) -> dict:
-    """The quoted figures of ``command``: cold and warm walls of both configurations, programs and
-    compile seconds of the default one."""
+    """The quoted figures of ``command``: cold and warm walls of both configurations; programs,
+    compile, largest compile and tracing seconds of the default one (``q…``: of ``--quick``)."""
     q, f = bench["commands"][f"{command} quick"], bench["commands"][f"{command} full"]
     return dict(
         qc=fmt(q["cold"]["wall_s"]),
@@ -37,6 +37,10 @@ def figures(bench: dict, command: str) -> dict:
         programs=f["programs"],
         compile=f"{f['compile_s']:.0f} s",
         largest=f"{f['largest_s']:.1f} s",
+        trace=f"{f['trace_s']:.0f} s",
+        qprograms=q["programs"],
+        qcompile=f"{q['compile_s']:.0f} s",
+        qlargest=f"{q['largest_s']:.1f} s",
     )
 
 
@@ -58,13 +62,31 @@ QUOTES = [
         ],
     ),
     *[("README.md", c, ["{fc} cold, {fw} warm", "`--quick`: {qc} cold, {qw} warm"]) for c in COMMANDS],
-    ("docs/chaos.md", "rates", ["takes {fc} cold (fresh compilation cache: {programs} programs, {compile} of XLA"]),
+    (
+        "docs/chaos.md",
+        "rates",
+        [
+            "takes {fc} cold (fresh compilation cache: {programs} programs, {compile} of XLA compiling,\n"
+            "the largest {largest}, and {trace} of tracing) and {fw} warm"
+        ],
+    ),
+    ("README.md", "sync", ["default: {fc} cold, {fw} warm ({programs} programs compiled in {compile})"]),
     (
         "docs/claims.md",
         "claims",
-        ["the default run takes {fc} with an empty\ncompilation cache and {fw} with it filled"],
+        [
+            "the default run takes {fc} with an empty\ncompilation cache and {fw} with it filled (`--quick`: {qc} and {qw};"
+        ],
     ),
-    ("docs/stochastic.md", "sync", ["(float64; {fc} cold, {fw} warm on the otherwise idle 2-core CPU)"]),
+    (
+        "docs/stochastic.md",
+        "sync",
+        [
+            "(float64; {fc} cold, {fw} warm on the otherwise idle 2-core CPU)",
+            "`cfm-jax sync --quick` takes {qc} with an empty\ncompilation cache ({qprograms} programs compiled in "
+            "{qcompile}, the largest {qlargest}) and {qw} with it filled",
+        ],
+    ),
 ]
 
 
