@@ -75,7 +75,8 @@ QUOTES = [
         "docs/claims.md",
         "claims",
         [
-            "the default run takes {fc} with an empty\ncompilation cache and {fw} with it filled (`--quick`: {qc} and {qw};"
+            "the default run takes {fc} with an empty\ncompilation cache and {fw} with it filled "
+            "(`--quick`: {qc} and {qw};"
         ],
     ),
     (
