@@ -74,8 +74,8 @@ COMMANDS: dict[str, Command] = {
             "sync",
             "cfm_experiments.sync",
             "stochastic transformer: synchronisation, Lyapunov exponents, rates",
-            times="2-core CPU, otherwise idle: 56 s with an empty compilation cache, 15 s with it filled; "
-            "the default run 3 min 23 s and 104 s",
+            times="2-core CPU, otherwise idle: 77 s with an empty compilation cache, 15 s with it filled; "
+            "the default run 3 min 33 s and 99 s",
         ),
         Command(
             "claims",
