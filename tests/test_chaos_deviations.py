@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import cfm_jax
 from cfm_jax import EmpiricalMeasure, Transformer, chaos
@@ -85,6 +86,47 @@ def test_prefix_weights():
     for n in (0, 4):
         with pytest.raises(ValueError, match="`n` must be in"):
             chaos.prefix_weights(n, 3)
+
+
+@settings(max_examples=60, deadline=None)  # deadline: the first call of a shape compiles
+@given(
+    size=st.integers(1, 64),
+    data=st.data(),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    kind=st.sampled_from([int, np.int32, np.int64, jnp.asarray]),
+)
+def test_prefix_weights_sum_to_one(size, data, dtype, kind):
+    """For every integer n in [1, size], of any integer type: 1/n (rounded once) on the first n
+    atoms, exactly 0 after, so the weights sum to 1 within round-off."""
+    n = data.draw(st.integers(1, size), label="n")
+    w = np.asarray(chaos.prefix_weights(kind(n), size, dtype))
+    assert w.dtype == dtype and w.shape == (size,)
+    np.testing.assert_array_equal(w[:n], np.full(n, dtype(1) / dtype(n)))
+    np.testing.assert_array_equal(w[n:], 0.0)
+    assert abs(w.sum(dtype=np.float64) - 1) <= np.finfo(dtype).eps
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.floats(0.5, 8.5).filter(lambda v: not v.is_integer()))
+def test_prefix_weights_refuses_a_non_integer_n(n):
+    """A fractional n would put 1/n on floor(n) + 1 atoms (2.5 on 5 atoms: weights summing to 1.2)."""
+    with pytest.raises(ValueError, match="`n` must be an integer"):
+        chaos.prefix_weights(n, 9)
+
+
+def test_prefix_weights_refuses_floats_and_integer_dtypes_by_name():
+    """A float n is refused even at an integer value (eagerly, and traced under jax.jit), as is a
+    bool; an integer or bool dtype (all weights 1/n → 0) and a non-dtype are refused naming `dtype`."""
+    for n in (3.0, np.float64(2.0), jnp.asarray(2.0), True):
+        with pytest.raises(ValueError, match="`n` must be an integer"):
+            chaos.prefix_weights(n, 5)
+    with pytest.raises(ValueError, match="`n` must be an integer"):
+        jax.jit(lambda n: chaos.prefix_weights(n, 5))(2.5)
+    for dtype in (jnp.int32, np.int64, "int8", bool, "not a dtype"):
+        with pytest.raises(ValueError, match="`dtype` must be a floating dtype"):
+            chaos.prefix_weights(2, 5, dtype)
+    with pytest.raises(ValueError, match="`size` must be a positive int"):
+        chaos.prefix_weights(2, 0)
 
 
 @pytest.mark.parametrize("n", [0, 4])

@@ -9,6 +9,7 @@ with host callbacks are never stored by the persistent compilation cache).
 from __future__ import annotations
 
 import math
+import numbers
 
 import equinox as eqx
 import jax
@@ -26,19 +27,42 @@ from .._wasserstein import sinkhorn_w1, sorted_w1
 
 
 def prefix_weights(n, size: int, dtype=None, *, throw: bool = True) -> jax.Array:
-    """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after (``n`` may be traced:
-    its range is then checked inside compiled code, unless ``throw=False``, for an n the caller
-    generated itself: a check is a host callback, and the persistent compilation cache never
-    stores a program that holds one)."""
+    """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after, summing to 1.
+
+    ``n``: an integer (Python, numpy or an integer array; a float is refused, not truncated); it
+    may be traced: its range is then checked inside compiled code, unless ``throw=False``, for an
+    n the caller generated itself (a check is a host callback, and the persistent compilation
+    cache never stores a program that holds one). ``dtype``: a floating dtype, default the default
+    float.
+    """
+    if isinstance(n, bool) or not jnp.issubdtype(jnp.result_type(n), jnp.integer):
+        raise ValueError(f"`n` must be an integer (the number of atoms weighted), got {n!r}.")
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+        raise ValueError(f"`size` must be a positive int, got {size!r}.")
+    dtype = _float_dtype(dtype)
     if is_concrete(n) and not 1 <= int(n) <= int(size):
         raise ValueError(f"`n` must be in [1, size = {size}], got {n!r}.")
     if throw and not is_concrete(n):
         n = eqx.error_if(n, (n < 1) | (n > size), f"`n` must be in [1, size = {size}].")
-    return _prefix_weights(n, size, dtype)
+    return _prefix_weights(n, int(size), dtype)
+
+
+def _float_dtype(dtype):
+    """``dtype`` as a floating numpy dtype (None: the default float), or a ValueError naming it: the
+    weights 1/n of an integer dtype would be all 0."""
+    if dtype is None:
+        return jnp.dtype(jnp.result_type(float))
+    try:
+        dt = jnp.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"`dtype` must be a floating dtype, got {dtype!r}.") from None
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise ValueError(f"`dtype` must be a floating dtype (the weights are 1/n), got {dt}.")
+    return dt
 
 
 def _prefix_weights(n, size: int, dtype=None) -> jax.Array:
-    dtype = dtype or jnp.result_type(float)
+    dtype = jnp.result_type(float) if dtype is None else dtype
     keep = jnp.arange(size) < n
     return jnp.where(keep, 1.0 / jnp.asarray(n, dtype), 0.0).astype(dtype)
 
