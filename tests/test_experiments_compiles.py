@@ -64,3 +64,43 @@ def test_a_long_compilation_is_announced_and_its_end_too(monkeypatch):
         f(np.ones(7)).block_until_ready()  # in memory: nothing to compile
     assert heard == [True, False]
     assert "compiling (first run only" in compiles.compiling_notice() or "not cached" in compiles.compiling_notice()
+
+
+def test_the_largest_compilation_is_recorded_with_its_name():
+    """Three compilations reported as JAX reports them: the record keeps the longest one and its
+    function, whatever the order they come in."""
+    from jax import monitoring
+
+    from cfm_experiments.compiles import _BACKEND
+
+    with recording() as stats:
+        for name, seconds in (("first", 0.25), ("longest", 2.0), ("last", 1.0)):
+            monitoring.record_event_duration_secs(_BACKEND, seconds, fun_name=name)
+    assert stats.programs == 3 and stats.names == ["first", "longest", "last"]
+    assert stats.largest == 2.0 and stats.largest_name == "longest"
+    assert stats.as_dict()["largest_name"] == "longest"
+
+
+def test_the_command_lines_cache_set_up_caches_every_program(tmp_path):
+    """After the CLI's set-up of its global options the persistent cache is in ``--cache-dir`` and
+    stores every program: JAX's defaults (a minimum compile time, a minimum entry size) would leave
+    the sweeps' many small programs out of it."""
+    import argparse
+
+    from cfm_experiments.options import apply_global_options
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    names += ("jax_persistent_cache_min_entry_size_bytes",)
+    before = {k: jax.config.values[k] for k in names}
+    try:
+        # other values than the set-up's (JAX's default minimum compile time is 1 s), so it must set them
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        args = argparse.Namespace(cache_dir=str(tmp_path / "cache"), no_cache=False, float64=False, cpu_devices=None)
+        apply_global_options(args)
+        assert jax.config.values["jax_compilation_cache_dir"] == str(tmp_path / "cache")
+        assert jax.config.values["jax_persistent_cache_min_compile_time_secs"] == 0
+        assert jax.config.values["jax_persistent_cache_min_entry_size_bytes"] == 0
+    finally:
+        for k, v in before.items():
+            jax.config.update(k, v)
