@@ -45,17 +45,19 @@ exact limit.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from ._fields import AbstractSumField, AttentionField
 from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure
 from ._paths import AbstractCFM
-from ._validation import finite, finite_params
+from ._validation import finite, finite_params, is_concrete
 
 
 class AttentionRegime(eqx.Module):
@@ -189,34 +191,55 @@ class HeavyTailWarning(UserWarning):
 _WARNED = False
 
 
-def warn_if_heavy_tailed(regime: AttentionRegime, n: int | None = None, *, min_effective_size: float = 100.0) -> bool:
+def warn_if_heavy_tailed(
+    regime: AttentionRegime,
+    n: int | np.integer | None = None,
+    *,
+    min_effective_size: float | np.integer | np.floating = 100.0,
+) -> bool:
     """Warn, once per process, when sampled contexts are in the regime of :func:`attention_regime`
     where they approach the exact limit slowly or visibly not at all.
 
     Flagged when some head has ρ ≥ 1 (``regime.heavy_tailed``) or, given the sample size ``n``, when
     the smallest effective sample size ``n · min ess_fraction`` is below ``min_effective_size``.
-    Returns whether the regime is flagged (also after the one warning has been shown). Runs on the
-    host (not inside ``jit``).
+    ``regime`` may carry leading batch axes (e.g. from ``jax.vmap(attention_regime)``: ``rho``
+    ``(..., L, H)``); it is flagged when any of its entries is, and the warning names the entry,
+    layer and head of the largest ρ. Returns whether the regime is flagged (also after the one
+    warning has been shown). Runs on the host (not inside ``jit``).
     """
     global _WARNED
     if not isinstance(regime, AttentionRegime):
         raise ValueError(f"`regime` must be an AttentionRegime (from attention_regime), got {type(regime).__name__}.")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+    if not all(is_concrete(a) for a in jax.tree.leaves(regime)):
+        raise ValueError("`regime` must hold values: warn_if_heavy_tailed runs on the host, outside jit.")
+    rhos, ess_fraction = np.asarray(regime.rho), np.asarray(regime.ess_fraction)
+    if rhos.ndim < 2 or rhos.size == 0 or ess_fraction.ndim != rhos.ndim + 1:
+        raise ValueError(
+            "`regime` must have `rho` (..., L, H) and `ess_fraction` (..., L, H, B) (from attention_regime), "
+            f"got {rhos.shape} and {ess_fraction.shape}."
+        )
+    if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1):
         raise ValueError(f"`n` must be None or a positive int (the number of context points), got {n!r}.")
+    n = None if n is None else int(n)
+    if isinstance(min_effective_size, bool) or not isinstance(min_effective_size, numbers.Real):
+        raise ValueError(f"`min_effective_size` must be a finite number > 0, got {min_effective_size!r}.")
     if not (math.isfinite(min_effective_size) and min_effective_size > 0):
         raise ValueError(f"`min_effective_size` must be finite and > 0, got {min_effective_size!r}.")
-    rho = float(jnp.max(regime.rho))
-    ess = float(jnp.min(regime.ess_fraction))
-    heavy = bool(regime.heavy_tailed)
+    min_effective_size = float(min_effective_size)
+    ess = float(ess_fraction.min())
+    heavy = bool(np.any(regime.heavy_tailed))
     few = n is not None and n * ess < min_effective_size
     if not (heavy or few) or _WARNED:
         return heavy or few
     _WARNED = True
-    layer, head = divmod(int(jnp.argmax(regime.rho)), regime.rho.shape[1])
+    # the flat argmax unravelled over the whole shape: (batch entry…, layer, head)
+    *entry, layer, head = (int(i) for i in np.unravel_index(int(np.argmax(rhos)), rhos.shape))
+    rho = float(rhos.max())
+    where = f"layer {layer}, head {head}" + (f", regime entry {tuple(entry)}" if entry else "")
     parts = []
     if heavy:
         parts.append(
-            f"ρ = 2‖Σ^½ QᵀK Σ^½‖ reaches {rho:.3g} (layer {layer}, head {head}): the attention weights "
+            f"ρ = 2‖Σ^½ QᵀK Σ^½‖ reaches {rho:.3g} ({where}): the attention weights "
             f"between context points have a Pareto tail of index {2 / rho:.3g} ≤ 2, hence infinite variance"
         )
     sizes = f" ({n * ess:.3g} of n = {n} points)" if n is not None else ""

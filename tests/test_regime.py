@@ -282,3 +282,63 @@ def test_compiled_once_and_context_points_as_an_array():
     a, b = attention_regime(model, z, x), attention_regime(model, EmpiricalMeasure(z), x)
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(u, v)
+
+
+def _one_heavy_head(layers=3, heads=2, layer=2, head=1):
+    """A light model (every ρ < 1/2 at N(0, I)) with Q of (layer, head) scaled to put that head's ρ at 2."""
+    model = _model(0.2, layers=layers, heads=heads)
+    mu = GaussianMeasure(jnp.zeros(D), jnp.eye(D))
+    rho = attention_regime(model, mu, _queries()).rho
+    assert float(rho.max()) < 0.5
+    return eqx.tree_at(lambda m: m.Q, model, model.Q.at[layer, head].multiply(2 / float(rho[layer, head])))
+
+
+def test_warning_names_the_heavy_layer_and_head_when_layers_and_heads_differ(monkeypatch):
+    """L = 3 layers, H = 2 heads, the one heavy-tailed head at layer 2, head 1: the warning names it,
+    alone and from a vmapped regime (leading axis over two context laws, the heavy one second), where
+    the flag is any entry's and the entry is named too."""
+    import cfm_jax._regime as regime_module
+
+    model, x = _one_heavy_head(), _queries()
+    mu = GaussianMeasure(jnp.zeros(D), jnp.eye(D))
+    regime = attention_regime(model, mu, x)
+    assert regime.rho.shape == (3, 2) and np.argwhere(np.asarray(regime.rho) >= 1).tolist() == [[2, 1]]
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with pytest.warns(HeavyTailWarning, match=r"reaches 2 \(layer 2, head 1\)"):
+        assert warn_if_heavy_tailed(regime) is True
+    covs = jnp.stack([0.01 * jnp.eye(D), jnp.eye(D)])  # ρ ∝ Σ: the first law is light
+    batched = jax.vmap(lambda c: attention_regime(model, GaussianMeasure(jnp.zeros(D), c), x))(covs)
+    assert batched.rho.shape == (2, 3, 2) and batched.heavy_tailed.tolist() == [False, True]
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with pytest.warns(HeavyTailWarning, match=r"reaches 2 \(layer 2, head 1, regime entry \(1,\)\)"):
+        assert warn_if_heavy_tailed(batched, 10**6) is True
+    light = jax.tree.map(lambda a: a[:1], batched)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_if_heavy_tailed(light, 10**6) is False
+
+
+def test_warning_arguments_accept_numpy_integers_and_are_named():
+    """``n`` and ``min_effective_size`` take numpy integers as the rest of the library does; a value
+    of the wrong type is refused by a ValueError naming its argument, and a traced regime (the check
+    runs on the host) naming `regime`."""
+    mu = GaussianMeasure(jnp.zeros(D), jnp.eye(D))
+    light = attention_regime(_model(0.3), mu, _queries())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_if_heavy_tailed(light, np.int64(10**6), min_effective_size=np.int32(2)) is False
+        assert warn_if_heavy_tailed(light, np.int32(10**6), min_effective_size=np.float32(2.0)) is False
+    for bad in ("100", None, True, jnp.ones(2)):
+        with pytest.raises(ValueError, match="`min_effective_size`"):
+            warn_if_heavy_tailed(light, 10, min_effective_size=bad)  # pyright: ignore[reportArgumentType]  # bad on purpose
+    for bad in (np.float64(10.0), np.int64(0), "10"):
+        with pytest.raises(ValueError, match="`n`"):
+            warn_if_heavy_tailed(light, bad)  # pyright: ignore[reportArgumentType]  # bad on purpose
+    with pytest.raises(ValueError, match="`regime` must hold values"):
+        jax.jit(warn_if_heavy_tailed)(light)
+    with pytest.raises(ValueError, match="`regime` must have `rho`"):
+        warn_if_heavy_tailed(
+            AttentionRegime(
+                light.logit_variance, light.ess_fraction, light.rho[0], light.tail_index, light.heavy_tailed
+            )
+        )
