@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 import cfm_experiments
+from cfm_experiments.cli import main
 from cfm_experiments.driver import claims_table, default_out, load_summary
+from cfm_experiments.protocol import Option, Part, Settings, Summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -181,3 +183,67 @@ def test_the_worked_example_of_the_docs_runs_through_the_driver(tmp_path, monkey
     assert (tmp_path / "o" / "gap.png").exists()
     with pytest.raises(ValueError, match=r"--ns needs at least 2 value\(s\)"):
         cfm_experiments.run("gap", out=tmp_path / "p", ns=[8])
+
+
+class _Check(Part):
+    """A part whose check passes unless ``--failing`` names it."""
+
+    title = "a check"
+    options = (Option("failing", "none", "the part whose check fails", kind="choice", choices=("one", "two", "none")),)
+
+    def __init__(self, name: str):
+        self.name = name  # pyright: ignore[reportAttributeAccessIssue]  (two parts of one class)
+
+    def configs(self, settings: Settings) -> list[dict]:
+        return [{"seed": settings.seed}]
+
+    def run(self, config: dict) -> dict:
+        return {"value": 1}
+
+    def summarize(self, rows: list[dict], settings: Settings) -> Summary:
+        return Summary(text=self.name, passed=settings["failing"] != self.name)
+
+
+PARTS = (_Check("one"), _Check("two"))
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    from cfm_experiments.registry import Command
+
+    cmd = Command("checks", __name__, "two checks (tests)")
+    monkeypatch.setitem(cfm_experiments.COMMANDS, cmd.name, cmd)
+    return cmd
+
+
+def test_a_command_fails_when_any_part_fails(tmp_path, checks):
+    """One failing part beside a passing one, whichever comes first: summary.json records a failure
+    and the command line exits with 1; with every part passing, a pass and 0."""
+    for failing in ("one", "two", "none"):
+        out = tmp_path / failing
+        report = cfm_experiments.run("checks", out=out, failing=failing)
+        assert report.passed is (failing == "none")
+        assert load_summary(out)["passed"] is (failing == "none")
+        argv = ["checks", "--out", str(tmp_path / f"cli-{failing}"), "--failing", failing, "--no-progress"]
+        assert main(argv) == (0 if failing == "none" else 1)
+        assert load_summary(tmp_path / f"cli-{failing}")["passed"] is (failing == "none")
+
+
+def test_a_subset_of_parts_never_writes_into_the_full_runs_folder(tmp_path, monkeypatch, checks):
+    """The full run and a run of some of its parts have different default folders: the subset is not
+    refused for the full run's results (no --resume, no --overwrite needed), and its --overwrite removes
+    nothing of the full run; the same through the command line."""
+    monkeypatch.chdir(tmp_path)
+    full = default_out(checks, checks.select(None))
+    assert default_out(checks, checks.select(["one"])) != full
+    cfm_experiments.run("checks")
+    kept = {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()}
+    assert {"rows.jsonl", "summary.json", "run.json"} <= set(kept)
+    for mode in ("new", "overwrite"):
+        subset = cfm_experiments.run("checks", parts=["one"], mode=mode)
+        assert subset.folder != full and [r["config"]["part"] for r in subset.rows] == ["one"]
+        assert {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()} == kept
+    for flag in ((), ("--overwrite",)):
+        assert main(["checks", "--parts", "two", "--no-progress", *flag]) == 0
+        assert {p.name: p.read_bytes() for p in full.iterdir() if p.is_file()} == kept
+    assert load_summary(full)["parts"] == ["one", "two"]
