@@ -30,7 +30,28 @@ def test_map_seeds_equals_a_loop_whatever_the_batching():
             chaos.map_seeds(fn, per_seed, batch_size=bad)  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
+def test_map_seeds_refuses_a_per_seed_without_a_seed_axis():
+    """No array (so no number of seeds), a scalar, or arrays of different leading sizes: a ValueError
+    naming `per_seed`, whatever the batching (not lax.scan's message, nor one call of ``fn``)."""
+    fn = lambda p: 1.0  # noqa: E731
+    arrays = {"a": jax.numpy.ones((4, 2)), "b": jax.numpy.ones(3)}
+    for per_seed, match in (
+        ({"name": "shared"}, "`per_seed` must hold at least one array"),
+        ((), "`per_seed` must hold at least one array"),
+        (jax.numpy.ones(()), r"same leading \(seed\) axis"),
+        (arrays, r"same leading \(seed\) axis"),
+    ):
+        for batch_size in (0, 1, 2):
+            with pytest.raises(ValueError, match=match):
+                chaos.map_seeds(fn, per_seed, batch_size=batch_size)
+
+
 def test_seed_batch_size_maps_on_cpus_and_vmaps_on_accelerators():
-    assert chaos.seed_batch_size("cpu") == 1
-    assert chaos.seed_batch_size("gpu") == chaos.seed_batch_size("tpu") == 0
+    """Platform names in any case; an unknown one is refused naming `backend`, not read as an accelerator."""
+    assert chaos.seed_batch_size("cpu") == chaos.seed_batch_size("CPU") == 1
+    assert chaos.seed_batch_size("gpu") == chaos.seed_batch_size("tpu") == chaos.seed_batch_size("GPU") == 0
+    assert chaos.seed_batch_size("cuda") == chaos.seed_batch_size("rocm") == 0
     assert chaos.seed_batch_size() == (1 if jax.default_backend() == "cpu" else 0)
+    for bad in ("cpus", "", "xla", 1):
+        with pytest.raises(ValueError, match="`backend` must be None or a platform name"):
+            chaos.seed_batch_size(bad)  # pyright: ignore[reportArgumentType]  # bad on purpose

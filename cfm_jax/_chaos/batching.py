@@ -9,6 +9,10 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
+
+#: platform names (``jax.default_backend()``, lower case) of accelerators: their batches are vmapped
+_ACCELERATORS = frozenset({"gpu", "cuda", "rocm", "tpu", "metal"})
 
 
 def seed_batch_size(backend: str | None = None) -> int:
@@ -17,8 +21,17 @@ def seed_batch_size(backend: str | None = None) -> int:
     ``lax.map``) on CPUs, where a vmapped n-point system's score matrices (seeds × H(n + B) × n
     entries) leave the caches and run memory-bound: one seed at a time is 3.3–4.9× faster from n =
     10³ and 1.5× slower only on systems of a few atoms (``benchmarks/results/chaos.md``).
-    ``backend``: default ``jax.default_backend()``."""
-    return 1 if (backend or jax.default_backend()) == "cpu" else 0
+    ``backend``: a platform name, in any case (``"cpu"``, ``"gpu"``, ``"cuda"``, ``"rocm"``,
+    ``"tpu"``, ``"metal"``; another is refused); default ``jax.default_backend()``, where any
+    platform but the CPU counts as an accelerator."""
+    if backend is None:
+        return 1 if jax.default_backend().lower() == "cpu" else 0
+    if not isinstance(backend, str) or backend.lower() not in _ACCELERATORS | {"cpu"}:
+        raise ValueError(
+            f"`backend` must be None or a platform name ('cpu', {', '.join(map(repr, sorted(_ACCELERATORS)))}), "
+            f"got {backend!r}."
+        )
+    return 1 if backend.lower() == "cpu" else 0
 
 
 def _check_batch_size(batch_size) -> int | None:
@@ -28,6 +41,21 @@ def _check_batch_size(batch_size) -> int | None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0:
         raise ValueError(f"`batch_size` must be an integer >= 0, got {batch_size!r}.")
     return int(batch_size)
+
+
+def _check_seed_axis(per_seed) -> None:
+    """A ValueError naming ``per_seed`` unless its arrays share a leading (seed) axis: with none, no
+    number of seeds is given (``lax.map`` and ``vmap`` would say so in their own terms, or not at all)."""
+    shapes = [jnp.shape(a) for a in jax.tree.leaves(eqx.filter(per_seed, eqx.is_array))]
+    if not shapes:
+        raise ValueError(
+            "`per_seed` must hold at least one array, whose leading axis is the seeds; got no array in "
+            f"{type(per_seed).__name__} {per_seed!r:.200}."
+        )
+    if any(len(s) == 0 for s in shapes) or len({s[0] for s in shapes}) > 1:
+        raise ValueError(
+            f"every array of `per_seed` must have the same leading (seed) axis, got shapes {sorted(set(shapes))}."
+        )
 
 
 def map_seeds(fn: Callable, per_seed, *, batch_size: int | None = None):
@@ -40,6 +68,7 @@ def map_seeds(fn: Callable, per_seed, *, batch_size: int | None = None):
     """
     size = _check_batch_size(batch_size)
     size = seed_batch_size() if size is None else size
+    _check_seed_axis(per_seed)
     if size == 0:
         return eqx.filter_vmap(fn)(per_seed)
     dyn, static = eqx.partition(per_seed, eqx.is_array)
