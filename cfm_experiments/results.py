@@ -245,9 +245,14 @@ class ResultsFolder:
         return Sweep(self.path / name, resume=self.mode == "resume", progress=progress, folder=self)
 
     def write_summary(self, summary: Mapping[str, Any], *also: str | os.PathLike) -> Path:
-        """:func:`write_summary` into this folder; ``also``: other files this run wrote (figures, tables)."""
+        """Write ``summary.json`` into this folder atomically (strict JSON: a missing number is
+        null); ``also``: other files this run wrote (figures, tables)."""
         self.record("summary.json", *also)
-        return write_summary(self.path, summary)
+        path = self.path / "summary.json"
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(_jsonable(dict(summary)), indent=2, sort_keys=False, allow_nan=False) + "\n")
+        os.replace(tmp, path)
+        return path
 
 
 class Sweep:
@@ -387,16 +392,6 @@ class Sweep:
         return sorted(rows, key=lambda r: order[r["key"]])
 
 
-def write_summary(out_dir: str | os.PathLike, summary: Mapping[str, Any]) -> Path:
-    """Write ``out_dir/summary.json`` atomically."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(_jsonable(dict(summary)), indent=2, sort_keys=False, allow_nan=False) + "\n")
-    os.replace(tmp, out / "summary.json")
-    return out / "summary.json"
-
-
 __all__ = [
     "MANIFEST",
     "Mode",
@@ -404,5 +399,4 @@ __all__ = [
     "Sweep",
     "config_key",
     "read_rows",
-    "write_summary",
 ]

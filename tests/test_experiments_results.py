@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from cfm_experiments.results import MANIFEST, ResultsFolder, Sweep, config_key, read_rows, write_summary
+from cfm_experiments.results import MANIFEST, ResultsFolder, Sweep, config_key, read_rows
 from cfm_experiments.signals import WRITE_LOCK
 
 
@@ -48,7 +48,8 @@ def test_missing_numbers_are_null(tmp_path):
         [{"x": 1}], lambda c: {"v": float("nan"), "w": [math.inf, 1.0]}
     )
     assert rows[0]["v"] is None and rows[0]["w"] == [None, 1.0]
-    path = write_summary(tmp_path, {"a": np.float32("nan"), "b": np.array([1.0, np.nan])})
+    folder = ResultsFolder(tmp_path / "o", "exp", {})
+    path = folder.write_summary({"a": np.float32("nan"), "b": np.array([1.0, np.nan])})
     assert _strict(path.read_text()) == {"a": None, "b": [1.0, None]}
 
 
@@ -149,6 +150,21 @@ def test_failure_rows_are_run_again(tmp_path, capsys):
     )
     assert calls == [1] and [r["C"] for r in rows] == [1.0, 2.0]
     assert "recorded a failure" in capsys.readouterr().err and len(_lines(path)) == 2
+
+
+def test_a_sweep_whose_rows_all_failed_is_run_again_in_full(tmp_path, capsys):
+    """Every row on disk recorded a failure: none counts as done, every configuration runs again, and
+    the file ends with each configuration's new row once."""
+    path = tmp_path / "r.jsonl"
+    configs = [{"x": 1}, {"x": 2}, {"x": 3}]
+    Sweep(path, progress=False).run(configs, lambda c: {"C": None})
+    calls = []
+    rows = Sweep(path, resume=True, progress=False).run(
+        configs, lambda c: calls.append(c["x"]) or {"C": 1.0}, valid=lambda r: r["C"] is not None
+    )
+    assert calls == [1, 2, 3] and [r["C"] for r in rows] == [1.0] * 3
+    assert "3 row(s) recorded a failure" in capsys.readouterr().err
+    assert [r["C"] for r in read_rows(path)] == [1.0] * 3
 
 
 def test_no_resume_truncates_nothing_before_the_first_row(tmp_path):
