@@ -30,3 +30,37 @@ def test_real_tail_quantiles_are_ordered():
     row = D.deviations({**cfg, "ns": [4, 16, 64], "seeds": 64, "seed": 0, "fixed_model": True})
     f = tail_fits([4, 16, 64], row["values"], n_boot=200)
     assert f["ordered"] and all(lo > 0 for lo in f["coefficient"]["ci_low"]), f
+
+
+def _fits(slope_cis, ordered=True):
+    """tail_fits' statistics with the given slope intervals of q_δ in n (one per δ), the rest plain."""
+    D, ns = len(slope_cis), [10.0, 100.0, 1000.0]
+    flat = lambda v: {"value": [v] * len(ns), "ci_low": [v - 0.1] * len(ns), "ci_high": [v + 0.1] * len(ns)}  # noqa: E731
+    return {
+        "ns": ns,
+        "deltas": [0.5, 0.2, 0.1, 0.05, 0.01][:D],
+        "slopes": {
+            "value": [(lo + hi) / 2 for lo, hi in slope_cis],
+            "ci_low": [lo for lo, _ in slope_cis],
+            "ci_high": [hi for _, hi in slope_cis],
+        },
+        "intercept": flat(1.0),
+        "coefficient": flat(0.5),
+        "curvature": flat(0.0),
+        "ordered": ordered,
+    }
+
+
+def test_every_quantile_must_decay_like_n_to_the_minus_one_half():
+    """The rule reads every δ's slope interval: one quantile whose interval excludes −1/2 (the first, the
+    last or one inside, above or below it) makes the line *not observed*, however many others contain it."""
+    row = {"config": base_config(0, ns=NS, seeds=512, fixed_model=True)}
+    need, have = {"contexts": 256, "largest n": 500}, {"contexts": 512, "largest n": 1000}
+    good, slow, fast = (-0.6, -0.4), (-0.45, -0.3), (-0.8, -0.55)
+    assert T.tails_line(row, _fits([good] * 5), need, have).verdict == "holds"
+    for k in range(5):
+        for bad in (slow, fast):
+            cis = [good] * 5
+            cis[k] = bad
+            assert T.tails_line(row, _fits(cis), need, have).verdict == "not observed at these sizes", (k, bad)
+    assert T.tails_line(row, _fits([good] * 5, ordered=False), need, have).verdict == "not observed at these sizes"
