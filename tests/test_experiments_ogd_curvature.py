@@ -103,3 +103,23 @@ def test_above_lambda_c_every_ridge_must_settle():
     t, v = _verdicts(_synthetic_rows({1.0: settle, 4.0: straddle}))
     assert t["4"]["late_growth"]["ci_low"] < 2.0 < t["4"]["late_growth"]["ci_high"]
     assert v[0] == V.INCONCLUSIVE
+
+
+def test_still_growing_needs_both_intervals_wholly_past_their_boundaries():
+    """Below λ_c the deviation keeps growing only when the late growth factor's interval lies wholly above 1
+    and the FTLE's wholly above 0: an interval that merely reaches past its boundary withholds the verdict,
+    and only both intervals wholly on the other side read *not observed*."""
+    from cfm_jax.stats import Interval
+
+    up, across, flat = Interval(1.3, 1.1, 1.5), Interval(1.2, 0.95, 1.5), Interval(0.98, 0.9, 1.05)
+    expanding, straddling, contracting = (
+        Interval(0.02, 0.01, 0.03),
+        Interval(0.01, -0.01, 0.03),
+        Interval(-0.02, -0.03, -0.01),
+    )
+    assert cv.growth_verdict(up, expanding) == V.HOLDS
+    assert cv.growth_verdict(across, expanding) == V.INCONCLUSIVE  # G's interval reaches above 1, not wholly
+    assert cv.growth_verdict(up, straddling) == V.INCONCLUSIVE  # the FTLE's reaches above 0, not wholly
+    assert cv.growth_verdict(flat, contracting) == V.NOT_OBSERVED
+    assert cv.growth_verdict(flat, straddling) == V.INCONCLUSIVE
+    assert cv.growth_verdict(Interval(1.9, 1.5, cv.GROWTH + 0.1), contracting) == V.INCONCLUSIVE  # may double
