@@ -210,3 +210,22 @@ def test_configs_and_options():
         resolve((oc.PART,), ogd_dims=[2, 4], ogd_d0=3)
     with pytest.raises(ValueError, match="--ogd-steps must be an integer >= 19"):
         resolve((oc.PART,), ogd_steps=18)
+
+
+def test_the_weak_ridge_line_needs_the_ratio_interval_wholly_on_one_side_of_1():
+    """e_K/e_kc per seed alternating around 1: a geometric mean above 1 whose interval merely reaches
+    above 1, or one below 1 whose interval reaches below it, is withheld (*inconclusive*); only an
+    interval wholly above 1 holds and only one wholly below is *not observed*."""
+    S = 8
+
+    def verdict(low, high):
+        growth = np.tile([low, high], S // 2)[:, None]  # (S, 1): every n the same per-seed ratios
+        assert V.geometric_mean_ci(growth[:, 0]).value == pytest.approx(np.sqrt(low * high))
+        return oc.claim_lines(_synthetic_rows(S=S, growth_weak=growth))[3].verdict
+
+    for low, high in ((0.7, 1.8), (0.55, 1.4)):  # geometric mean 1.12 / 0.88, each interval straddling 1
+        g = V.geometric_mean_ci(np.tile([low, high], S // 2))
+        assert g.ci_low < 1 < g.ci_high
+        assert verdict(low, high) == V.INCONCLUSIVE
+    assert verdict(1.5, 3.0) == V.HOLDS
+    assert verdict(0.3, 0.6) == V.NOT_OBSERVED
