@@ -100,3 +100,17 @@ def test_configs_cover_the_three_regimes():
     assert [(c["regime"], c["ratio"]) for c in configs] == [("zero", 0.0), ("weak", 0.125), ("strong", 1.5)]
     json.dumps(configs)
     assert {c["n_ref"] for c in configs} == {512} and configs[0]["ns"] == [4, 16, 64]
+
+
+def test_argmax_k_is_the_one_based_step_of_the_largest_deviation():
+    """A deviation peaking at step k (1-based, as ``curve_k``) is recorded as k: at the first step, inside,
+    and at the last, per seed and n; ``curve_k`` labels the same step."""
+    K = 12
+    peaks = np.array([[1, 5], [9, K]])  # (S, len(ns))
+    devs = np.ones((2, K, 2))
+    for s, i in np.ndindex(peaks.shape):
+        devs[s, peaks[s, i] - 1, i] = 5.0  # step k is entry k − 1
+    m = {"deviations": devs, "losses": np.zeros((2, K, 3)), "ref_norms": np.ones((2, K)), "C": np.array([1.0, 1.0])}
+    out = ablation.record({}, m, [0.0, 0.0], [1.0, 1.0])
+    assert out["argmax_k"] == peaks.tolist()
+    assert out["curve_k"][int(np.argmax(out["curve"][0], axis=0)[1])] == peaks[0, 1]

@@ -229,3 +229,17 @@ def test_the_weak_ridge_line_needs_the_ratio_interval_wholly_on_one_side_of_1():
         assert verdict(low, high) == V.INCONCLUSIVE
     assert verdict(1.5, 3.0) == V.HOLDS
     assert verdict(0.3, 0.6) == V.NOT_OBSERVED
+
+
+def test_argmax_k_is_the_one_based_step_of_the_largest_deviation():
+    """A deviation peaking at step k (1-based, as every step count of the part: k_c, the windows) is
+    recorded as k: at the first step, inside, and at the last, per seed and n."""
+    cfg = dict(TINY, eta=0.25, steps=36)
+    K = cfg["steps"]
+    peaks = np.array([[1, 7], [20, K]])  # (S, len(ns))
+    devs = np.ones((2, K, 2))
+    for s, i in np.ndindex(peaks.shape):
+        devs[s, peaks[s, i] - 1, i] = 5.0  # step k is entry k − 1
+    m = {"deviations": devs, "losses": np.zeros((2, K, 3)), "ref_norms": np.ones((2, K)), "C": np.array([1.0, 1.0])}
+    out = oc.record(cfg, m, [0.0, 0.0], [1.0, 1.0])
+    assert out["argmax_k"] == peaks.tolist()
