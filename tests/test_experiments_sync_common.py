@@ -43,11 +43,27 @@ def test_miss_probability_is_the_binomial_tail():
 
 
 def test_coverage_verdict_allows_the_misses_a_true_claim_makes():
-    """Twelve 95% intervals: up to three misses are what a true claim produces with probability >= 1%
-    (P(>= 3) = 0.020), four are not (0.0022); 28 intervals allow five (0.012) but not six (0.0029)."""
-    assert [common.coverage_verdict(k, 12) for k in range(6)] == ["holds"] * 4 + ["refuted at these sizes"] * 2
-    assert common.coverage_verdict(5, 28) == "holds" and common.coverage_verdict(6, 28) == "refuted at these sizes"
-    assert common.coverage_verdict(1, 1) == "holds"  # one miss in one interval: 5%, not evidence
+    """Twelve 95% intervals, misses split between the sides: up to three are what a true claim produces
+    with probability >= 1% (P(>= 3) = 0.020), four are not (0.0022); 28 intervals allow five (0.012) but
+    not six (0.0029)."""
+    split = lambda k, n: common.coverage_verdict(k // 2, k - k // 2, n)  # noqa: E731
+    assert [split(k, 12) for k in range(6)] == ["holds"] * 4 + ["refuted at these sizes"] * 2
+    assert split(5, 28) == "holds" and split(6, 28) == "refuted at these sizes"
+    assert common.coverage_verdict(1, 0, 1) == common.coverage_verdict(0, 1, 1) == "holds"  # 2.5%, not evidence
+
+
+def test_coverage_verdict_is_two_sided():
+    """Three misses of twelve are what a true claim produces when they fall on both sides, but not all on
+    one side (P(Bin(12, 0.025) >= 3) = 0.0027): an estimate biased low, or high, is refuted though the
+    total is fine. Two on one side (P = 0.035) are allowed."""
+    tail = lambda k, n, p: sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))  # noqa: E731
+    assert tail(3, 12, 0.05) >= common.ALPHA > tail(3, 12, 0.025) and tail(2, 12, 0.025) >= common.ALPHA
+    assert common.coverage_verdict(2, 1, 12) == common.coverage_verdict(1, 2, 12) == "holds"
+    assert common.coverage_verdict(3, 0, 12) == "refuted at these sizes"  # all below
+    assert common.coverage_verdict(0, 3, 12) == "refuted at these sizes"  # all above
+    assert common.coverage_verdict(2, 0, 12) == common.coverage_verdict(0, 2, 12) == "holds"
+    with pytest.raises(ValueError, match="must be >= 0"):
+        common.coverage_verdict(-1, 1, 12)
 
 
 def test_interval_text():

@@ -40,31 +40,45 @@ def test_step_keeps_the_noise_energy_per_step_small():
     assert step_for(relu, 10, 0.01) == pytest.approx(0.006) and step_for(relu, 2, 0.01) == 0.01
 
 
-def _rows(misses, n=12):
+def _rows(below, above=0, n=12):
+    """n rows of λ₁ = −1/2 with half-width 0.1: ``below`` intervals wholly below it, then ``above`` wholly
+    above it, the rest containing it."""
+    shift = [-0.2] * below + [0.2] * above + [0.01] * (n - below - above)
     return [
         {
             "config": _config(act="relu", d=2 + i),
-            "estimate": -0.5 + (0.2 if i < misses else 0.01),
+            "estimate": -0.5 + s,
             "ci_half_width": 0.1,
             "closed_form": -0.5,
-            "within_ci": i >= misses,
+            "within_ci": abs(s) <= 0.1,
         }
-        for i in range(n)
+        for i, s in enumerate(shift)
     ]
 
 
 def test_claim_lines_count_the_misses():
-    """Twelve intervals: three misses is what a true claim produces (holds), four is not (refuted);
-    the measured text gives the count, the largest distance in half-widths and the tail probability."""
-    line = coverage_claim(_rows(3), "the flow")
+    """Twelve intervals: three misses on both sides is what a true claim produces (holds), four is not
+    (refuted); the measured text gives the count, the largest distance in half-widths, the tail
+    probability and the misses on each side."""
+    line = coverage_claim(_rows(2, 1), "the flow")
     assert line.verdict == "holds" and line.measured.startswith("9 of 12 95% intervals contain λ₁")
     assert "2.00 half-widths" in line.measured and "P(≥ 3 misses | claim) = 0.02" in line.measured
-    assert coverage_claim(_rows(4), "the flow").verdict == "refuted at these sizes"
+    assert "2 below λ₁, 1 above" in line.measured
+    assert coverage_claim(_rows(2, 2), "the flow").verdict == "refuted at these sizes"
     assert coverage_claim(_rows(0), "the flow").verdict == "holds"
 
 
+def test_an_estimate_biased_one_way_is_refuted():
+    """Three misses of twelve all below λ₁ (an estimator biased low), or all above, are more than a true
+    claim misses on one side, though the same three split between the sides hold."""
+    assert coverage_claim(_rows(3, 0), "the flow").verdict == "refuted at these sizes"
+    assert coverage_claim(_rows(0, 3), "the flow").verdict == "refuted at these sizes"
+    assert coverage_claim(_rows(2, 1), "the flow").verdict == "holds"
+    assert coverage_claim(_rows(1, 2), "the flow").verdict == "holds"
+
+
 def test_summary_has_one_claim_line_per_estimator(tmp_path):
-    rows = _rows(0, 2) + [{**r, "config": _config(method="twin", d=r["config"]["d"])} for r in _rows(1, 2)]
+    rows = _rows(0, n=2) + [{**r, "config": _config(method="twin", d=r["config"]["d"])} for r in _rows(0, 1, n=2)]
     summary = PART.summarize(rows, resolve([PART]))
     assert [c.verdict for c in summary.claims] == ["holds", "holds"]
     assert "Benettin" in summary.claims[0].claim and "twin" in summary.claims[1].claim

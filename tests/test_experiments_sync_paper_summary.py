@@ -91,6 +91,23 @@ def test_width_claim_compares_paired_rates():
     assert ps.width_claim([]).verdict == "inconclusive at these sizes"
 
 
+def test_width_claim_is_two_sided():
+    """Twelve width comparisons, three of whose difference intervals miss 0: split between the sides they
+    are what a true claim produces, all on one side (every other width decaying faster, or slower) not."""
+
+    def checks(below, above):
+        shifts = [-0.5] * below + [0.5] * above + [0.0] * (12 - below - above)
+        return [
+            {"act": "sigmoid", "d": 5, "sigma": 0.1, "scale": 1.0, "width": 64 + i, "main_width": 256,
+             "difference": {"value": s, "ci_low": s - 0.1, "ci_high": s + 0.1, "level": 0.95}}
+            for i, s in enumerate(shifts)
+        ]  # fmt: skip
+
+    assert ps.width_claim(checks(2, 1)).verdict == ps.width_claim(checks(1, 2)).verdict == "holds"
+    assert ps.width_claim(checks(3, 0)).verdict == "refuted at these sizes"
+    assert ps.width_claim(checks(0, 3)).verdict == "refuted at these sizes"
+
+
 def test_relu_code_check_against_the_papers_closed_forms():
     d, s = 64, 0.1
     good = {"act": "relu", "d": d, "sigma": s, "lambda1": -1 / (2 * d) - 3 * s**2 * (d - 1) / 4}

@@ -11,9 +11,12 @@ their claim lines, and the small compiled programs every part uses.
   *inconclusive at these sizes* when there is no interval (fewer than two resolved sizes).
 * An equality checked in n cells, each by an estimate with a 95 % interval (a closed form
   against Monte Carlo estimates): if the claim is true each interval misses with probability
-  about 5 %, so the number of misses k is Binomial(n, 0.05). The claim *holds* when
-  P(Binomial(n, 0.05) >= k) >= 0.01 and is *refuted at these sizes* otherwise; one miss in
-  twelve intervals is what a true claim produces, six are not.
+  about 5 %, about 2.5 % on each side, so the number of misses k is Binomial(n, 0.05) and the
+  misses on one side Binomial(n, 0.025). The claim *holds* when P(Binomial(n, 0.05) >= k) >= 0.01
+  and, on each side, P(Binomial(n, 0.025) >= k_side) >= 0.01; it is *refuted at these sizes*
+  otherwise. One miss in twelve intervals is what a true claim produces, six are not; and three
+  misses of twelve, all on one side (an estimate biased one way), are not either, though three
+  split between the sides are.
 """
 
 from __future__ import annotations
@@ -58,9 +61,17 @@ def miss_probability(misses: int, n: int, level: float = 0.95) -> float:
     return float(stats.binom.sf(misses - 1, n, 1.0 - level))
 
 
-def coverage_verdict(misses: int, n: int, level: float = 0.95) -> Verdict:
-    """The verdict on a value claimed in ``n`` cells whose ``level`` intervals miss it ``misses`` times."""
-    return "holds" if miss_probability(misses, n, level) >= ALPHA else "refuted at these sizes"
+def coverage_verdict(below: int, above: int, n: int, level: float = 0.95) -> Verdict:
+    """The verdict on a value claimed in ``n`` cells whose ``level`` intervals miss it ``below``
+    times lying wholly below it and ``above`` times wholly above (module docstring): the total and
+    each side's count must both be what a true claim produces with probability at least
+    :data:`ALPHA`; a side's misses are Binomial(n, (1 − level)/2), as for a two-sided interval."""
+    if min(below, above) < 0:
+        raise ValueError(f"`below` and `above` must be >= 0, got {below} and {above}.")
+    total = miss_probability(below + above, n, level)
+    side = (1 + level) / 2  # one side of a two-sided `level` interval misses with (1 − level)/2
+    one_sided = min(miss_probability(below, n, side), miss_probability(above, n, side))
+    return "holds" if min(total, one_sided) >= ALPHA else "refuted at these sizes"
 
 
 def interval_text(value: float, lo: float, hi: float, digits: int = 2) -> str:

@@ -121,6 +121,7 @@ def bound_claim(comp: list[dict], width: int) -> Claim:
 def width_claim(checks: list[dict]) -> Claim:
     n = len(checks)
     misses = sum(not Interval(**c["difference"]).contains(0.0) for c in checks)
+    below = sum(c["difference"]["ci_high"] < 0.0 for c in checks)  # the width's rate wholly below the main one's
     widths = sorted({c["width"] for c in checks} | {c["main_width"] for c in checks})
     diffs = ", ".join(
         f"{c['act']} m = {c['width']}: {interval_text(*(c['difference'][k] for k in ('value', 'ci_low', 'ci_high')))}"
@@ -130,7 +131,7 @@ def width_claim(checks: list[dict]) -> Claim:
         claim="the energy's decay does not depend on the MLP width m (G's covariance is κ at every m)",
         measured=f"rate(m) − rate(main m) [95% CI, paired over runs]: {diffs}; {n - misses} of {n} contain 0"
         + (f", P(≥ {misses} misses | claim) = {miss_probability(misses, n):.2f}" if n else ""),
-        verdict=coverage_verdict(misses, n) if n else "inconclusive at these sizes",
+        verdict=coverage_verdict(below, misses - below, n) if n else "inconclusive at these sizes",
         figure="width_check.png",
         sizes=f"m ∈ {{{', '.join(map(str, widths))}}}; d = {checks[0]['d']}, σ = {checks[0]['sigma']:g}, "
         f"attention {checks[0]['scale']:+g}"
