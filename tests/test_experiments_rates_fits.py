@@ -10,7 +10,7 @@ from _rates_rows import synthetic_rows
 
 from cfm_experiments.rates import COLUMNS, POLICY, expected_band, fit_rates, format_prefactors, format_table
 from cfm_experiments.rates.fits import prefactors_vs_dim
-from cfm_experiments.results import write_summary
+from cfm_experiments.results import ResultsFolder
 
 
 def test_fits_recover_the_known_slopes_and_prefactors():
@@ -35,7 +35,7 @@ def test_fits_recover_the_known_slopes_and_prefactors():
 @pytest.mark.parametrize("ratio,meaningful", [(0.6, True), (0.7, True), (0.72, False), (1.0, False)])
 def test_floor_flag_is_the_reference_error_against_half_the_deviation(ratio, meaningful):
     """meaningful ⇔ floor/√2 < 0.5 × the mean deviation at the largest n, i.e. floor/dev < 0.707."""
-    fits = fit_rates(synthetic_rows(floor_ratio=ratio, noise=0.0), n_boot=10)
+    fits = fit_rates(synthetic_rows(floor_ratio=ratio, noise=0.0), n_boot=50)
     for f in fits:
         if f["quantity"] == "context":  # no floor: always meaningful
             assert f["meaningful"] and math.isnan(f["floor"])
@@ -65,16 +65,16 @@ def test_table_and_summary_have_no_nan_strings(tmp_path):
     for col in COLUMNS:  # every column is explained under the table
         assert f"  {col} " in table
     assert sum(line.startswith("context ") for line in table.splitlines()) == 3
-    text = write_summary(tmp_path, {"fits": fits}).read_text()
+    text = ResultsFolder(tmp_path / "o", "rates", {}).write_summary({"fits": fits}).read_text()
     loaded = json.loads(text, parse_constant=lambda c: pytest.fail(c))
     context = next(f for f in loaded["fits"] if f["quantity"] == "context")
     assert context["floor"] is None  # no floor for the coupled context: null, not "nan"
-    floored = format_table(fit_rates(synthetic_rows(floor_ratio=1.0), n_boot=10))
+    floored = format_table(fit_rates(synthetic_rows(floor_ratio=1.0), n_boot=50))
     assert "floor-limited: slope not meaningful" in floored
 
 
 def test_prefactors_vs_dim_are_the_gaussian_attention_fits():
-    fits = fit_rates(synthetic_rows(prefactor=0.4, noise=0.0), n_boot=10)
+    fits = fit_rates(synthetic_rows(prefactor=0.4, noise=0.0), n_boot=50)
     pre = prefactors_vs_dim(fits)
     assert set(pre) == {"token", "context", "adjoint", "grad_phi"}  # not W1, not the control field
     assert set(pre["token"]) == {2, 8} and pre["token"][8] == pytest.approx(0.4)

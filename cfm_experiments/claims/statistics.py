@@ -10,7 +10,9 @@
   log q_δ ≈ c + γ log log(1/δ) (:func:`tail_exponent`: ½ for a sub-Gaussian tail, 1 for a
   sub-exponential one).
 
-Plain NumPy on the rows, outside any jit. Intervals are 95 % percentile bootstraps over seeds.
+Plain NumPy on the rows, outside any jit. Intervals are 95 % percentile bootstraps over seeds (a
+slope's, below :data:`cfm_jax.stats.MIN_BOOTSTRAP_SEEDS` seeds, the Student-t interval of the per-seed
+slopes).
 """
 
 from __future__ import annotations

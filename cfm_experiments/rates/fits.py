@@ -1,7 +1,8 @@
 """The rates of ``cfm-jax rates``: log-log fits over seeds, the floor flag, the expected exponents, the table.
 
 Every interval comes from :mod:`cfm_jax.stats` (:func:`~cfm_jax.stats.fit_loglog`: percentile
-bootstrap over seeds; :func:`~cfm_jax.stats.mean_ci`: Student-t over seeds).
+bootstrap over seeds, or below 8 seeds the Student-t interval of the per-seed slopes;
+:func:`~cfm_jax.stats.mean_ci`: Student-t over seeds).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from .grid import spec_from_config
 #: short column names of the table, with their meaning (printed under it).
 COLUMNS = {
     "slope": "fitted exponent of deviation ≈ C·n^slope (least squares on the seed-mean of log deviation)",
-    "95% CI": "bootstrap 95 % interval of the slope, resampling seeds",
+    "95% CI": "95 % interval of the slope over seeds (percentile bootstrap resampling seeds; below 8 seeds "
+    "the Student-t interval of the per-seed slopes)",
     "expected": "the paper's exponent (−1/2 for attention, −1/dʹ for W1 and the control field)",
     "C": "fitted prefactor C",
     "floor/dev": "reference floor (two independent references) / mean deviation at the largest n",
