@@ -102,14 +102,27 @@ def _check_loss(loss, x0, y, throw: bool = True):
 def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None = None, throw: bool = True, **options):
     """Loss of the final tokens and its gradient with respect to the model's parameters; compiled.
 
-    Exactly ``eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, **options).x1, y))``;
-    ``options`` are [`forward`][cfm_jax.forward]'s (default: the exact hand adjoint of Euler);
-    ``throw`` as there (also for ``y``).
+    ``eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, **options).x1, y))``;
+    ``options`` are [`forward`][cfm_jax.forward]'s (default: the exact hand adjoint of Euler).
+    ``throw`` as there (also for ``y``): ``True`` checks the inputs and raises if an adaptive solve
+    fails (``max_steps`` reached); ``False`` leaves the checks out and, since the failure that
+    ``forward`` would report in ``FlowSolution.result`` has nowhere to go here, returns a NaN loss
+    and NaN gradients for a failed solve, never its numbers.
     ``loss(x1, y) -> scalar`` defaults to $½‖x_1 − y‖^2$ averaged over the batch. Returns
     ``(loss, grads)``, ``grads`` model-shaped ($∂L/∂θ_l$ per layer).
     """
     loss, y = _check_loss(loss, x0, y, throw)
-    return eqx.filter_value_and_grad(lambda m: loss(forward(m, x0, context, throw=throw, **options).x1, y))(model)
+
+    def value(m):
+        sol = forward(m, x0, context, throw=throw, **options)
+        return loss(sol.x1, y), sol.result
+
+    (val, result), grads = eqx.filter_value_and_grad(value, has_aux=True)(model)
+    if not throw:  # throw=True: forward has raised already
+        failed = result != diffrax.RESULTS.successful
+        val = jnp.where(failed, jnp.nan, val)
+        grads = jax.tree.map(lambda g: jnp.where(failed, jnp.nan, g) if eqx.is_inexact_array(g) else g, grads)
+    return val, grads
 
 
 def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:

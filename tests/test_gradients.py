@@ -1,5 +1,7 @@
 """loss_and_grad, adjoint_trajectories (p_s, a_i(s), probes, φ_s, ∂L/∂w) and functional_gradient."""
 
+from typing import Any
+
 import diffrax
 import equinox as eqx
 import jax
@@ -207,6 +209,33 @@ def test_targets_are_checked_inside_jit(wrap):
             jax.block_until_ready(jit(output)(bad))
     unchecked = jit(lambda t: cfm_jax.loss_and_grad(model, x0, ctx, t, throw=False)[0])
     assert np.isnan(np.asarray(unchecked(bad)))
+
+
+def test_a_failed_adaptive_solve_is_never_a_finite_gradient():
+    """An adaptive solve capped at max_steps = 3 per layer (Tsit5, PID controller): at a tight
+    tolerance it fails, which forward reports in ``result`` with finite tokens, and throw=False
+    returns a NaN loss and NaN gradients rather than those numbers; at a loose one (the same
+    programs: the tolerances are traced) the loss is forward's and every gradient finite. (throw=True
+    raises where forward does; not compiled here, its program takes as long again.)"""
+    model = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, layers=1, dtype=jnp.float64)
+    x0, z = jax.random.normal(jax.random.key(1), (1, 2)), jax.random.normal(jax.random.key(2), (3, 2))
+    y = jnp.zeros_like(x0)
+
+    def options(tol) -> dict[str, Any]:
+        controller = diffrax.PIDController(rtol=tol, atol=tol)
+        return dict(solver=diffrax.Tsit5(), stepsize_controller=controller, max_steps=3, throw=False)
+
+    tight, loose = jnp.asarray(1e-12), jnp.asarray(1e-1)
+    failed = cfm_jax.forward(model, x0, z, **options(tight))
+    assert failed.result == diffrax.RESULTS.max_steps_reached and np.isfinite(np.asarray(failed.x1)).all()
+    value, grads = cfm_jax.loss_and_grad(model, x0, z, y, **options(tight))
+    leaves = jax.tree.leaves(eqx.filter(grads, eqx.is_inexact_array))
+    assert np.isnan(np.asarray(value)) and leaves and all(np.isnan(np.asarray(g)).all() for g in leaves)
+    solved = cfm_jax.forward(model, x0, z, **options(loose))
+    assert solved.result == diffrax.RESULTS.successful
+    value, grads = cfm_jax.loss_and_grad(model, x0, z, y, **options(loose))
+    np.testing.assert_allclose(value, cfm_jax.mean_squared_loss(solved.x1, y), rtol=1e-14)
+    assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
 
 
 def test_token_adjoint_is_the_particle_adjoints_token_row():
