@@ -1,18 +1,21 @@
 """Command line: ``cfm-jax <command> [options]`` (also ``python -m cfm_experiments``).
 
 The commands are the registry's (:mod:`cfm_experiments.registry`); each one's options are what its
-parts declare (:class:`~cfm_experiments.protocol.Option`), with the options every run has
-(``--quick``, ``--out``, ``--resume``/``--overwrite``, ``--seed``, ``--no-progress``, ``--parts``)
-and the global ones (``--float64``, ``--cache-dir``, ``--no-cache``, ``--cpu-devices``), which may
-also follow the command. Only the chosen command's module is imported (``cfm-jax --help`` imports
-none, nor JAX). Every option is checked before any work, by the rule the Python entry point uses;
-errors end with one line on stderr and a non-zero exit code (2 for a bad option); SIGINT/SIGTERM
-end any command at once with 130/143, finished rows on disk.
+parts declare (:mod:`cfm_experiments.declarations`), with the options every run has (``--quick``,
+``--out``, ``--resume``/``--overwrite``, ``--seed``, ``--no-progress``, and ``--parts`` where it
+has several parts) and the global ones (``--float64``, ``--cache-dir``, ``--no-cache``,
+``--cpu-devices``), which may also follow the command. Help is text built from declarations: it
+imports no experiment, nor JAX or matplotlib; the chosen command's parts are imported when it
+runs. Every option is checked before any work, by the rule the Python entry point uses; errors end
+with one line on stderr and a non-zero exit code (2 for a bad option, or for a command run without
+the ``experiments`` extra installed); SIGINT/SIGTERM end any command at once with 130/143, finished
+rows on disk.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -30,6 +33,11 @@ DESCRIPTION = (
 
 #: ``cfm-jax demo``: not an experiment (it writes nothing).
 DEMO = ("demo", "small forward solve on built-in defaults")
+
+#: what the ``experiments`` extra installs (pyproject.toml), by import name: without them
+#: the experiments cannot run, though every ``--help`` still shows.
+EXTRA = frozenset({"matplotlib", "tqdm"})
+NEEDS_EXTRA = 'cfm-jax: this command needs the experiments extra: pip install "cfm_jax[experiments]"'
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."
 
@@ -55,19 +63,19 @@ def _chosen(argv: list[str]) -> str | None:
 
 
 def _run_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
-    """The options of ``cfm-jax <cmd>``: those of every run, ``--parts``, and its parts' own."""
-    from .driver import default_out
+    """The options of ``cfm-jax <cmd>``: those of every run, ``--parts`` (with several parts), and
+    its parts' own, from their declarations (no experiment imported)."""
     from .protocol import declared
 
-    parts = cmd.parts()
+    parts = cmd.declared()
     quick = "reduced configuration" + (f" ({cmd.times})" if cmd.times else "")
     p.add_argument("--quick", action="store_true", help=quick)
+    out = f"results folder (default: {Path('cfm_out', cmd.name)}"  # the driver's default_out
     p.add_argument(
         "--out",
         type=Path,
         default=None,
-        help=f"results folder (default: {default_out(cmd, cmd.default_parts())}; "
-        "with --parts other than the default: a subfolder named after them)",
+        help=out + ("; with --parts other than the default: a subfolder named after them)" if len(parts) > 1 else ")"),
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
@@ -80,7 +88,7 @@ def _run_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     if len(parts) > 1:
-        default = " ".join(q.name for q in cmd.default_parts())
+        default = " ".join(q.name for q in parts if not q.optional)
         p.add_argument(
             "--parts",
             nargs="+",
@@ -105,7 +113,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         if name != chosen:
             continue
         if name == DEMO[0]:
-            from .demo import OPTIONS
+            from .declarations.demo import OPTIONS
 
             for opt in OPTIONS:
                 opt.add_to(p)
@@ -115,7 +123,22 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _needs_extra(exc: BaseException) -> bool:
+    """Whether ``exc`` is a module of the ``experiments`` extra missing."""
+    return isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in EXTRA
+
+
+def _check_extra() -> None:
+    """Import the ``experiments`` extra's modules: a ModuleNotFoundError before any work when one is
+    missing (the sweep imports tqdm only once it has started)."""
+    for name in sorted(EXTRA):
+        importlib.import_module(name)
+
+
 def _error(command: str | None, exc: BaseException) -> int:
+    if _needs_extra(exc):  # a usage error: the command exists, this installation cannot run it
+        print(NEEDS_EXTRA, file=sys.stderr)
+        return 2
     text = str(exc).strip().splitlines()
     msg = text[0] if text else type(exc).__name__
     if not isinstance(exc, (ValueError, OSError)):
@@ -132,6 +155,7 @@ def _prepare(args: argparse.Namespace):
 
         values = {o.name: o.check(given.get(o.name, o.default)) for o in demo.OPTIONS}
         return lambda: demo.main(**values)
+    _check_extra()
     from .driver import default_out, execute, open_folder
     from .protocol import declared, resolve
 
@@ -159,14 +183,20 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except KeyboardInterrupt:
             return 130
-        except Exception as e:  # an experiment module that fails to import
-            return _error(_chosen(argv), e)
+        except Exception as e:  # an experiment module, or an installed command, that fails to load
+            try:
+                chosen = _chosen(argv)
+            except ValueError:  # the installed commands are what failed
+                chosen = None
+            return _error(chosen, e)
         if vars(args).get("no_progress"):
             os.environ["TQDM_DISABLE"] = "1"  # also for bars an experiment builds itself
         try:
             go = _prepare(args)  # every option checked, before any work
         except ValueError as e:  # a bad option value is a usage error, like argparse's own (exit 2)
             return _error(args.command, e) + 1
+        except ImportError as e:  # the command's parts need what is not installed
+            return _error(args.command, e)
         try:
             apply_global_options(args)
             return int(go() or 0)

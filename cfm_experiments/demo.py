@@ -9,18 +9,7 @@ import jax.numpy as jnp
 
 from cfm_jax import EmpiricalMeasure, Transformer, forward
 
-from .protocol import Option
-
-#: the demo's options, checked by the same rules as an experiment's.
-OPTIONS = (
-    Option("dim", 8, "token dimension d", low=1),
-    Option("context", 512, "context size n", low=1),
-    Option("batch", 4, "number of target tokens B", low=1),
-    Option("layers", 12, "layers L", low=1),
-    Option("heads", 2, "attention heads H", low=1),
-    Option("mlp_width", 32, "MLP width m", low=0, why="0: no MLP"),
-    Option("seed", 0, "PRNG seed of the model and the inputs", low=0, high=2**62),
-)
+from .declarations.demo import OPTIONS  # checked by the same rules as an experiment's options
 
 
 def main(dim: int, context: int, batch: int, layers: int, heads: int, mlp_width: int, seed: int) -> int:

@@ -42,8 +42,9 @@ from cfm_jax import (
     mean_squared_loss,
 )
 
+from .declarations.gradcheck import GRADCHECK
 from .plotting import COLORS, figure, save
-from .protocol import Claim, Option, Part, Settings, Summary
+from .protocol import Claim, Part, Settings, Summary
 
 #: the bounds of the code check: exact methods against autodiff and against finite differences.
 ROUND_OFF, FD_LEVEL = 1e-10, 1e-6
@@ -168,16 +169,7 @@ class GradCheck(Part):
     name = "gradcheck"
     title = "Gradient methods against the gradient each must match (float64; relative errors ‖g − g_ref‖/‖g_ref‖)"
     float64 = True  # finite differences need it
-    options = (
-        Option("dim", 4, "token dimension d", low=1),
-        Option("context", 32, "context size n", low=1, quick=16),
-        Option("batch", 3, "target tokens B", low=1),
-        Option("layers", 6, "layers L", low=1, quick=4),
-        Option("heads", 2, "attention heads H", low=1),
-        Option("mlp_width", 8, "MLP width m", low=0, why="0: no MLP"),
-        Option("fd_directions", 4, "random directions of the finite differences", low=1),
-        Option("repeats", 5, "timed repetitions of each gradient (median)", low=1, quick=3),
-    )
+    options = GRADCHECK.options
 
     def configs(self, settings: Settings) -> list[dict]:
         problem = {k: settings[k] for k in PROBLEM}

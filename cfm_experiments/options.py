@@ -13,14 +13,15 @@ On the CPU backend the process gets one JAX device per core (``jax_num_cpu_devic
 rates``) then keeps every core busy, where one device leaves the solvers' small loops on one.
 This module imports neither JAX nor an experiment, so ``--help`` stays fast.
 
-An experiment's own options, and their rules, are declared by its parts
-(:class:`cfm_experiments.protocol.Option`).
+An experiment's own options are declared by its parts (:class:`cfm_experiments.protocol.Option`);
+the rule every list option shares, distinct values, is :func:`distinct`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -132,16 +133,19 @@ def apply_global_options(args: argparse.Namespace) -> None:
             raise ValueError(f"--cache-dir {path}: cannot create it ({e.strerror or e}).") from None
 
 
-def prepare_out(path: str | os.PathLike) -> Path:
-    """Create the ``--out`` folder; a ValueError naming ``--out`` when that is impossible."""
-    path = Path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"--out {path}: cannot create the folder ({e.strerror or e}).") from None
-    if not os.access(path, os.W_OK):
-        raise ValueError(f"--out {path}: the folder is not writable.")
-    return path
+def distinct(flag: str, values: Iterable[Any]) -> tuple:
+    """``values`` as a tuple, or a ValueError naming ``flag`` when one repeats: each value of a list
+    option is a configuration of its own (a repeat would run one twice, or measure it against
+    itself: a difference of 0, a slope of ±inf)."""
+    values = tuple(values)
+    seen: list = []  # a list, not a set: the values need not be hashable
+    for v in values:
+        if v in seen:
+            raise ValueError(
+                f"{flag} must list distinct values (each is a configuration): {v!r} repeats in {list(values)}."
+            )
+        seen.append(v)
+    return values
 
 
 __all__ = [
@@ -151,6 +155,6 @@ __all__ = [
     "apply_global_options",
     "cpu_device_count",
     "default_cache_dir",
+    "distinct",
     "enable_compilation_cache",
-    "prepare_out",
 ]

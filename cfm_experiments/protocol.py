@@ -31,6 +31,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from .options import distinct
+
 #: the verdicts a claim line may carry. A *code check* is an identity the code must satisfy (it tests
 #: the implementation, not the paper); *inconclusive at these sizes* is what a verdict that differs
 #: between the reduced and the full configuration reads as.
@@ -69,7 +71,8 @@ class Option:
             ``"flag"`` (a boolean, ``--name`` sets it), ``"choice"`` (one of ``choices``) or
             ``"text"``.
         quick: the value under ``--quick`` (default: ``default``).
-        many: a list of values (``nargs="+"``), each checked, at least ``min_count`` of them.
+        many: a list of distinct values (``nargs="+"``; each indexes a configuration), each
+            checked, at least ``min_count`` of them (:func:`cfm_experiments.options.distinct`).
         low, high: the bounds of ``"int"`` and ``"real"`` values.
         choices: the values of a ``"choice"`` option.
         why: what the bound is for; quoted by the error.
@@ -149,7 +152,7 @@ class Option:
             raise ValueError(f"{self.flag} must be a list of values, each {self._need()}; got {value!r}.")
         if len(value) < self.min_count:
             raise ValueError(f"{self.flag} needs at least {self.min_count} value(s), got {list(value)}.")
-        return tuple(self._one(v) for v in value)
+        return distinct(self.flag, (self._one(v) for v in value))
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         """Add ``--name`` to ``parser``: its default is None (the settings resolve it)."""

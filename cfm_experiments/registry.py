@@ -1,19 +1,26 @@
 """The commands: each a named set of parts (:mod:`cfm_experiments.protocol`), one line each.
 
-Adding an experiment is writing its part (a module defining ``PARTS``) and adding its line here
-(or its part to an existing command's ``PARTS``). This module imports no experiment: ``cfm-jax
---help`` lists the commands without importing JAX; a command's module is imported when it runs or
-shows its own help.
+The built-in commands are listed here. Another package adds its own through the entry-point group
+``cfm_jax.commands``: each entry point names a :class:`Command` (in a module that imports no JAX),
+and its name is the command's. Adding an experiment is writing its part (a module defining
+``PARTS``) and, to show ``--help`` without importing it, its declarations
+(:mod:`cfm_experiments.declarations`). This module imports no experiment: ``cfm-jax --help``
+lists the commands without importing JAX; a command's parts are imported when it runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import TYPE_CHECKING
+import importlib.metadata
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .protocol import Part
+
+#: the entry-point group other packages register their commands under.
+GROUP = "cfm_jax.commands"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,17 +28,25 @@ class Command:
     """``cfm-jax NAME``: the parts defined in ``module`` (its ``PARTS``), and a one-line ``help``.
 
     ``times``: its measured wall times (cold and warm compilation cache, full and ``--quick``) and
-    the machine they were measured on, shown by its ``--help``.
+    the machine they were measured on, shown by its ``--help``. ``declares``: a module whose
+    ``PARTS`` declare the parts' names and options (:mod:`cfm_experiments.declarations`) and which
+    imports no JAX, read by ``--help``; without one, ``--help`` imports ``module``.
     """
 
     name: str
     module: str
     help: str
     times: str = ""
+    declares: str = ""
 
     def parts(self) -> tuple[Part, ...]:
         """Every part of the command, in order (imports its module)."""
         return tuple(importlib.import_module(self.module).PARTS)
+
+    def declared(self) -> tuple[Any, ...]:
+        """What each part declares to the command line (``name``, ``options``, ``optional``), in
+        order: from ``declares`` when given (importing no experiment), else the parts themselves."""
+        return tuple(importlib.import_module(self.declares or self.module).PARTS)
 
     def default_parts(self) -> tuple[Part, ...]:
         """The parts run when none are named: all but the optional ones."""
@@ -52,8 +67,8 @@ class Command:
         return tuple(p for p in every if p.name in names)
 
 
-#: every command, in the order ``--help`` lists them.
-COMMANDS: dict[str, Command] = {
+#: the built-in commands, in the order ``--help`` lists them.
+BUILTIN: dict[str, Command] = {
     c.name: c
     for c in (
         Command(
@@ -62,6 +77,7 @@ COMMANDS: dict[str, Command] = {
             "finite vs infinite context: fitted rates in n and d",
             times="2-core CPU, otherwise idle: 58 s with an empty compilation cache, 34 s with it filled; "
             "the default run 3 min 52 s and 112 s",
+            declares="cfm_experiments.declarations.rates",
         ),
         Command(
             "gradcheck",
@@ -69,6 +85,7 @@ COMMANDS: dict[str, Command] = {
             "compare gradient methods and finite differences",
             times="2-core CPU, otherwise idle: 40 s with an empty compilation cache, 16 s with it filled; "
             "the default run 43 s and 16 s",
+            declares="cfm_experiments.declarations.gradcheck",
         ),
         Command(
             "sync",
@@ -76,6 +93,7 @@ COMMANDS: dict[str, Command] = {
             "stochastic transformer: synchronisation, Lyapunov exponents, rates",
             times="2-core CPU, otherwise idle: 77 s with an empty compilation cache, 15 s with it filled; "
             "the default run 3 min 33 s and 99 s",
+            declares="cfm_experiments.declarations.sync",
         ),
         Command(
             "claims",
@@ -83,6 +101,7 @@ COMMANDS: dict[str, Command] = {
             "the first paper's claims (constants, rates, tails) against exact limits",
             times="2-core CPU, otherwise idle: 59 s with an empty compilation cache, 34 s with it filled; "
             "the default run 5 min 05 s and 4 min 19 s",
+            declares="cfm_experiments.declarations.claims",
         ),
         Command(
             "ogd",
@@ -90,9 +109,70 @@ COMMANDS: dict[str, Command] = {
             "ridge-regularised OGD: the ablation, the paper's claims, curvature",
             times="2-core CPU, otherwise idle: 20 s with an empty compilation cache, 10 s with it filled; "
             "the default run 67 s and 58 s",
+            declares="cfm_experiments.declarations.ogd",
         ),
     )
 }
+
+
+def _what(obj: object) -> str:
+    return f"the Command {obj.name!r}" if isinstance(obj, Command) else f"a {type(obj).__name__}"
+
+
+def installed() -> dict[str, Command]:
+    """The commands other packages register under :data:`GROUP`, by name (each entry point loaded:
+    its module, not the command's parts). A ValueError names an entry point that is not a
+    :class:`Command` of its own name, or that takes a built-in command's name."""
+    found: dict[str, Command] = {}
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        where = f"entry point {ep.name} = {ep.value} ({GROUP})"
+        try:
+            cmd = ep.load()
+        except Exception as e:
+            raise ValueError(f"{where} does not load: {type(e).__name__}: {e}") from None
+        if not isinstance(cmd, Command) or cmd.name != ep.name:
+            raise ValueError(f"{where} must name a Command called {ep.name!r}, got {_what(cmd)}.")
+        if cmd.name in BUILTIN or cmd.name in found:
+            raise ValueError(f"{where}: the command {cmd.name!r} exists already.")
+        found[cmd.name] = cmd
+    return found
+
+
+class _Commands(MutableMapping[str, Command]):
+    """The built-in commands, then the installed ones (:func:`installed`), looked up when first
+    needed; entries may be added (tests, or a script registering its own command)."""
+
+    def __init__(self, builtin: dict[str, Command]):
+        self._commands = dict(builtin)
+        self._installed: dict[str, Command] | None = None
+
+    def _all(self) -> dict[str, Command]:
+        if self._installed is None:
+            self._installed = installed()
+            self._commands.update({k: v for k, v in self._installed.items() if k not in self._commands})
+        return self._commands
+
+    def __getitem__(self, name: str) -> Command:
+        return self._all()[name]
+
+    def __setitem__(self, name: str, cmd: Command) -> None:
+        self._all()[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        del self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __repr__(self) -> str:
+        return f"COMMANDS({', '.join(self._all())})"
+
+
+#: every command: the built-in ones, then the installed ones (:data:`GROUP`).
+COMMANDS: MutableMapping[str, Command] = _Commands(BUILTIN)
 
 
 def command(name: str) -> Command:
@@ -103,4 +183,4 @@ def command(name: str) -> Command:
         raise ValueError(f"unknown command {name!r}; choose from {', '.join(COMMANDS)}.") from None
 
 
-__all__ = ["COMMANDS", "Command", "command"]
+__all__ = ["BUILTIN", "COMMANDS", "GROUP", "Command", "command", "installed"]

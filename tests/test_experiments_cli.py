@@ -4,6 +4,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import TINY_RATES
@@ -62,16 +63,85 @@ def test_global_options_before_or_after_the_subcommand():
     assert parse(["ogd", "--no-cache"]).no_cache
 
 
-def test_help_imports_no_experiment():
-    code = (
-        "import sys; from cfm_experiments import cli\n"
-        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print('jax' in sys.modules, sorted(m for m in sys.modules if m.startswith('cfm_experiments.') and m not in "
-        "('cfm_experiments.cli', 'cfm_experiments.options', 'cfm_experiments.registry', 'cfm_experiments.signals')))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
-    assert out.stdout.strip().splitlines()[-1] == "False []", out.stdout  # neither JAX nor an experiment
-    assert all(c in out.stdout for c in cli.COMMANDS)
+#: a driver run in a fresh interpreter: the `experiments` extra (matplotlib, tqdm) is made absent, then
+#: `cfm-jax ARGS` runs; the modules imported are printed last, as JSON.
+WITHOUT_EXTRA = """
+import json, sys
+
+class NoExtra:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("matplotlib", "tqdm"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoExtra())
+from cfm_experiments.cli import main
+
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+#: what help must not import: it is text built from declarations.
+HEAVY = ("jax", "jaxlib", "equinox", "diffrax", "optax", "numpy", "scipy", "matplotlib", "tqdm", "cfm_jax")
+#: the modules of the package help may import: the command line, the registry, the declarations.
+LIGHT = (
+    "cfm_experiments.cli",
+    "cfm_experiments.options",
+    "cfm_experiments.registry",
+    "cfm_experiments.signals",
+    "cfm_experiments.protocol",
+    "cfm_experiments.declarations",
+)
+
+
+def _without_extra(*args):
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, *args], capture_output=True, text=True, timeout=900)
+    return proc, json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv", [[], ["demo"], *([n] for n in cli.COMMANDS)], ids=lambda a: a[0] if a else "cfm-jax")
+def test_help_is_text_from_declarations(argv):
+    """Every --help shows without the experiments extra and imports neither JAX, nor numpy, nor an
+    experiment: only the command line, the registry and the declarations."""
+    proc, out = _without_extra(*argv, "--help")
+    assert out["code"] == 0 and proc.stdout.startswith("usage: cfm-jax"), proc.stdout + proc.stderr
+    heavy = [m for m in out["modules"] if m.split(".")[0] in HEAVY]
+    assert not heavy, heavy
+    ours = [m for m in out["modules"] if m.startswith("cfm_experiments.") and not m.startswith(LIGHT)]
+    assert not ours, ours
+    if not argv:
+        assert all(c in proc.stdout for c in cli.COMMANDS)
+
+
+def test_a_run_without_the_extra_is_one_line_naming_it(tmp_path):
+    """Without matplotlib and tqdm an experiment ends before any work: one line naming the extra,
+    exit 2 (how to use this installation), no results folder."""
+    proc, out = _without_extra("gradcheck", "--quick", "--no-progress", "--out", str(tmp_path / "never"))
+    assert out["code"] == 2 and proc.stderr.strip() == cli.NEEDS_EXTRA, proc.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def test_the_extra_is_what_pyproject_installs():
+    import re
+    import tomllib
+
+    extra = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["experiments"]
+    assert {re.split(r"[<>=!~;\[ ]", r)[0] for r in extra} == cli.EXTRA
+
+
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
+def test_help_offers_parts_only_to_commands_that_have_several(name):
+    from cfm_experiments.driver import default_out
+
+    cmd = cli.COMMANDS[name]
+    text = " ".join(_sub(name).format_help().split())
+    several = len(cmd.parts()) > 1
+    assert ("--parts" in text) == several, name
+    assert f"(default: {default_out(cmd, cmd.default_parts())}" in text  # the driver's own default
 
 
 def test_errors_are_one_line_without_traceback(tmp_path):
@@ -152,3 +222,21 @@ def test_options_are_checked_before_any_work(tmp_path):
     assert _run("sync", "--realisations", "1").returncode == 2  # a usage error, as argparse's own
     assert not (tmp_path / "never").exists()
     assert "--resume" in _one_line_error(_run("rates", "--resume", "--overwrite"))
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["claims", "--parts", "rho", "--rho-ns", "10", "10", "40"], "--rho-ns"),
+        (["claims", "--parts", "tail_exponent", "--tail-ns", "16", "16"], "--tail-ns"),
+        (["rates", "--dims", "2", "2"], "--dims"),
+        (["ogd", "--parts", "bounds", "--ogd-dims", "2", "4", "2"], "--ogd-dims"),
+    ],
+)
+def test_repeated_values_are_a_usage_error_before_any_work(argv, flag, tmp_path, capsys):
+    """A list option's values are configurations: a repeat is refused by the option's rule (exit 2,
+    one line naming it), before the results folder is made."""
+    assert cli.main([*argv, "--no-progress", "--out", str(tmp_path / "never")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"{flag} must list distinct values" in lines[0], lines
+    assert not (tmp_path / "never").exists()

@@ -1,10 +1,13 @@
-"""experiments.options: the cache folder's resolution, the CPU device count, defaults in help, --out errors."""
+"""experiments.options: the cache folder's resolution, the CPU device count, defaults in help, the rules
+every option of every command follows (distinct list values among them)."""
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from cfm_experiments import options
 
@@ -27,13 +30,6 @@ def test_help_formatter_adds_defaults_once():
     text = " ".join(parser.format_help().split())
     assert "base seed (default: 0)" in text  # 0 is a default, not "no default"
     assert text.count("(default: 3)") == 1 and "a flag (default" not in text
-
-
-def test_prepare_out_names_the_option(tmp_path):
-    (tmp_path / "file").write_text("")
-    with pytest.raises(ValueError, match="--out"):
-        options.prepare_out(tmp_path / "file" / "sub")
-    assert options.prepare_out(tmp_path / "a" / "b").is_dir()
 
 
 def test_apply_global_options_cache(tmp_path):
@@ -103,3 +99,60 @@ def test_seeds_are_bounded_by_what_a_prng_key_holds():
             for bad in (-1, 2**62):
                 with pytest.raises(ValueError, match="--seed"):
                     o.check(bad)
+
+
+def _list_options():
+    """Every many-valued option of every command, from the declarations (no experiment imported)."""
+    from cfm_experiments.protocol import declared
+    from cfm_experiments.registry import COMMANDS
+
+    found = {o.name: o for cmd in COMMANDS.values() for o in declared(cmd.declared()).values() if o.many}
+    return [found[k] for k in sorted(found)]
+
+
+LIST_OPTIONS = _list_options()
+
+
+@st.composite
+def _valid_lists(draw, min_size=0):
+    """(option, distinct values its rule accepts), for any list option of any command."""
+    o = draw(st.sampled_from(LIST_OPTIONS))
+    if o.kind == "int":
+        low = int(o.low) if o.low is not None else -(10**6)
+        high = int(o.high) - 1 if o.high is not None else low + 10**6
+        one = st.integers(low, high)
+    else:
+        above, below = o.low is not None, o.high is not None  # the bounds are strict
+        one = st.floats(o.low, o.high, allow_nan=False, allow_infinity=False, exclude_min=above, exclude_max=below)
+    size = max(o.min_count, min_size)
+    return o, draw(st.lists(one, min_size=size, max_size=size + 6, unique=True))
+
+
+def test_the_list_options_are_found():
+    names = {o.name for o in LIST_OPTIONS}
+    assert {"dims", "ogd_dims", "tail_ns", "rho_ns", "curvature_ratios"} <= names and len(names) > 20
+
+
+@settings(max_examples=300, deadline=None)
+@given(_valid_lists())
+def test_distinct_valid_values_are_accepted(case):
+    o, values = case
+    assert list(o.check(values)) == values
+
+
+@settings(max_examples=300, deadline=None)
+@given(_valid_lists(min_size=1), st.data())
+def test_a_repeated_value_is_refused_naming_the_option(case, data):
+    o, values = case
+    again = data.draw(st.sampled_from(values))
+    at = data.draw(st.integers(0, len(values)))
+    with pytest.raises(ValueError, match=rf"^{o.flag} must list distinct values .*{re.escape(repr(again))} repeats"):
+        o.check([*values[:at], again, *values[at:]])
+
+
+def test_distinct_is_the_rule():
+    assert options.distinct("--ns", [3, 1, 2]) == (3, 1, 2) and options.distinct("--ns", []) == ()
+    with pytest.raises(ValueError, match=r"--ns must list distinct values .*: 1 repeats in \[1, 2, 1\]"):
+        options.distinct("--ns", iter([1, 2, 1]))
+    with pytest.raises(ValueError, match="0.0 repeats"):  # -0.0 == 0.0: the same ridge, the same configuration
+        options.distinct("--curvature-ratios", [0.0, -0.0])

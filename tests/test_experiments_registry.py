@@ -42,3 +42,81 @@ def test_listing_the_commands_imports_no_experiment_and_not_jax():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert out.stdout.strip() == "['cfm_experiments.registry']", out.stdout + out.stderr
+
+
+def _entry_points(monkeypatch, *eps):
+    """``importlib.metadata`` reports ``eps`` in the commands' group; the registries start afresh."""
+    import importlib.metadata
+
+    from cfm_experiments import cli, registry
+
+    found = [importlib.metadata.EntryPoint(name, value, registry.GROUP) for name, value in eps]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: found if group == registry.GROUP else [])
+    fresh = registry._Commands(registry.BUILTIN)
+    for module in (registry, cli):
+        monkeypatch.setattr(module, "COMMANDS", fresh)
+    return fresh
+
+
+def test_an_installed_package_registers_its_command_by_entry_point(monkeypatch, tmp_path, capsys):
+    """A command from another package's entry point is listed, has its help and runs, with no line
+    added to the registry."""
+    from cfm_experiments import cli
+
+    commands = _entry_points(monkeypatch, ("planted", "_planted:COMMAND"))
+    assert list(commands)[: len(COMMANDS)] == list(COMMANDS) and commands["planted"].module == "_planted"
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "planted" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["planted", "--help"])
+    text = capsys.readouterr().out
+    assert "--sizes" in text and "--parts" in text
+    assert cli.main(["planted", "--quick", "--no-progress", "--no-cache", "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "planted.png").exists()
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("_planted:PARTS", "must name a Command called 'planted'"),
+        ("cfm_experiments.registry:BUILTIN", "must name a Command"),
+        ("no_such_module:X", "does not load: ModuleNotFoundError"),
+    ],
+)
+def test_a_bad_entry_point_is_named(monkeypatch, value, match, capsys):
+    from cfm_experiments import cli
+
+    _entry_points(monkeypatch, ("planted", value))
+    assert cli.main(["planted", "--help"]) == 1
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and f"entry point planted = {value} (cfm_jax.commands)" in line and match in line
+
+
+def test_an_entry_point_cannot_replace_a_builtin_command(monkeypatch):
+    import types
+
+    from cfm_experiments import registry
+
+    fake = types.ModuleType("fake_rates")
+    fake.COMMAND = Command("rates", "fake_rates", "another rates")  # pyright: ignore[reportAttributeAccessIssue]
+    monkeypatch.setitem(sys.modules, "fake_rates", fake)
+    _entry_points(monkeypatch, ("rates", "fake_rates:COMMAND"))
+    with pytest.raises(ValueError, match="entry point rates = fake_rates:COMMAND .*the command 'rates' exists already"):
+        registry.installed()
+
+
+def test_the_docs_register_a_command_by_its_entry_point():
+    """docs/experiments.md registers its worked example the way a package does: an entry point in
+    the command group, naming a Command."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from cfm_experiments.registry import GROUP
+
+    text = (Path(__file__).parents[1] / "docs" / "experiments.md").read_text()
+    (toml,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    eps = tomllib.loads(toml)["project"]["entry-points"][GROUP]
+    assert set(eps) == {"gap"}
+    assert "COMMANDS[" not in text and "registry.py`:" not in text  # no line pasted into the registry

@@ -2,20 +2,7 @@
 
 from __future__ import annotations
 
-from ..protocol import Option
-
-SEEDS = Option("seeds", 32, "random models (seeds) per configuration", low=2, quick=16, why="an interval needs two")
-NS = Option(
-    "ns",
-    (10, 32, 100, 316, 1000),
-    "context sizes n of the Gaussian n-sweeps",
-    many=True,
-    low=1,
-    quick=(5, 16, 50, 158, 500),
-    min_count=3,
-    why="a rate needs three sizes",
-)
-LAYERS = Option("layers", 4, "layers L (one Euler step each: the residual network)", low=1)
+from ..declarations.claims import LAYERS, NS, SEEDS
 
 
 def base_config(seed: int, **kw) -> dict:

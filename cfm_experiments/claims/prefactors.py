@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..declarations.claims import PREFACTORS
 from ..plotting import COLORS, figure, log_ticks, log_values, save
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
-from .common import LAYERS, NS, SEEDS, base_config, dim_of
+from .common import base_config, dim_of
 from .deviation import deviations
 from .sampling import param_count
 from .statistics import LARGE_N, ci, growth, large_n_slope, log_prefactors, prefactor, ratio, slope_fit
@@ -35,17 +36,7 @@ def p_of(row) -> int:
 class Prefactors(Part):
     name = "prefactors"
     title = "Typical constant C (mean over random fixed-norm models) vs d, heads and MLP width; the $n^{-1/2}$ rate"
-    options = (
-        Option(
-            "dims", (2, 4, 8, 16, 32, 64), "dimensions d of the d-sweep", many=True, low=1, quick=(4, 16), min_count=2
-        ),
-        Option("heads", (2, 4, 8), "head counts H > 1 of the heads sweeps", many=True, low=2, quick=(4,)),
-        Option("widths", (8, 64), "linear-MLP widths m (each >= the heads sweeps' d)", many=True, low=1, quick=(32,)),
-        Option("at_dim", 8, "d of the heads and width sweeps (one of --dims)", low=1, quick=4),
-        NS,
-        SEEDS,
-        LAYERS,
-    )
+    options = PREFACTORS.options
 
     def check(self, settings: Settings) -> None:
         if settings["at_dim"] not in settings["dims"]:

@@ -28,10 +28,10 @@ from cfm_jax import Transformer, attention_regime
 from cfm_jax.chaos import size_buckets
 from cfm_jax.stats import Interval, bootstrap
 
+from ..declarations.claims import RHO
 from ..plotting import COLORS, figure, save
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
-from .common import LAYERS
 from .deviation import deviations_program, references
 from .sampling import DRAW_OPTIONS, fixed_norm_params, gaussian_law, sample_law
 from .statistics import ci, local_slopes
@@ -106,31 +106,7 @@ def inputs(config: dict):
 class Rho(Part):
     name = "rho"
     title = "The Gaussian rate against ρ = 2‖QᵀK‖σ²/d (local slopes to n ≥ 10⁴)"
-    options = (
-        Option(
-            "rho_betas",
-            (1.0, 2.0, 4.0, 8.0, 16.0),
-            "β = ‖Q‖‖K‖σ² of the random models",
-            kind="real",
-            many=True,
-            low=0,
-            quick=(2.0, 8.0, 16.0),
-            min_count=2,
-        ),
-        Option(
-            "rho_ns",
-            (10, 40, 160, 640, 2560, 10240),
-            "context sizes n (10⁵ on a GPU: add 40960 163840)",
-            many=True,
-            low=1,
-            quick=(10, 40, 160, 640, 2560),
-            min_count=3,
-            why="local slopes need three sizes",
-        ),
-        Option("rho_models", 5, "random models per β", low=1, quick=3),
-        Option("rho_contexts", 4, "contexts per model", low=2, quick=3, why="an interval needs two"),
-        LAYERS,
-    )
+    options = RHO.options
 
     def configs(self, settings: Settings) -> list[dict]:
         keys = ("rho_ns", "rho_models", "rho_contexts", "layers")

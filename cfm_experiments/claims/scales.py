@@ -18,10 +18,11 @@ import numpy as np
 
 from cfm_jax.stats import bootstrap
 
+from ..declarations.claims import SCALES
 from ..plotting import COLORS, figure, log_ticks, log_values, save
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
-from .common import LAYERS, NS, SEEDS, base_config, select
+from .common import base_config, select
 from .deviation import deviations
 from .statistics import LARGE_N, ci, growth, large_n_slope, log_prefactors, slope_fit
 
@@ -44,41 +45,7 @@ def scaled_logs(row) -> np.ndarray:
 class Scales(Part):
     name = "scales"
     title = "C vs the context scale and ‖Q‖‖K‖: the effective inverse temperature β"
-    options = (
-        Option(
-            "betas",
-            (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0),
-            "β of the Gaussian sweeps (must include 1)",
-            kind="real",
-            many=True,
-            low=0,
-            quick=(0.25, 1.0, 4.0, 16.0),
-            min_count=3,
-        ),
-        Option(
-            "ball_betas",
-            (0.25, 1.0, 4.0, 16.0),
-            "β = ‖Q‖‖K‖R² of the ball sweep",
-            kind="real",
-            many=True,
-            low=0,
-            min_count=3,
-        ),
-        Option(
-            "ball_ns",
-            (5, 16, 50, 158, 500),
-            "context sizes n of the ball sweep",
-            many=True,
-            low=1,
-            quick=(4, 13, 40, 126, 400),
-            min_count=3,
-            why="a rate needs three sizes",
-        ),
-        Option("n_ref", 2048, "points of the ball's scrambled-Sobol reference", low=2, quick=1024),
-        NS,
-        SEEDS,
-        LAYERS,
-    )
+    options = SCALES.options
 
     def check(self, settings: Settings) -> None:
         if 1.0 not in settings["betas"]:

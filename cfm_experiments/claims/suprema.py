@@ -20,21 +20,16 @@ import numpy as np
 from cfm_jax.chaos import size_buckets
 from cfm_jax.stats import Interval, bootstrap, fit_loglog
 
+from ..declarations.claims import SUP_AT_DIM, SUP_CONTEXTS, SUP_N, SUP_STEPS, SUPREMA
 from ..plotting import COLORS, figure, log_ticks, save
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
 from .ascent import STRUCTURED, Problem, ascend, contexts, evaluate, law_cov, random_params, stack, starts
-from .common import LAYERS
 from .statistics import ci, growth
 
 #: Adam's step size in the ascent (parameters of operator norm ~1).
 LEARNING_RATE = 0.05
 LAWS = ("isotropic", "low-dimensional")
-
-SUP_N = Option("sup_n", 128, "context size n of the ascents", low=2, quick=64)
-SUP_STEPS = Option("sup_steps", 60, "projected-ascent steps", low=1, quick=30)
-SUP_CONTEXTS = Option("sup_contexts", 16, "common random contexts of each ascent", low=1, quick=8)
-SUP_AT_DIM = Option("sup_at_dim", 4, "d of the heads sweeps (one of --sup-dims and --uni-dims)", low=1, quick=2)
 
 
 def start_names(restarts: int) -> list[str]:
@@ -44,49 +39,7 @@ def start_names(restarts: int) -> list[str]:
 class Suprema(Part):
     name = "suprema"
     title = "The paper's constant as a supremum over fixed-norm parameters (projected gradient ascent) vs d and H"
-    options = (
-        Option(
-            "sup_dims",
-            (2, 4, 8, 16, 32),
-            "dimensions d of the supremum's d-sweep",
-            many=True,
-            low=1,
-            quick=(2, 8),
-            min_count=2,
-        ),
-        Option(
-            "sup_heads",
-            (1, 2, 4, 8),
-            "head counts H of the supremum's heads sweep (include 1)",
-            many=True,
-            low=1,
-            quick=(1, 4),
-            min_count=2,
-        ),
-        SUP_AT_DIM,
-        Option("sup_restarts", 2, "random starts of each ascent (besides the two structured ones)", low=0),
-        Option(
-            "sup_randoms",
-            8,
-            "random fixed-norm models of the mean beside the supremum",
-            low=2,
-            why="an interval needs two",
-        ),
-        Option(
-            "sup_eval_ns",
-            (32, 128, 512),
-            "context sizes n of the held-out measurement (include --sup-n)",
-            many=True,
-            low=2,
-            quick=(16, 64, 256),
-            min_count=2,
-        ),
-        Option("sup_eval_contexts", 32, "held-out contexts", low=2, quick=16, why="an interval needs two"),
-        SUP_N,
-        SUP_STEPS,
-        SUP_CONTEXTS,
-        LAYERS,
-    )
+    options = SUPREMA.options
 
     def check(self, settings: Settings) -> None:
         if settings["sup_at_dim"] not in settings["sup_dims"]:

@@ -29,10 +29,10 @@ from matplotlib.ticker import NullLocator
 from cfm_jax import EmpiricalMeasure
 from cfm_jax.stats import Interval
 
+from ..declarations.claims import TAIL_EXPONENT
 from ..plotting import COLORS, figure, log_values, save
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
-from .common import LAYERS
 from .deviation import deviations_program, references, token_trajectory
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer
 from .statistics import ci, exponent_of, tail_exponent, upper_quantiles
@@ -102,13 +102,7 @@ class TailExponent(Part):
         "The tail exponent of the sup deviation ($\\log q_δ$ vs $\\log\\log(1/δ)$, δ down to 10⁻⁴) "
         "vs the linearised Gaussian limit"
     )
-    options = (
-        Option("tail_samples", 100_000, "contexts of the tail-exponent runs", low=100, quick=20_000),
-        Option("tail_ns", (16, 64), "context sizes n of the tail-exponent runs", many=True, low=1),
-        Option("n_lin", 2048, "points of the linearisation sample (first variation)", low=2, quick=1024),
-        Option("tail_n_ref", 4096, "points of the ball's QMC reference", low=2, quick=2048),
-        LAYERS,
-    )
+    options = TAIL_EXPONENT.options
 
     def configs(self, settings: Settings) -> list[dict]:
         keys = ("tail_samples", "n_lin", "tail_n_ref", "layers")

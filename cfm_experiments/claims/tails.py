@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..declarations.claims import TAILS
 from ..plotting import COLORS, figure, log_ticks, log_values, save
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
-from .common import LAYERS, NS, base_config
+from .common import base_config
 from .deviation import deviations
 from .statistics import ci, tail_fits
 
@@ -28,13 +29,7 @@ class Tails(Part):
     title = (
         "Tail quantiles of the sup deviation over contexts (one model): the n-dependence of the high-probability form"
     )
-    options = (
-        Option(
-            "contexts", 512, "contexts (one model) of the tail quantiles", low=2, quick=256, why="an interval needs two"
-        ),
-        NS,
-        LAYERS,
-    )
+    options = TAILS.options
 
     def configs(self, settings: Settings) -> list[dict]:
         return [

@@ -17,13 +17,13 @@ import numpy as np
 
 from cfm_jax.stats import bootstrap
 
+from ..declarations.claims import UNIFORM
 from ..plotting import COLORS, figure, log_ticks, save
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
 from .ascent import Problem, ascend_each, contexts, law_cov, stack, starts
-from .common import LAYERS
 from .statistics import ci, growth
-from .suprema import LEARNING_RATE, SUP_AT_DIM, SUP_N, SUP_STEPS, embed_dim
+from .suprema import LEARNING_RATE, embed_dim
 
 #: starts per context: the two structured constructions and one random model.
 STARTS = 3
@@ -36,31 +36,7 @@ def unstack(params: dict) -> list[dict]:
 class Uniform(Part):
     name = "uniform"
     title = "E sup over the parameter ball (one ascent per context): the uniform-in-θ deviation vs d and H"
-    options = (
-        Option(
-            "uni_dims",
-            (2, 4, 8, 16),
-            "dimensions d of the uniform quantity's d-sweep",
-            many=True,
-            low=1,
-            quick=(2, 8),
-            min_count=2,
-        ),
-        Option(
-            "uni_heads",
-            (1, 2, 4, 8),
-            "head counts H of its heads sweep (include 1)",
-            many=True,
-            low=1,
-            quick=(1, 4),
-            min_count=2,
-        ),
-        Option("uni_contexts", 16, "contexts (one ascent each)", low=2, quick=8, why="an interval needs two"),
-        SUP_AT_DIM,
-        SUP_N,
-        SUP_STEPS,
-        LAYERS,
-    )
+    options = UNIFORM.options
 
     def check(self, settings: Settings) -> None:
         if settings["sup_at_dim"] not in settings["uni_dims"]:

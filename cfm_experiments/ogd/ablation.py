@@ -19,8 +19,9 @@ import numpy as np
 
 from cfm_jax.stats import fit_loglog, mean_ci
 
+from ..declarations.ogd import ABLATION
 from ..plotting import COLORS, figure, log_ticks, log_values, reference_slope, save
-from ..protocol import Option, Part, Settings, Summary
+from ..protocol import Part, Settings, Summary
 from . import measure
 from .measure import REGIMES, SampledTask
 
@@ -71,23 +72,7 @@ def record(config: dict, m: dict, lams, pilot_C) -> dict:
 class Ablation(Part):
     name = "ablation"
     title = "OGD ridge ablation: sup_k ‖θ_k^(n) − θ̂_k‖_L∞ per regime and n (sampled population of n_ref points)"
-    options = (
-        Option("dim", 3, "token dimension d", low=1, quick=2),
-        Option("layers", 4, "layers L", low=1, quick=2),
-        Option("mlp_width", 8, "MLP width m", low=0, quick=4, why="0: no MLP"),
-        Option("n_ref", 512, "reference (population) sample size", low=1, quick=256),
-        Option("ns", (4, 16, 64), "context sizes n", many=True, low=1, min_count=2),
-        Option("eta", 0.03, "learning rate η", kind="real", low=0),
-        Option("steps", 600, "OGD steps K", low=4, quick=200),
-        Option("seeds", 4, "seeds (streams) per regime", low=2, quick=2, why="a confidence interval needs two"),
-        Option(
-            "population",
-            "uniform_sphere",
-            "context law",
-            kind="choice",
-            choices=("uniform_sphere", "gaussian", "gaussian_mixture"),
-        ),
-    )
+    options = ABLATION.options
 
     def check(self, settings: Settings) -> None:
         if max(settings["ns"]) > settings["n_ref"]:

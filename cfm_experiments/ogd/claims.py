@@ -27,7 +27,8 @@ import numpy as np
 
 from cfm_jax.stats import fit_loglog, mean_ci
 
-from ..protocol import Claim, Option, Part, Settings, Summary
+from ..declarations.ogd import BOUNDS
+from ..protocol import Claim, Part, Settings, Summary
 from . import figures, measure
 from .measure import REGIMES, GaussianTask, k_c
 from .verdicts import (
@@ -96,21 +97,7 @@ class Claims(Part):
     name = "bounds"
     title = "The first paper's OGD claims against the exact infinite-context limit (Gaussian contexts)"
     optional = True
-    options = (
-        Option("ogd_dims", (2, 4, 8, 16), "dimensions d of the claims", many=True, low=1, quick=(2, 4), min_count=2),
-        Option("ogd_d0", 4, "the dimension of the regime lines (one of --ogd-dims)", low=1, quick=2),
-        Option(
-            "ogd_ns",
-            (4, 16, 64, 256, 512),
-            "context sizes n of the claims",
-            many=True,
-            low=1,
-            quick=(4, 16, 64),
-            min_count=2,
-        ),
-        Option("ogd_steps", 400, "OGD steps K of the claims", low=19, quick=48, why="K must exceed k_c + 16 = 18"),
-        Option("ogd_seeds", 6, "seeds of the claims", low=2, quick=3, why="a confidence interval needs two"),
-    )
+    options = BOUNDS.options
 
     def check(self, settings: Settings) -> None:
         if settings["ogd_d0"] not in settings["ogd_dims"]:

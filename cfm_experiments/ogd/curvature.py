@@ -23,8 +23,9 @@ import numpy as np
 
 from cfm_jax.stats import Interval
 
+from ..declarations.ogd import CURVATURE
 from ..plotting import save
-from ..protocol import Claim, Option, Part, Settings, Summary, Verdict
+from ..protocol import Claim, Part, Settings, Summary, Verdict
 from . import measure
 from .figures import CURVATURE_FIGURE, curvature_figure
 from .measure import CAP, LAMBDA_C_FACTOR, k_c
@@ -55,23 +56,7 @@ class Curvature(Part):
     name = "curvature"
     title = "OGD near an unstable stationary point: growth below the ridge threshold, none above (exact limit)"
     optional = True
-    options = (
-        Option("curvature_ns", (16, 256), "context sizes n of the curvature part", many=True, low=1, min_count=1),
-        Option(
-            "curvature_ratios",
-            (0.0, 0.25, 0.5, 1.0, 2.0, 4.0),
-            "ridges λ/λ_c scanned (0 first: the pilot)",
-            kind="real",
-            many=True,
-            low=-1e-300,
-            min_count=2,
-        ),
-        Option("curvature_eta", 0.2, "learning rate η of the curvature part", kind="real", low=0),
-        Option("curvature_steps", 400, "OGD steps K of the curvature part", low=8, quick=200),
-        Option(
-            "curvature_seeds", 6, "seeds of the curvature part", low=2, quick=3, why="a confidence interval needs two"
-        ),
-    )
+    options = CURVATURE.options
 
     def check(self, settings: Settings) -> None:
         ratios = settings["curvature_ratios"]

@@ -18,40 +18,19 @@ from __future__ import annotations
 import abc
 from pathlib import Path
 
-from ..protocol import Option, Part, Settings, Summary
+from ..declarations.rates import EXACT, SAMPLE, SHARED
+from ..protocol import Part, Settings, Summary
 from .claims import claims
 from .figure import plot_rates
 from .fits import W1_NOTE, fit_rates, format_prefactors, format_table, prefactors_vs_dim
 from .grid import W1_SIZE, regime_lines, run_config, sweep_configs
 
-SEEDS_WHY = "a confidence interval needs two"
 #: the heading of the summary's lines on rows in the heavy-tail regime (:func:`~.grid.regime_lines`).
 REGIME_HEAD = (
     "Rows whose sampled contexts approach the exact limit slowly or seem not to "
     "(cfm_jax.attention_regime at the population law, target tokens as queries; "
     "effective sample size below 100 at the largest n, or ρ ≥ 1):"
 )
-
-#: the options both parts read.
-SHARED = (
-    Option("dims", (1, 2, 4, 8, 16), "attention dimensions d", many=True, low=1, quick=(2, 8), min_count=0),
-    Option("control_dims", (1, 2, 4, 8), "control-field dimensions d", many=True, low=1, quick=(4,), min_count=0),
-    Option("seeds", 8, "seeds per configuration, vmapped", low=2, quick=6, why=SEEDS_WHY),
-    Option("layers", 4, "layers L", low=1),
-    Option(
-        "no_subspace",
-        False,
-        "skip the population on a dʹ = 2 subspace of R^8 (skipped with --quick)",
-        kind="flag",
-        quick=True,
-    ),
-    Option("no_adjoint", False, "skip the adjoint quantities (p, ∇φ)", kind="flag"),
-)
-
-
-def _sizes(name, default, help, quick=None, **kw) -> Option:
-    extra = {} if quick is None else {"quick": quick}
-    return Option(name, default, help, many=True, low=1, min_count=2, **extra, **kw)
 
 
 def _rows_check(settings: Settings) -> None:
@@ -105,13 +84,7 @@ class _Rates(Part):
 class Exact(_Rates):
     name = "exact"
     title = "Finite vs infinite context against exact and QMC references: fitted rates in n and d"
-    options = SHARED + (
-        _sizes("ns", (16, 64, 256, 1024, 4096), "context sizes n, attention", quick=(16, 64, 256, 1024)),
-        _sizes("control_ns", (8, 16, 32, 64, 128), "context sizes n, control"),
-        Option("n_ref", 2048, "QMC points of the attention references (subspace row, ∇φ)", low=1, quick=1024),
-        Option("control_n_ref", 512, "QMC points of the control references", low=1),
-        _sizes("w1_ns", (16, 32, 64, 128), "context sizes of the Sinkhorn W1 (dʹ = 2 rows)"),
-    )
+    options = EXACT.options
     table = "table.txt"
     figure = "rates.png"
 
@@ -149,12 +122,7 @@ class Sample(_Rates):
     name = "sample"
     title = "Finite vs infinite context against i.i.d. references of n_ref points (the previous method)"
     optional = True
-    options = SHARED + (
-        _sizes("sample_ns", (16, 32, 64, 128), "context sizes n, attention, of the sample part"),
-        _sizes("sample_control_ns", (8, 16, 32, 64), "context sizes n, control, of the sample part"),
-        Option("sample_n_ref", 2048, "i.i.d. reference points, attention, of the sample part", low=1, quick=1024),
-        Option("sample_control_n_ref", 512, "i.i.d. reference points, control, of the sample part", low=1, quick=256),
-    )
+    options = SAMPLE.options
     table = "table_sample.txt"
     figure = "rates_sample.png"
 

@@ -30,18 +30,8 @@ from scipy import stats
 
 from cfm_jax.stochastic import random_tokens
 
-from ..protocol import Option, Verdict
-
-#: ``--realisations``: one declaration shared by every part that draws noise realisations.
-REALISATIONS = Option(
-    "realisations",
-    None,
-    "noise realisations per configuration of the sync, lyapunov, weak_L, weak_m and paper parts "
-    "(unset: each part's own count)",
-    low=2,
-    why="a confidence interval needs two",
-    optional=True,
-)
+from ..declarations.sync import REALISATIONS
+from ..protocol import Verdict
 
 #: the significance at which a set of intervals missing a claimed value refutes it.
 ALPHA = 0.01

@@ -46,8 +46,9 @@ from cfm_jax.stochastic import (
     simulate_many,
 )
 
-from ..protocol import Option, Part, Settings, Summary
-from .common import REALISATIONS, random_starts
+from ..declarations.sync import PAPER
+from ..protocol import Part, Settings, Summary
+from .common import random_starts
 from .paper_figures import SCALES, activation_figure, width_figure
 from .paper_summary import (
     bound_claim,
@@ -183,11 +184,7 @@ class PaperGrid(Part):
     title = "The second paper's appendix grid: kernel table, energy decay against the theorem's bound, width check"
     optional = True
     float64 = True
-    options = (
-        REALISATIONS,
-        Option("width", 256, "paper: MLP width m of the grid's cells (the paper does not state it)", low=1),
-        Option("full_grid", False, "paper: 64 realisations per cell (else 16, or 4 with --quick)", kind="flag"),
-    )
+    options = PAPER.options
 
     def check(self, settings: Settings) -> None:
         if settings["full_grid"] and settings["realisations"] is not None:

@@ -1,0 +1,214 @@
+"""The options of ``cfm-jax claims`` (:mod:`cfm_experiments.claims`); its last two parts are
+``cfm-jax ogd``'s (:data:`cfm_experiments.declarations.ogd.CLAIM_PARTS`)."""
+
+from __future__ import annotations
+
+from ..protocol import Option
+from . import Declaration
+from .ogd import CLAIM_PARTS
+
+INTERVAL = "an interval needs two"
+
+SEEDS = Option("seeds", 32, "random models (seeds) per configuration", low=2, quick=16, why=INTERVAL)
+NS = Option(
+    "ns",
+    (10, 32, 100, 316, 1000),
+    "context sizes n of the Gaussian n-sweeps",
+    many=True,
+    low=1,
+    quick=(5, 16, 50, 158, 500),
+    min_count=3,
+    why="a rate needs three sizes",
+)
+LAYERS = Option("layers", 4, "layers L (one Euler step each: the residual network)", low=1)
+SUP_N = Option("sup_n", 128, "context size n of the ascents", low=2, quick=64)
+SUP_STEPS = Option("sup_steps", 60, "projected-ascent steps", low=1, quick=30)
+SUP_CONTEXTS = Option("sup_contexts", 16, "common random contexts of each ascent", low=1, quick=8)
+SUP_AT_DIM = Option("sup_at_dim", 4, "d of the heads sweeps (one of --sup-dims and --uni-dims)", low=1, quick=2)
+
+PREFACTORS = Declaration(
+    "prefactors",
+    (
+        Option(
+            "dims", (2, 4, 8, 16, 32, 64), "dimensions d of the d-sweep", many=True, low=1, quick=(4, 16), min_count=2
+        ),
+        Option("heads", (2, 4, 8), "head counts H > 1 of the heads sweeps", many=True, low=2, quick=(4,)),
+        Option("widths", (8, 64), "linear-MLP widths m (each >= the heads sweeps' d)", many=True, low=1, quick=(32,)),
+        Option("at_dim", 8, "d of the heads and width sweeps (one of --dims)", low=1, quick=4),
+        NS,
+        SEEDS,
+        LAYERS,
+    ),
+)
+SCALES = Declaration(
+    "scales",
+    (
+        Option(
+            "betas",
+            (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0),
+            "β of the Gaussian sweeps (must include 1)",
+            kind="real",
+            many=True,
+            low=0,
+            quick=(0.25, 1.0, 4.0, 16.0),
+            min_count=3,
+        ),
+        Option(
+            "ball_betas",
+            (0.25, 1.0, 4.0, 16.0),
+            "β = ‖Q‖‖K‖R² of the ball sweep",
+            kind="real",
+            many=True,
+            low=0,
+            min_count=3,
+        ),
+        Option(
+            "ball_ns",
+            (5, 16, 50, 158, 500),
+            "context sizes n of the ball sweep",
+            many=True,
+            low=1,
+            quick=(4, 13, 40, 126, 400),
+            min_count=3,
+            why="a rate needs three sizes",
+        ),
+        Option("n_ref", 2048, "points of the ball's scrambled-Sobol reference", low=2, quick=1024),
+        NS,
+        SEEDS,
+        LAYERS,
+    ),
+)
+TAILS = Declaration(
+    "tails",
+    (
+        Option("contexts", 512, "contexts (one model) of the tail quantiles", low=2, quick=256, why=INTERVAL),
+        NS,
+        LAYERS,
+    ),
+)
+SUPREMA = Declaration(
+    "suprema",
+    (
+        Option(
+            "sup_dims",
+            (2, 4, 8, 16, 32),
+            "dimensions d of the supremum's d-sweep",
+            many=True,
+            low=1,
+            quick=(2, 8),
+            min_count=2,
+        ),
+        Option(
+            "sup_heads",
+            (1, 2, 4, 8),
+            "head counts H of the supremum's heads sweep (include 1)",
+            many=True,
+            low=1,
+            quick=(1, 4),
+            min_count=2,
+        ),
+        SUP_AT_DIM,
+        Option("sup_restarts", 2, "random starts of each ascent (besides the two structured ones)", low=0),
+        Option("sup_randoms", 8, "random fixed-norm models of the mean beside the supremum", low=2, why=INTERVAL),
+        Option(
+            "sup_eval_ns",
+            (32, 128, 512),
+            "context sizes n of the held-out measurement (include --sup-n)",
+            many=True,
+            low=2,
+            quick=(16, 64, 256),
+            min_count=2,
+        ),
+        Option("sup_eval_contexts", 32, "held-out contexts", low=2, quick=16, why=INTERVAL),
+        SUP_N,
+        SUP_STEPS,
+        SUP_CONTEXTS,
+        LAYERS,
+    ),
+)
+UNIFORM = Declaration(
+    "uniform",
+    (
+        Option(
+            "uni_dims",
+            (2, 4, 8, 16),
+            "dimensions d of the uniform quantity's d-sweep",
+            many=True,
+            low=1,
+            quick=(2, 8),
+            min_count=2,
+        ),
+        Option(
+            "uni_heads",
+            (1, 2, 4, 8),
+            "head counts H of its heads sweep (include 1)",
+            many=True,
+            low=1,
+            quick=(1, 4),
+            min_count=2,
+        ),
+        Option("uni_contexts", 16, "contexts (one ascent each)", low=2, quick=8, why=INTERVAL),
+        SUP_AT_DIM,
+        SUP_N,
+        SUP_STEPS,
+        LAYERS,
+    ),
+)
+RHO = Declaration(
+    "rho",
+    (
+        Option(
+            "rho_betas",
+            (1.0, 2.0, 4.0, 8.0, 16.0),
+            "β = ‖Q‖‖K‖σ² of the random models",
+            kind="real",
+            many=True,
+            low=0,
+            quick=(2.0, 8.0, 16.0),
+            min_count=2,
+        ),
+        Option(
+            "rho_ns",
+            (10, 40, 160, 640, 2560, 10240),
+            "context sizes n (10⁵ on a GPU: add 40960 163840)",
+            many=True,
+            low=1,
+            quick=(10, 40, 160, 640, 2560),
+            min_count=3,
+            why="local slopes need three sizes",
+        ),
+        Option("rho_models", 5, "random models per β", low=1, quick=3),
+        Option("rho_contexts", 4, "contexts per model", low=2, quick=3, why=INTERVAL),
+        LAYERS,
+    ),
+)
+TAIL_EXPONENT = Declaration(
+    "tail_exponent",
+    (
+        Option("tail_samples", 100_000, "contexts of the tail-exponent runs", low=100, quick=20_000),
+        Option("tail_ns", (16, 64), "context sizes n of the tail-exponent runs", many=True, low=1),
+        Option("n_lin", 2048, "points of the linearisation sample (first variation)", low=2, quick=1024),
+        Option("tail_n_ref", 4096, "points of the ball's QMC reference", low=2, quick=2048),
+        LAYERS,
+    ),
+)
+
+PARTS = (PREFACTORS, SCALES, TAILS, SUPREMA, UNIFORM, RHO, TAIL_EXPONENT, *CLAIM_PARTS)
+
+__all__ = [
+    "LAYERS",
+    "NS",
+    "PARTS",
+    "PREFACTORS",
+    "RHO",
+    "SCALES",
+    "SEEDS",
+    "SUPREMA",
+    "SUP_AT_DIM",
+    "SUP_CONTEXTS",
+    "SUP_N",
+    "SUP_STEPS",
+    "TAILS",
+    "TAIL_EXPONENT",
+    "UNIFORM",
+]
