@@ -200,3 +200,63 @@ def test_autodiff_through_diffrax_holds_no_host_callback_without_checks(small_pr
 
         assert "callback" not in jax.jit(lambda m: grads(m, False)).lower(model).as_text()
         assert "callback" in jax.jit(lambda m: grads(m, True)).lower(model).as_text()
+
+
+def _euler_states(model, x0, ctx, steps_per_layer=1):
+    """Every state ``(x, z)`` of explicit Euler with ``steps_per_layer`` steps a layer, written out in
+    NumPy from :func:`_naive_velocity`: entry i is the state after i steps (entry 0 the start)."""
+    x, z, w = (np.asarray(a, np.float64) for a in (x0, ctx.points, ctx.weights))
+    h = 1 / (model.num_layers * steps_per_layer)
+    states = [(x, z)]
+    for l in range(model.num_layers):
+        for _ in range(steps_per_layer):
+            vx, vz = _naive_velocity(model, l, x, z, w), _naive_velocity(model, l, z, z, w)
+            x, z = x + h * vx, z + h * vz
+            states.append((x, z))
+    return states
+
+
+def _spec(model, steps_per_layer=1, saveat=SaveAt()):
+    from cfm_jax._flow import FlowSpec
+
+    return FlowSpec(diffrax.Euler(), None, saveat, steps_per_layer * model.num_layers)
+
+
+def test_advance_runs_exactly_the_first_layers(small_problem):
+    """advance(…, k) is the state after layers 0, …, k − 1 and no other, for every k in [0, L] (traced:
+    one program), with one and with two Euler steps a layer: the residual updates written out apart."""
+    from cfm_jax._flow import EmpiricalContext, advance
+
+    model, x0, ctx = small_problem
+    L = model.num_layers
+    for per_layer in (1, 2):
+        spec = _spec(model, per_layer)
+        run = jax.jit(lambda k, spec=spec: advance(model, EmpiricalContext(ctx.weights), (x0, ctx.points), spec, k))
+        states = _euler_states(model, x0, ctx, per_layer)
+        for k in range(L + 1):
+            x, z = run(k)
+            want_x, want_z = states[k * per_layer]
+            np.testing.assert_allclose(x, want_x, rtol=0, atol=1e-12, err_msg=f"{per_layer} steps a layer, k = {k}")
+            np.testing.assert_allclose(z, want_z, rtol=0, atol=1e-12, err_msg=f"{per_layer} steps a layer, k = {k}")
+
+
+def test_state_before_is_the_state_at_the_start_of_a_step_or_layer(small_problem):
+    """state_before(y0, ys, j) from a loop's emitted states is the state at the start of layer j
+    (``ends``) or of step j (``steps``, merged over layers), for every j (traced), the last being the
+    final state; written-out Euler states are the reference."""
+    from cfm_jax._flow import EmpiricalContext, loop, merge_leading, state_before
+
+    model, x0, ctx = small_problem
+    L, y0 = model.num_layers, (x0, ctx.points)
+    context = EmpiricalContext(ctx.weights)
+    before = jax.jit(state_before)
+    for emit, per_layer in (("ends", 1), ("steps", 2)):
+        out = loop(model, context, y0, _spec(model, per_layer), emit=emit)
+        assert out.ys is not None
+        ys = out.ys if emit == "ends" else jax.tree.map(merge_leading, out.ys)
+        states = _euler_states(model, x0, ctx, per_layer)
+        assert ys[0].shape[0] == L * per_layer == len(states) - 1
+        for j in range(L * per_layer + 1):
+            x, z = before(y0, ys, j)
+            np.testing.assert_allclose(x, states[j][0], rtol=0, atol=1e-12, err_msg=f"{emit}, j = {j}")
+            np.testing.assert_allclose(z, states[j][1], rtol=0, atol=1e-12, err_msg=f"{emit}, j = {j}")
