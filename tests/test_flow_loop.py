@@ -244,13 +244,14 @@ def test_state_before_is_the_state_at_the_start_of_a_step_or_layer(small_problem
     """state_before(y0, ys, j) from a loop's emitted states is the state at the start of layer j
     (``ends``) or of step j (``steps``, merged over layers), for every j (traced), the last being the
     final state; written-out Euler states are the reference."""
-    from cfm_jax._flow import EmpiricalContext, loop, merge_leading, state_before
+    from cfm_jax._flow import Emit, EmpiricalContext, loop, merge_leading, state_before
 
     model, x0, ctx = small_problem
     L, y0 = model.num_layers, (x0, ctx.points)
     context = EmpiricalContext(ctx.weights)
     before = jax.jit(state_before)
-    for emit, per_layer in (("ends", 1), ("steps", 2)):
+    emits: tuple[tuple[Emit, int], ...] = (("ends", 1), ("steps", 2))
+    for emit, per_layer in emits:
         out = loop(model, context, y0, _spec(model, per_layer), emit=emit)
         assert out.ys is not None
         ys = out.ys if emit == "ends" else jax.tree.map(merge_leading, out.ys)
