@@ -22,6 +22,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._qmc import sobol_normal
+from ._random import as_key
 from ._validation import check_finite, is_concrete
 
 
@@ -228,6 +229,7 @@ class GaussianMeasure(eqx.Module):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or int(n) < 1:
             raise ValueError(f"`n` must be a positive int (number of samples), got {n!r}.")
         n = int(n)
+        key = as_key(key)
         dtype = self.mean.dtype
         g = sobol_normal(key, n, self.dim, dtype) if qmc else jax.random.normal(key, (n, self.dim), dtype)
         return self.mean + g @ jnp.linalg.cholesky(self.cov).T

@@ -216,7 +216,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
         if int(mlp_width) < 0:
             raise ValueError(f"`mlp_width` must be >= 0, got {mlp_width}.")
         dtype = dtype or jnp.result_type(float)
-        keys = jax.random.split(key, 5)  # Q, K, V, W1, W2
+        keys = jax.random.split(_random.as_key(key), 5)  # Q, K, V, W1, W2
         L, H, d, m = layers, heads, dim, mlp_width
         # drawn flat and through one kernel (the same numbers as jax.random.normal): an (L, H, d, d)
         # draw compiles 5-7x slower on a CPU, and every draw is a kernel of ~0.1 s of compiling

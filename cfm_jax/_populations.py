@@ -30,6 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._qmc import sobol, sobol_normal
+from ._random import as_key
 
 
 def _check_dim(name, v, low=1):
@@ -63,6 +64,7 @@ class Population(eqx.Module):
         n = _check_n(n)
         if not isinstance(qmc, bool):
             raise ValueError(f"`qmc` must be True or False, got {qmc!r}.")
+        key = as_key(key)
         return self._sample_qmc(key, n) if qmc else self._sample(key, n)
 
     @abc.abstractmethod

@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ._random import as_key
+
 _BITS = 32
 
 
@@ -46,7 +48,7 @@ def sobol(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
         raise ValueError(f"`d` must be a positive int (dimension), got {d!r}.")
     dtype = jnp.dtype(dtype or jnp.result_type(float))
     x = jnp.asarray(_sobol_ints(int(n), int(d)))
-    k_lms, k_shift = jax.random.split(key)
+    k_lms, k_shift = jax.random.split(as_key(key))
     shift = 31 - jnp.arange(_BITS, dtype=jnp.uint32)  # digit b (b = 0 most significant) sits at bit 31 − b
     one = jnp.uint32(1)
     # column k of L (unit diagonal, random strictly-lower part): digit k plus random less-significant digits

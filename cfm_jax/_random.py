@@ -16,6 +16,12 @@ draw of their total size for ~0.25 s. :func:`normals` takes several draws throug
 JAX's partitionable threefry mode (the default) element i of a draw with key k is a hash of
 (k, i) alone, so the draws' keys repeated per element and their counters side by side give every
 draw's numbers bit for bit, in one threefry call and one inverse error function.
+
+Keys come as JAX makes them: typed key arrays (``jax.random.key``) or legacy ``uint32`` key data
+(``jax.random.PRNGKey``, whose last axis is the key's words). :func:`as_key` turns either into a
+typed key array of the default implementation (the same numbers for the same seed: a legacy key is
+that key's data) and refuses anything else with an error naming the caller's argument; every
+public function that takes a key passes it through :func:`as_key` first.
 """
 
 from __future__ import annotations
@@ -30,6 +36,36 @@ from jax.extend.random import threefry2x32_p
 from jaxtyping import Array, ArrayLike
 
 
+def _key_words() -> tuple[int, ...]:
+    """The shape of one key's data for the default implementation (``(2,)`` for threefry)."""
+    return tuple(jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))).shape)
+
+
+def as_key(key, name: str = "key", *, batch: bool = False) -> Array:
+    """``key`` as a typed key array: a typed key as it is, legacy ``uint32`` key data
+    (``jax.random.PRNGKey(seed)``, ``(..., 2)`` for threefry) wrapped (same numbers either way).
+
+    ``batch``: one axis of keys expected (``(S,)`` typed, ``(S, 2)`` legacy, e.g. from
+    ``jax.random.split``); else a single key (``()`` typed, ``(2,)`` legacy). Works on tracers
+    (under jit/vmap the shapes are the per-call ones). Anything else: ``TypeError`` naming ``name``.
+    """
+    rank = 1 if batch else 0
+    what = "a batch of PRNG keys, one axis" if batch else "a PRNG key"
+    hint = "jax.random.split(key, S)" if batch else "jax.random.key(seed) or jax.random.PRNGKey(seed)"
+    # a plain Python value (an int seed, a list) is no key; tracers are jax.Array instances
+    dtype = key.dtype if isinstance(key, (jax.Array, np.ndarray)) else None
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        if jnp.ndim(key) != rank:
+            raise TypeError(f"`{name}` must be {what} ({hint}), got a key array of shape {jnp.shape(key)}.")
+        return jnp.asarray(key)
+    words = _key_words()
+    legacy = dtype is not None and np.dtype(dtype) == np.uint32 and jnp.ndim(key) == rank + len(words)
+    if legacy and jnp.shape(key)[rank:] == words:
+        return jax.random.wrap_key_data(jnp.asarray(key))
+    got = f"an array of dtype {np.dtype(dtype).name} and shape {jnp.shape(key)}" if dtype is not None else repr(key)
+    raise TypeError(f"`{name}` must be {what} ({hint}), got {got}.")
+
+
 def _drawn(draw, key, shape, *, may_flatten: bool = True) -> Array:
     """``draw(shape)``, or ``draw((prod(shape),))`` reshaped where that is the same numbers and compiles faster."""
     shape = tuple(int(s) for s in shape)
@@ -40,6 +76,7 @@ def _drawn(draw, key, shape, *, may_flatten: bool = True) -> Array:
 
 def normal(key, shape: tuple[int, ...], dtype=None) -> Array:
     """``jax.random.normal(key, shape, dtype)``, the same numbers (module docstring)."""
+    key = as_key(key)
     dtype = dtype or jnp.result_type(float)
     return _drawn(lambda s: jax.random.normal(key, s, dtype), key, shape)
 
@@ -47,6 +84,7 @@ def normal(key, shape: tuple[int, ...], dtype=None) -> Array:
 def uniform(key, shape: tuple[int, ...], dtype=None, minval: ArrayLike = 0.0, maxval: ArrayLike = 1.0) -> Array:
     """``jax.random.uniform(key, shape, dtype, minval, maxval)``, the same numbers (module docstring);
     drawn flat for scalar bounds."""
+    key = as_key(key)
     dtype = dtype or jnp.result_type(float)
     scalar = not (jnp.ndim(minval) or jnp.ndim(maxval))  # array bounds broadcast per element
     return _drawn(lambda s: jax.random.uniform(key, s, dtype, minval, maxval), key, shape, may_flatten=scalar)
@@ -59,6 +97,7 @@ def normals(keys, shapes: Sequence[tuple[int, ...]], dtype=None) -> list[Array]:
     ``(len(shapes),)``, e.g. from ``jax.random.split``."""
     dtype = jnp.dtype(dtype or jnp.result_type(float))
     shapes = [tuple(int(n) for n in s) for s in shapes]
+    keys = as_key(keys, "keys", batch=True)
     if jnp.shape(keys) != (len(shapes),):
         raise ValueError(f"`keys` must be a key array of shape ({len(shapes)},), one per shape, got {jnp.shape(keys)}.")
     sizes = [math.prod(s) for s in shapes]
@@ -94,4 +133,4 @@ def normals(keys, shapes: Sequence[tuple[int, ...]], dtype=None) -> list[Array]:
     return [z[a:b].reshape(s) for a, b, s in zip(ends[:-1], ends[1:], shapes)]
 
 
-__all__ = ["normal", "normals", "uniform"]
+__all__ = ["as_key", "normal", "normals", "uniform"]

@@ -29,6 +29,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._measures import EmpiricalMeasure
 from ._paths import AbstractCFM
+from ._random import as_key
 from ._solve import forward
 from ._validation import is_concrete
 
@@ -121,7 +122,7 @@ class TeacherStudentStream(AbstractStream):
             raise ValueError(f"`population(key, n)` must return (n, d) = (n, {teacher.dim}), got {shape} for n=2.")
         self.teacher = teacher
         self.population = population
-        self.key = key
+        self.key = as_key(key)
         self.batch = int(batch)
         self.context_size = int(context_size)
         self.noise = float(noise)

@@ -84,6 +84,57 @@ def test_normals_checks_its_keys_and_falls_back_for_other_key_implementations():
         np.testing.assert_array_equal(got, jax.random.normal(k, s))
 
 
+@pytest.mark.parametrize("partitionable", [True, False])
+def test_legacy_keys_draw_the_same_numbers_as_typed_keys(partitionable):
+    """``jax.random.PRNGKey`` (raw uint32 key data) is a JAX key: every draw, the batched one included,
+    gives the numbers of ``jax.random.key`` with the same seed, eagerly, under jit and under vmap."""
+    legacy, typed = jax.random.PRNGKey(5), jax.random.key(5)
+    shapes = [(2, 3, 4), (3,), (2, 2)]
+    with jax.threefry_partitionable(partitionable):
+        for got, want in zip(
+            _random.normals(jax.random.split(legacy, 3), shapes),
+            _random.normals(jax.random.split(typed, 3), shapes),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(_random.normal(legacy, (2, 3, 4)), _random.normal(typed, (2, 3, 4)))
+        np.testing.assert_array_equal(_random.uniform(legacy, (5,)), _random.uniform(typed, (5,)))
+        init = lambda k: cfm_jax.Transformer.init(k, dim=3, heads=2, mlp_width=4, layers=2)
+        # each mode against itself: a compiled scaling may round differently from an eager one
+        for got, want in ((init(legacy), init(typed)), (jax.jit(init)(legacy), jax.jit(init)(typed))):
+            for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+                np.testing.assert_array_equal(a, b)
+        batched = jax.vmap(init)(jax.random.split(legacy, 2))
+        for i, k in enumerate(jax.random.split(typed, 2)):
+            np.testing.assert_array_equal(batched.Q[i], init(k).Q)
+
+
+@pytest.mark.parametrize(
+    ("bad", "batch", "got"),
+    [
+        (0, False, "got 0"),  # a seed, not a key
+        (np.zeros(2), False, "dtype float64 and shape \\(2,\\)"),
+        (np.zeros(3, np.uint32), False, "dtype uint32 and shape \\(3,\\)"),
+        (jax.random.split(jax.random.key(0), 2), False, "key array of shape \\(2,\\)"),
+        (jax.random.PRNGKey(0), True, "dtype uint32 and shape \\(2,\\)"),  # one legacy key, a batch expected
+        (jax.random.key(0), True, "key array of shape \\(\\)"),
+    ],
+)
+def test_as_key_refuses_what_is_no_key_naming_the_argument(bad, batch, got):
+    with pytest.raises(TypeError, match=f"^`my_key` must be .*{got}"):
+        _random.as_key(bad, "my_key", batch=batch)
+
+
+def test_as_key_passes_typed_keys_of_any_implementation_and_wraps_legacy_ones():
+    rbg = jax.random.key(1, impl="rbg")
+    assert _random.as_key(rbg) is rbg
+    wrapped = _random.as_key(jax.random.PRNGKey(1))
+    assert jnp.issubdtype(wrapped.dtype, jax.dtypes.prng_key)
+    np.testing.assert_array_equal(jax.random.key_data(wrapped), jax.random.key_data(jax.random.key(1)))
+    # under vmap the per-call shapes are checked
+    assert jax.vmap(_random.as_key)(jax.random.split(jax.random.PRNGKey(0), 3)).shape == (3,)
+
+
 HASHES = ("random_split", "random_fold_in", "random_bits", "threefry2x32")
 
 

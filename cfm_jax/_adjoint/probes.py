@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._random import as_key
+
 
 def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
     """``num`` points uniform in the ball of radius ``radius`` in $R^{dim}$, shape ``(num, dim)``."""
@@ -23,7 +25,7 @@ def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
     if not np.isfinite(radius) or radius <= 0:
         raise ValueError(f"`radius` must be finite and > 0, got {radius!r}.")
     dtype = dtype or jnp.result_type(float)
-    kd, kr = jax.random.split(key)
+    kd, kr = jax.random.split(as_key(key))
     g = jax.random.normal(kd, (num, dim), dtype)
     u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
     return radius * u * jax.random.uniform(kr, (num, 1), dtype) ** (1.0 / dim)

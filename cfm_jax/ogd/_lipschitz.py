@@ -81,7 +81,7 @@ def estimate_lipschitz(
         static,
         visited,
         stream,
-        key,
+        _random.as_key(key),
         S,
         int(num_pairs),
         float(rel_perturbation),

@@ -27,6 +27,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PRNGKeyArray, PyTree
 
+from .. import _random
 from .._gaussian_limit import GaussianMeasure
 from .._paths import AbstractCFM
 from .._streams import AbstractStream, as_stream, check_stream
@@ -115,7 +116,7 @@ def finite_time_lyapunov(
             )
         if key is None:
             raise ValueError("`num_directions` needs a `key` for the random subspace.")
-        g = jax.random.normal(key, (idx.size, int(num_directions)), flat.dtype)
+        g = jax.random.normal(_random.as_key(key), (idx.size, int(num_directions)), flat.dtype)
         basis = jnp.zeros((flat.shape[0], int(num_directions)), flat.dtype).at[idx].set(jnp.linalg.qr(g)[0])
     grad_fn = default_grad_fn() if grad_fn is None else grad_fn
     if not callable(grad_fn):

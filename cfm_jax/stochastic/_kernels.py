@@ -43,6 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._random import as_key
+
 #: How :class:`NoiseKernel` evaluates κ: closed form for relu/linear and an interpolated table
 #: otherwise ("auto"), direct Gauss–Hermite at every call ("quadrature"), or always the table.
 KernelMethod = Literal["auto", "quadrature", "table"]
@@ -371,6 +373,7 @@ def kappa_monte_carlo(key, kernel: NoiseKernel, rho, samples: int = 100_000):
 
     ``rho``: ``(K,)``. Returns two ``(K,)`` arrays.
     """
+    key = as_key(key, "key")
     rho = jnp.atleast_1d(jnp.asarray(rho, dtype=float))
     sig = _get_activation(kernel.activation)
     k1, k2 = jax.random.split(key)

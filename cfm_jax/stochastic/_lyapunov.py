@@ -28,6 +28,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, PRNGKeyArray
 
 from .. import _random
+from .._random import as_key
 from ..stats import mean_ci
 from ._model import AbstractSphereModel, _check_tokens, normalise
 
@@ -129,6 +130,7 @@ def estimate_lyapunov(
     The estimator is compiled once per model structure, token shape, ``realisations``, ``method``,
     ``delta`` and ``burn_in``; later calls (other keys, tokens or model parameters) reuse it.
     """
+    key = as_key(key, "key")
     if not isinstance(model, AbstractSphereModel):
         raise ValueError(f"`model` must be a StochasticTransformer or a SphereSDE, got {type(model).__name__}.")
     if method not in ("benettin", "twin"):

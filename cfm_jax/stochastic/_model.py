@@ -33,6 +33,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._fields.attention import attention_means
+from .._random import as_key
 from .._validation import check_save_every
 from ._kernels import NoiseKernel
 from ._noise import _mlp_noise, _sample_mlp
@@ -50,6 +51,7 @@ def normalise(x: Float[Array, "... d"]) -> Float[Array, "... d"]:
 
 def random_tokens(key: PRNGKeyArray, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
     """``n`` i.i.d. uniform points on $S^{d−1}$."""
+    key = as_key(key, "key")
     if isinstance(n, bool) or int(n) != n or int(n) < 1 or isinstance(d, bool) or int(d) != d or int(d) < 1:
         raise ValueError(f"`n` and `d` must be integers >= 1, got {n!r}, {d!r}.")
     return normalise(jax.random.normal(key, (n, d), dtype or jnp.result_type(float)))
@@ -135,6 +137,7 @@ class AbstractSphereModel(eqx.Module):
 
     @abc.abstractmethod
     def step_systems(self, xs: Float[Array, "S N d"], key: PRNGKeyArray) -> Float[Array, "S N d"]:
+        key = as_key(key, "key")
         """One step for S systems driven by the same randomness (``key``)."""
 
     def step(self, x: Float[Array, "N d"], key: PRNGKeyArray) -> Float[Array, "N d"]:
@@ -260,6 +263,7 @@ def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: i
     ``key`` for realisations; see :func:`simulate_many`). ``throw=False`` skips the in-program value
     checks of ``x0`` and the model (module docstring).
     """
+    key = as_key(key, "key")
     model = _checked_model(model, throw)
     x0 = _check_tokens(x0, throw=throw)
     if save_every is not None:
@@ -273,6 +277,7 @@ def simulate_many(model, x0, keys, *, save_every: int | None = None, throw: bool
 
     ``x0`` may be ``(N, d)`` (shared) or ``(R, N, d)`` (one start per realisation). Compiled.
     """
+    keys = as_key(keys, "keys", batch=True)
     x0 = jnp.asarray(x0)
     if jnp.ndim(keys) < 1 or len(keys) < 1:
         raise ValueError(f"`keys` must be a non-empty batch of PRNG keys (R,), got shape {jnp.shape(keys)}.")

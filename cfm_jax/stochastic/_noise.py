@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
+from .._random import as_key
 from ._kernels import Activation, NoiseKernel, _get_activation
 
 
@@ -70,6 +71,7 @@ def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N
 
 def exact_increment(key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt) -> Float[Array, "N d"]:
     """One exact increment ΔW of the common field at the N positions: Cov = Δt κ(<x_i,x_j>) δ_ab."""
+    key = as_key(key, "key")
     dB = jnp.sqrt(dt) * _random.normal(key, x.shape, x.dtype)
     return field_factor(x, kernel) @ dB
 
@@ -102,5 +104,6 @@ def feature_increment(
     key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt, width: int
 ) -> Float[Array, "N d"]:
     """Random-feature increment √Δt ξ(x) (covariance exact, Gaussian only as width → ∞)."""
+    key = as_key(key, "key")
     w = _sample_mlp(key, kernel, x.shape[-1], width, x.dtype)
     return jnp.sqrt(dt) * _mlp_noise(w, x, kernel.activation)

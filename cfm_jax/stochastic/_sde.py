@@ -32,6 +32,7 @@ import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
+from .._random import as_key
 from .._validation import check_save_every, finite
 from ._kernels import NoiseKernel
 from ._model import (
@@ -99,6 +100,7 @@ class SphereSDE(AbstractSphereModel):
 
     def step_systems(self, xs: Float[Array, "S N d"], key: PRNGKeyArray) -> Float[Array, "S N d"]:
         """One step for S systems driven by the same field (sampled jointly at all S·N points)."""
+        key = as_key(key, "key")
         S, N, d = xs.shape
         if self.noise == "features":
             w = _sample_mlp(key, self.kernel, d, self.width, xs.dtype)
@@ -118,6 +120,7 @@ class SphereSDE(AbstractSphereModel):
 
 def brownian_increments(key: PRNGKeyArray, steps: int, shape, horizon: float, dtype=None):
     """``(steps,) + shape`` i.i.d. N(0, horizon/steps) increments of a Brownian matrix."""
+    key = as_key(key, "key")
     if isinstance(steps, bool) or int(steps) != steps or int(steps) < 1:
         raise ValueError(f"`steps` must be an integer >= 1, got {steps!r}.")
     if not (math.isfinite(float(horizon)) and float(horizon) > 0):
@@ -202,6 +205,7 @@ def brownian_path(
     ``path_type``: ``diffrax.UnsafeBrownianPath`` (fast, fixed steps) or
     ``diffrax.VirtualBrownianTree`` (on [0, T] with tolerance Δt/8; reproducible at any query).
     """
+    key = as_key(key, "key")
     dtype = dtype or jnp.result_type(float)
     struct = jax.ShapeDtypeStruct(tuple(shape), dtype)
     if path_type is diffrax.UnsafeBrownianPath:

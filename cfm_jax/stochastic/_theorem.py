@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
+from .._random import as_key
 from .._validation import check_positive
 from ._energies import energy_deficit
 from ._model import SphereAttention, _finite_params, normalise
@@ -93,6 +94,7 @@ def attention_epsilon(
     Non-finite attention matrices raise an error naming ``attention`` from inside the compiled search
     (``throw=False`` leaves that check out).
     """
+    key = as_key(key, "key")
     if not isinstance(attention, SphereAttention):
         raise ValueError(f"`attention` must be a SphereAttention, got {type(attention).__name__}.")
     check_positive("beta", attention.beta if beta is None else beta)
