@@ -163,18 +163,24 @@ def test_ctrl_c_exits_130_with_finished_rows_on_disk_and_resume_completes(tmp_pa
 
 
 def test_the_worked_example_of_the_docs_runs_through_the_driver(tmp_path, monkeypatch):
-    """docs/experiments.md's experiment, as written there, registered by its one registry line."""
+    """docs/experiments.md's experiment, as written there (its first python block), registered as
+    the page's entry point registers it (the ``cfm_jax.commands`` entry ``gap``)."""
     import re
+    import tomllib
 
-    from cfm_experiments.registry import Command
+    from cfm_experiments.registry import GROUP, Command
 
     text = (ROOT / "docs" / "experiments.md").read_text()
-    code, line = re.findall(r"```python\n(.*?)```", text, re.S)[:2]
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    (toml,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    assert tomllib.loads(toml)["project"]["entry-points"][GROUP] == {"gap": "gap_command:GAP"}
+    # the page's `GAP = Command(...)` of gap_command.py (wrapped across lines in the prose)
+    (held,) = re.findall(r"`GAP = (Command\(.*?\))`", text.replace("\n", " "))
+    page_command = eval(held, {"Command": Command})
+    assert page_command == Command("gap", "gap_example", page_command.help)
     (tmp_path / "gap_example.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
-    (entry,) = eval(line.strip(), {"Command": Command})  # the page's registry entry, as a 1-tuple
-    assert entry.name == "gap"
-    monkeypatch.setitem(cfm_experiments.COMMANDS, "gap", Command("gap", "gap_example", entry.help))
+    monkeypatch.setitem(cfm_experiments.COMMANDS, "gap", page_command)
     report = cfm_experiments.run("gap", out=tmp_path / "o", quick=True, seeds=3)
     (claim,) = report.claims
     assert claim.command == "cfm-jax gap --quick" and claim.verdict in cfm_experiments.VERDICTS
