@@ -10,8 +10,9 @@ For a command (a set of parts, :mod:`cfm_experiments.registry`) and its checked 
 2. runs every part's configurations through one resumable sweep (``rows.jsonl``; each row
    carries its part's name, and its wall time ``seconds`` measured here), with a progress bar;
 3. asks each part for its :class:`~cfm_experiments.protocol.Summary` and figures, prints each
-   summary under the part's title and the claimed-vs-measured table of every claim line,
-   writes ``claims.md`` (when there are claims), the parts' text files and ``summary.json``:
+   summary under the part's title and every claim line as plain text
+   (:func:`~cfm_experiments.verdicts.claim_line`), writes their Markdown table ``claims.md``
+   (when there are claims), the parts' text files and ``summary.json``:
    the command, parts, settings, this invocation's wall time (``wall_seconds``), the rows' total
    (``rows_seconds``), what the compiler did (``compile``: programs compiled, their total and
    largest time, programs loaded from the persistent cache), the backend, each part's numbers
@@ -37,6 +38,7 @@ from .compiles import CompileStats, recording
 from .protocol import Claim, Part, Settings, Summary, resolve
 from .registry import Command, command as find_command
 from .results import Mode, ResultsFolder, config_key
+from .verdicts import claim_lines
 
 
 @dataclasses.dataclass
@@ -72,13 +74,8 @@ def claim_command(cmd: Command, part: Part, settings: Settings) -> str:
 
 
 def claims_table(claims: Sequence[Claim]) -> str:
-    """The claimed-vs-measured table in Markdown, one row per claim line."""
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    out = ["| claim | measured (95 % CIs) | sizes | verdict | command | figure |", "|---|---|---|---|---|---|"]
-    for c in claims:
-        fig = f"`{c.figure}`" if c.figure else ""
-        out.append(f"| {esc(c.claim)} | {esc(c.measured)} | {esc(c.sizes)} | **{c.verdict}** | `{c.command}` | {fig} |")
-    return "\n".join(out)
+    """The claimed-vs-measured table in Markdown, one row per claim line (``claims.md``)."""
+    return claim_lines(claims, "markdown")
 
 
 def _write_text(folder: ResultsFolder, name: str, text: str) -> Path:
@@ -142,9 +139,8 @@ def execute(
             folder.record(*drawn)
             files += drawn
     if claims:
-        table = claims_table(claims)
-        say("\nClaimed vs measured:\n" + table)
-        files.append(_write_text(folder, "claims.md", table))
+        say("\nClaimed vs measured:\n" + claim_lines(claims, "text"))
+        files.append(_write_text(folder, "claims.md", claims_table(claims)))
     wall = time.perf_counter() - t0
     summary_path = folder.write_summary(
         dict(

@@ -45,6 +45,7 @@ from cfm_jax import (
 from .declarations.gradcheck import GRADCHECK
 from .plotting import COLORS, figure, save
 from .protocol import Claim, Part, Settings, Summary
+from .verdicts import code_check
 
 #: the bounds of the code check: exact methods against autodiff and against finite differences.
 ROUND_OFF, FD_LEVEL = 1e-10, 1e-6
@@ -238,7 +239,7 @@ class GradCheck(Part):
             claim=f"every exact gradient method equals autodiff of the Euler scheme (≤ {ROUND_OFF:g}) and central "
             f"finite differences (≤ {FD_LEVEL:g})",
             measured=f"worst of {len(exact)} methods: {worst:.1e} vs autodiff, {worst_fd:.1e} vs finite differences",
-            verdict="code check passed" if passed else "code check failed",
+            verdict=code_check(passed),
             figure="gradcheck.png",
             sizes=lines[0].split(";")[0],
         )

@@ -12,7 +12,7 @@ An experiment is a set of **parts**. A part declares
   resuming a sweep re-runs only the missing configurations, and their rows must come out the same;
 - ``summarize(rows, settings)``: a :class:`Summary` of its rows: the text printed under its
   title, the numbers for ``summary.json``, its :class:`Claim` lines (claimed vs measured, with a
-  verdict) and any text files it writes;
+  :class:`~cfm_experiments.verdicts.Verdict`) and any text files it writes;
 - ``figures(rows, summary, out)``: the figures it draws into ``out``.
 
 Everything around that (the results folder and its manifest, resume and overwrite, progress,
@@ -32,20 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from .options import distinct
-
-#: the verdicts a claim line may carry. A *code check* is an identity the code must satisfy (it tests
-#: the implementation, not the paper); *inconclusive at these sizes* is what a verdict that differs
-#: between the reduced and the full configuration reads as.
-Verdict = Literal[
-    "holds",
-    "holds with a different constant",
-    "inconclusive at these sizes",
-    "not observed at these sizes",
-    "refuted at these sizes",
-    "code check passed",
-    "code check failed",
-]
-VERDICTS: tuple[str, ...] = Verdict.__args__  # pyright: ignore[reportAttributeAccessIssue]
+from .verdicts import VERDICTS, Verdict
 
 Kind = Literal["int", "real", "flag", "choice", "text"]
 
@@ -253,7 +240,8 @@ class Claim:
 
     claim: str
     measured: str
-    verdict: Verdict
+    #: a :class:`~cfm_experiments.verdicts.Verdict`; its text is accepted and made one.
+    verdict: Verdict | str
     figure: str = ""
     sizes: str = ""
     command: str = ""
@@ -261,6 +249,7 @@ class Claim:
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"claim {self.claim!r}: unknown verdict {self.verdict!r}; choose from {VERDICTS}.")
+        object.__setattr__(self, "verdict", Verdict(self.verdict))  # a verdict's text becomes its Verdict
 
 
 @dataclasses.dataclass(frozen=True)

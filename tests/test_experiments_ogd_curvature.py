@@ -4,8 +4,9 @@ that follow the data, the ridge rule's code check, and the options."""
 import numpy as np
 import pytest
 
-from cfm_experiments.ogd import curvature as cv, saddle as sd, verdicts as V
+from cfm_experiments.ogd import curvature as cv, saddle as sd
 from cfm_experiments.protocol import resolve
+from cfm_experiments.verdicts import DIFFERENT, HOLDS, NOT_MEASURED, NOT_OBSERVED, REFUTED, UNDECIDED
 
 TINY = dict(curvature_ns=[64], curvature_ratios=[0.0, 4.0], curvature_steps=100, curvature_seeds=2, curvature_eta=0.5)
 ETA = 0.5
@@ -57,18 +58,18 @@ def test_summary_of_rows_with_known_rates():
     assert t["0"]["fitted_steps"][1] < 200  # stopped before saturation
     assert t["4"]["late_growth"]["value"] == pytest.approx(1.0, rel=0.05)
     assert t["0.25"]["late_growth"]["ci_low"] > 1
-    assert verdicts[:3] == [V.HOLDS] * 3 and verdicts[-1] == "code check passed"
+    assert verdicts[:3] == [HOLDS] * 3 and verdicts[-1] == "code check passed"
     assert cv.PART.summarize(rows, resolve((cv.PART,), quick=True, **TINY)).passed
 
 
 def test_summary_verdicts_follow_the_data():
     b = np.log1p(ETA * 0.25)
     _, v = _verdicts(_synthetic_rows({0.0: -0.05, 0.25: -0.05, 1.0: 0.02}))
-    assert v[:3] == [V.NOT_OBSERVED, V.NOT_OBSERVED, V.REFUTED]  # no growth below, growth above
+    assert v[:3] == [NOT_OBSERVED, NOT_OBSERVED, REFUTED]  # no growth below, growth above
     _, v = _verdicts(_synthetic_rows({0.0: 3 * b, 1.0: -0.02}))
-    assert v[0] == V.DIFFERENT  # exponential, but faster than (1 + ηC)^k
+    assert v[0] == DIFFERENT  # exponential, but faster than (1 + ηC)^k
     _, v = _verdicts(_synthetic_rows({0.0: 0.7 * b, 0.5: 0.0}, C=0.25))
-    assert v[1] == V.INCONCLUSIVE  # λ = C exactly: no row where the bound predicts growth
+    assert v[1] == NOT_MEASURED  # λ = C exactly: no row where the bound predicts growth
 
 
 def test_a_ridge_rule_with_lambda_c_equal_to_C_fails_the_code_check():
@@ -97,12 +98,12 @@ def test_above_lambda_c_every_ridge_must_settle():
     table's λ/2C on the region is the ridge over twice the region's C: 1 for λ = λ_c there."""
     settle, straddle = -0.02, 2 * np.log(2.0) / 200
     t, v = _verdicts(_synthetic_rows({1.0: settle, 4.0: -0.1}))
-    assert v[0] == V.HOLDS
+    assert v[0] == HOLDS
     assert t["1"]["lambda_over_2C_region"] == pytest.approx(1.0, rel=1e-12)
-    assert _verdicts(_synthetic_rows({1.0: settle, 4.0: 0.05}))[1][0] == V.REFUTED
+    assert _verdicts(_synthetic_rows({1.0: settle, 4.0: 0.05}))[1][0] == REFUTED
     t, v = _verdicts(_synthetic_rows({1.0: settle, 4.0: straddle}))
     assert t["4"]["late_growth"]["ci_low"] < 2.0 < t["4"]["late_growth"]["ci_high"]
-    assert v[0] == V.INCONCLUSIVE
+    assert v[0] == UNDECIDED
 
 
 def test_still_growing_needs_both_intervals_wholly_past_their_boundaries():
@@ -117,9 +118,9 @@ def test_still_growing_needs_both_intervals_wholly_past_their_boundaries():
         Interval(0.01, -0.01, 0.03),
         Interval(-0.02, -0.03, -0.01),
     )
-    assert cv.growth_verdict(up, expanding) == V.HOLDS
-    assert cv.growth_verdict(across, expanding) == V.INCONCLUSIVE  # G's interval reaches above 1, not wholly
-    assert cv.growth_verdict(up, straddling) == V.INCONCLUSIVE  # the FTLE's reaches above 0, not wholly
-    assert cv.growth_verdict(flat, contracting) == V.NOT_OBSERVED
-    assert cv.growth_verdict(flat, straddling) == V.INCONCLUSIVE
-    assert cv.growth_verdict(Interval(1.9, 1.5, cv.GROWTH + 0.1), contracting) == V.INCONCLUSIVE  # may double
+    assert cv.growth_verdict(up, expanding) == HOLDS
+    assert cv.growth_verdict(across, expanding) == UNDECIDED  # G's interval reaches above 1, not wholly
+    assert cv.growth_verdict(up, straddling) == UNDECIDED  # the FTLE's reaches above 0, not wholly
+    assert cv.growth_verdict(flat, contracting) == NOT_OBSERVED
+    assert cv.growth_verdict(flat, straddling) == UNDECIDED
+    assert cv.growth_verdict(Interval(1.9, 1.5, cv.GROWTH + 0.1), contracting) == UNDECIDED  # may double

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from cfm_experiments.ogd import verdicts as V
+from cfm_experiments.verdicts import DIFFERENT, HOLDS, NOT_OBSERVED, REFUTED, UNDECIDED, worst
 from cfm_jax.stats import RateFit
 
 rng = np.random.default_rng(0)
@@ -18,19 +19,19 @@ def test_bounded_needs_every_size_and_growing_every_size():
     flat, up = _fit(-0.1, 0.2), _fit(0.3, 0.6)
     assert V.bounded([flat, flat]) and not V.bounded([flat, up]) and not V.bounded([up, flat])
     assert V.growing([up, up]) and not V.growing([up, flat]) and not V.growing([flat, up])
-    assert V.sign_verdict([up, up], positive=V.HOLDS, negative=V.REFUTED) == V.HOLDS
-    assert V.sign_verdict([flat, flat], positive=V.HOLDS, negative=V.REFUTED) == V.REFUTED
-    assert V.sign_verdict([flat, up], positive=V.HOLDS, negative=V.REFUTED) == V.INCONCLUSIVE
+    assert V.sign_verdict([up, up], positive=HOLDS, negative=REFUTED) == HOLDS
+    assert V.sign_verdict([flat, flat], positive=HOLDS, negative=REFUTED) == REFUTED
+    assert V.sign_verdict([flat, up], positive=HOLDS, negative=REFUTED) == UNDECIDED
 
 
 @pytest.mark.parametrize(
     "lo,hi,verdict",
     [
-        (-0.8, -0.4, V.HOLDS),
-        (-0.45, -0.2, V.NOT_OBSERVED),
-        (0.1, 0.3, V.REFUTED),
-        (-0.01, 0.01, V.REFUTED),
-        (-0.3, 0.1, V.INCONCLUSIVE),
+        (-0.8, -0.4, HOLDS),
+        (-0.45, -0.2, NOT_OBSERVED),
+        (0.1, 0.3, REFUTED),
+        (-0.01, 0.01, REFUTED),
+        (-0.3, 0.1, UNDECIDED),
     ],
 )
 def test_slope_verdict_against_minus_one_half(lo, hi, verdict):
@@ -38,9 +39,9 @@ def test_slope_verdict_against_minus_one_half(lo, hi, verdict):
 
 
 def test_worst_is_the_weakest_statement():
-    assert V.worst([V.HOLDS, V.INCONCLUSIVE, V.DIFFERENT]) == V.INCONCLUSIVE
-    assert V.worst([V.HOLDS, V.NOT_OBSERVED, V.INCONCLUSIVE]) == V.NOT_OBSERVED
-    assert V.worst([V.HOLDS, V.REFUTED]) == V.REFUTED and V.worst([V.HOLDS]) == V.HOLDS
+    assert worst([HOLDS, UNDECIDED, DIFFERENT]) == UNDECIDED
+    assert worst([HOLDS, NOT_OBSERVED, UNDECIDED]) == NOT_OBSERVED
+    assert worst([HOLDS, REFUTED]) == REFUTED and worst([HOLDS]) == HOLDS
 
 
 def test_growth_fits_recover_known_exponents():

@@ -45,7 +45,7 @@ def test_verdicts():
     assert verdict([good, good]) == "holds"
     assert verdict([good, floored, flat]) == "holds"  # the uncounted fits do not decide
     assert verdict([good, off]) == "not observed at these sizes"  # finite n cannot refute an asymptotic rate
-    assert verdict([floored, flat]) == verdict([]) == "inconclusive at these sizes"
+    assert verdict([floored, flat]) == verdict([]) == "not measured: no usable rows"
     assert {verdict([good]), verdict([off]), verdict([flat])} <= set(VERDICTS)
 
 
@@ -65,7 +65,7 @@ def test_measured_names_every_fit_and_why_it_does_not_count():
 
 def test_claim_lines_from_a_sweep():
     """The paper's exponents: every claim holds; attention's context made twice as steep: that line
-    alone reads 'not observed'; the control field floor-limited: inconclusive."""
+    alone reads 'not observed'; the control field floor-limited: not measured."""
     lines = claims(fit_rates(synthetic_rows(), n_boot=300), seeds=8, layers=4, figure="rates.png")
     assert [c.verdict for c in lines] == ["holds"] * 6, [(c.claim, c.measured) for c in lines]
     assert "W1 between" in lines[4].claim and "control d=4" not in lines[4].measured  # no W1 at dʹ = 4
@@ -75,8 +75,8 @@ def test_claim_lines_from_a_sweep():
     )
     assert [c.verdict for c in steep] == ["holds", "not observed at these sizes", "holds", "holds", "holds", "holds"]
     floored = claims(fit_rates(synthetic_rows(floor_ratio=1.0), n_boot=50), seeds=8, layers=4, figure="")
-    inconclusive = "inconclusive at these sizes"
-    assert [c.verdict for c in floored] == [inconclusive, "holds"] + [inconclusive] * 4  # context: no floor
+    unmeasured = "not measured: no usable rows"
+    assert [c.verdict for c in floored] == [unmeasured, "holds"] + [unmeasured] * 4  # context: no floor
 
 
 @pytest.mark.parametrize("quantity,claim", [("token", "the token deviation"), ("w1", "W1 between")])

@@ -20,8 +20,8 @@ from cfm_jax.stochastic import random_tokens
         (-0.45, -0.30, 0.5, "refuted at these sizes"),  # wholly slower than the bound allows
         (-1.20, -0.90, 1.0, "holds"),
         (-0.95, -0.70, 1.0, "refuted at these sizes"),
-        (math.nan, math.nan, 1.0, "inconclusive at these sizes"),  # no interval: fewer than two sizes
-        (-1.2, math.nan, 1.0, "inconclusive at these sizes"),
+        (math.nan, math.nan, 1.0, "not measured: no usable rows"),  # no interval: fewer than two sizes
+        (-1.2, math.nan, 1.0, "not measured: no usable rows"),
     ],
 )
 def test_order_verdict(lo, hi, order, verdict):

@@ -120,7 +120,7 @@ def test_strong_claim_verdict(lo, hi, verdict):
 
 def test_weak_claim_reads_the_resolved_fit(tmp_path):
     """The weak claim is judged on the resolved sizes' slope and interval (stored as null when there is
-    none: inconclusive); the figure draws both kinds of stored row."""
+    none: not measured); the figure draws both kinds of stored row."""
     config = dict(Ls=[1, 2, 4, 8], width=64, ref_steps=64, R=8000, seed=0)
     nan_fit = {"slope": -2.27, "intercept": 0.0, "ci_low": None, "ci_high": None, "prefactor": 1.0}
     row = {
@@ -140,7 +140,7 @@ def test_weak_claim_reads_the_resolved_fit(tmp_path):
     assert WEAK_L.summarize([flat], resolve([WEAK_L])).claims[0].verdict == "refuted at these sizes"
     none = {**row, "resolved_sizes": [1.0], "slope_resolved": None, "slope_resolved_ci": [None, None]}
     summary = WEAK_L.summarize([none], resolve([WEAK_L]))
-    assert summary.claims[0].verdict == "inconclusive at these sizes"
+    assert summary.claims[0].verdict == "not measured: no usable rows"
     (path,) = WEAK_L.figures([none], summary, tmp_path)
     assert path.name == "weak_L.png" and path.stat().st_size > 10_000
     strong = json.loads(json.dumps(_rate_row(STRONG, -0.7, -0.5, dict(Ls=[4, 8, 16], fine=32, N=3, d=3, R=3, seed=0))))

@@ -50,7 +50,7 @@ def test_pointwise_check_flags_a_decay_slower_than_the_bound():
     "rates,verdict",
     [
         ([-1.0, -2.0], "holds"),  # well under the bound -0.31 at every layer
-        ([-1.0, -0.32], "inconclusive at these sizes"),  # the second interval straddles the bound
+        ([-1.0, -0.32], "undecided: interval straddles the boundary"),  # the second interval straddles the bound
         ([-1.0, -0.2], "not observed at these sizes"),  # the second wholly above it
     ],
 )
@@ -88,7 +88,7 @@ def test_width_claim_compares_paired_rates():
     assert all(c["difference"]["value"] == pytest.approx(-0.5, abs=1e-12) for c in checks)
     line = ps.width_claim(checks)
     assert line.verdict == "refuted at these sizes" and "0 of 2 contain 0" in line.measured
-    assert ps.width_claim([]).verdict == "inconclusive at these sizes"
+    assert ps.width_claim([]).verdict == "not measured: no usable rows"
 
 
 def test_width_claim_is_two_sided():
@@ -126,6 +126,6 @@ def test_tables_and_kernel_rows():
     assert lines[-1].split()[:3] == ["sigmoid", "5", "0.1"] and lines[-1].split()[-1] == "yes"
     comp = ps.comparison(cells, {(1.0, 5): 0.0, (-1.0, 5): 2.0})
     text = ps.comparison_lines(comp, 256)
-    assert text[-1].split()[-1] == "FAILS" and text[-2].split()[-1] == "holds"  # repulsive: rate 2 > bound 1.7
+    assert text[-1].split()[-1] == "ABOVE" and text[-2].split()[-1] == "under"  # repulsive: rate 2 > bound 1.7
     assert ps.width_lines([])[1:] == []
     assert math.isclose(ps.log_mean_slope(T)(np.exp(-0.7 * T)[None]), -0.7, rel_tol=1e-12)

@@ -19,6 +19,7 @@ import numpy as np
 from ..declarations.claims import PREFACTORS
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
+from ..verdicts import HOLDS, NOT_OBSERVED
 from . import verdicts as V
 from .common import base_config, dim_of
 from .deviation import deviations
@@ -175,7 +176,7 @@ def rate_line(rows, seeds: int, top_n: int) -> Claim:
     K = len(fits)
     inside = sum(f.contains(-0.5) for f in fits)
     inside_large = sum(f.contains(-0.5) for f in large)
-    verdict = "holds" if min(inside, inside_large) >= 0.8 * K else "not observed at these sizes"
+    verdict = HOLDS if min(inside, inside_large) >= 0.8 * K else NOT_OBSERVED
     verdict, sizes = V.judge(verdict, {"seeds": 32, "largest n": 1000}, {"seeds": seeds, "largest n": top_n})
     return Claim(
         claim="token deviation vs the exact infinite-context limit decays as $n^{-1/2}$ (sup over depth)",

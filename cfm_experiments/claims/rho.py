@@ -31,6 +31,7 @@ from cfm_jax.stats import Interval, bootstrap
 from ..declarations.claims import RHO
 from ..plotting import COLORS, figure, save
 from ..protocol import Claim, Part, Settings, Summary
+from ..verdicts import HOLDS, NOT_OBSERVED, REFUTED
 from . import verdicts as V
 from .deviation import deviations_program, references
 from .sampling import DRAW_OPTIONS, fixed_norm_params, gaussian_law, sample_law
@@ -200,11 +201,11 @@ def rho_line(models, have) -> Claim:
     ns = models[0]["ns"]
     bins = "; ".join(f"{label}: {ci(v, fmt='+.2f')} (law {p:+.2f})" for label, v, p in binned(models))
     if b.contains(1.0) and a.contains(0.0):
-        verdict = "holds"
+        verdict = HOLDS
     elif not b.contains(1.0):
-        verdict = "refuted at these sizes"
+        verdict = REFUTED
     else:
-        verdict = "not observed at these sizes"
+        verdict = NOT_OBSERVED
     verdict, sizes = V.judge(verdict, {"largest n": 10240, "models": 25, "contexts": 4}, have)
     return Claim(
         claim=r"at a Gaussian context the local rate at large n is $n^{-\min(1/2,\,2/\rho^2)}$, "

@@ -18,6 +18,7 @@ import numpy as np
 from ..declarations.claims import TAILS
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
+from ..verdicts import HOLDS, NOT_OBSERVED
 from . import verdicts as V
 from .common import base_config
 from .deviation import deviations
@@ -93,7 +94,7 @@ def tails_line(row, f, need, have) -> Claim:
         f"curvature CI contains 0 at {n_affine}/{K} n (no power against a log(1/δ) tail at δ ≥ 0.01)"
     )
     half = all(lo <= -0.5 <= hi for lo, hi in zip(sl["ci_low"], sl["ci_high"]))
-    verdict, sizes = V.judge("holds" if half and f["ordered"] else "not observed at these sizes", need, have)
+    verdict, sizes = V.judge(HOLDS if half and f["ordered"] else NOT_OBSERVED, need, have)
     return Claim(
         claim="every tail quantile $q_δ$ (δ ≥ 0.01) of the sup deviation decays like $n^{-1/2}$ (the n-part of "
         r"the high-probability form $C\sqrt{\log(1/\delta)/n}$)",

@@ -42,6 +42,15 @@ BOUNDS = Declaration(
         ),
         Option("ogd_steps", 400, "OGD steps K of the claims", low=19, quick=48, why="K must exceed k_c + 16 = 18"),
         Option("ogd_seeds", 6, "seeds of the claims", low=2, quick=3, why="a confidence interval needs two"),
+        Option(
+            "ogd_scan",
+            (0.25, 0.5, 1.0),
+            "ridges λ/λ_c at --ogd-d0 besides 0, 1/8 and 1.5, to locate the threshold",
+            kind="real",
+            many=True,
+            low=0,
+            quick=(0.5, 1.0),
+        ),
     ),
     optional=True,
 )

@@ -7,15 +7,18 @@ teachers: attention-only transformers (H = 1, L = 2, ``Transformer.init`` scales
 own (:class:`~.measure.GaussianTask`). The covariance ∝ I/d keeps the logits' variance O(1).
 
 Rows: one per (d, regime); ``zero`` (λ = 0, the pilot: each seed's λ_c = 2C on the region its
-θ̂ visited) and ``strong`` (min(1.5·λ_c, 0.9/η)) at every d, ``weak`` (λ_c/8) at d0. Each row
+θ̂ visited) and ``strong`` (min(1.5·λ_c, 0.9/η)) at every d, ``weak`` (λ_c/8) and ``scan`` (the
+ridges of ``--ogd-scan``, λ/λ_c between them) at d0. Each row
 keeps, per seed and n: the sup over all k, over k ≤ k_c = 1/η and over k ≤ 1/(ηC), the maxima over
 8 equal windows spanning (k_c, K] (their log-log trend in k is the growth exponent β: 0 bounded,
 1/2 random walk, 1 linear), and the seed-mean curve.
 
-Claim lines (verdict rules in the docs): the n-slope (−1/2), the d-exponent at fixed n (≤ +1/2),
-bounded in k above λ_c — *inconclusive* when the ridge is so far above 2C of the region it visits
-that the student collapses and the threshold is not crossed (the ``curvature`` part crosses it) —,
-degradation after k_c below λ_c (e_K/e_{k_c}), and growth at λ = 0.
+Claim lines (verdict rules in the docs): the n-slope (−1/2), the d-exponent at fixed n (≤ +1/2:
+undecided while an interval reaches across ½), bounded in k above λ_c — *not tested* when the
+ridge is so far above 2C of the region it visits that the student collapses and the threshold is
+not crossed (the ``curvature`` part crosses it) —, the threshold (the ridge where the growth
+exponent after k_c changes sign, located among the ridges at d0, against :data:`THRESHOLD_BAND`
+of λ_c), and growth at λ = 0.
 """
 
 from __future__ import annotations
@@ -29,19 +32,19 @@ from cfm_jax.stats import fit_loglog, mean_ci
 
 from ..declarations.ogd import BOUNDS
 from ..protocol import Claim, Part, Settings, Summary
+from ..verdicts import HOLDS, NOT_TESTED, REFUTED, claim_lines as format_lines, worst
 from . import figures, measure
 from .measure import REGIMES, GaussianTask, k_c
 from .verdicts import (
-    HOLDS,
-    INCONCLUSIVE,
-    NOT_OBSERVED,
-    REFUTED,
+    THRESHOLD_BAND,
+    Sign,
+    Threshold,
+    at_most_half,
     fmt,
-    geometric_mean_ci,
     growth_fits,
+    sign,
     sign_verdict,
     slope_verdict,
-    worst,
 )
 
 #: the fixed sizes (the options set the rest).
@@ -49,6 +52,8 @@ FIXED = dict(layers=2, batch=4, context_scale=0.5, eta=0.5)
 #: λ above DEGENERATE × 2C of the region the strong runs visit: the threshold is not tested there.
 DEGENERATE = 4.0
 FIGURES = figures.CLAIMS_FIGURES
+#: how the threshold line writes a growth exponent's sign (:func:`~.verdicts.sign`).
+SIGNS = {1: "+", -1: "−", 0: "?"}
 
 
 def task_of(config: dict) -> GaussianTask:
@@ -102,6 +107,9 @@ class Claims(Part):
     def check(self, settings: Settings) -> None:
         if settings["ogd_d0"] not in settings["ogd_dims"]:
             raise ValueError(f"--ogd-d0 {settings['ogd_d0']} must be one of --ogd-dims {list(settings['ogd_dims'])}.")
+        taken = sorted(set(settings["ogd_scan"]) & set(REGIMES.values()))
+        if taken:
+            raise ValueError(f"--ogd-scan {taken}: already the regimes' ridges {sorted(REGIMES.values())}.")
 
     def configs(self, settings: Settings) -> list[dict]:
         base = dict(
@@ -114,12 +122,14 @@ class Claims(Part):
             **FIXED,
             seed=settings.seed,
         )
-        return [
+        regimes = [
             {"dim": int(d), "regime": r, "ratio": REGIMES[r], **base}
             for d in base["dims"]
             for r in REGIMES
             if r != "weak" or d == base["d0"]
         ]
+        scan = [{"dim": base["d0"], "regime": "scan", "ratio": float(x), **base} for x in settings["ogd_scan"]]
+        return regimes + scan
 
     def run(self, config: dict) -> dict:
         task = task_of(config)
@@ -129,7 +139,7 @@ class Claims(Part):
 
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         claims = claim_lines(rows)
-        text = "\n".join(f"- {c.claim}: {c.verdict}" for c in claims)
+        text = format_lines(claims, "brief")
         return Summary(text=text, data={"claims": [c.measured for c in claims]}, claims=tuple(claims))
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
@@ -138,6 +148,11 @@ class Claims(Part):
 
 def _by(rows):
     return {reg: {r["config"]["dim"]: r for r in rows if r["config"]["regime"] == reg} for reg in REGIMES}
+
+
+def position(row) -> float:
+    """λ/λ_c of a row, the mean over its seeds (λ_c = 2C of each seed's λ = 0 region)."""
+    return float(np.mean(np.asarray(row["lam"]) / (2 * np.asarray(row["C_seeds"]))))
 
 
 def _ratios(row) -> str:
@@ -190,7 +205,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
                 r"$\sup_k ‖θ_k − \hat θ_k‖_{L^∞} = O(\sqrt{d/n})$: d-exponent ≤ +1/2 at fixed n ($λ > λ_c$)",
                 f"d-exponent: {nfmt(fits)}; n-slope per d: "
                 + ", ".join(f"d={d} {fmt(f)}" for d, f in zip(dims, n_fits)),
-                worst([HOLDS if f.ci_low <= 0.5 else REFUTED for f in fits]),
+                worst(at_most_half(fits)),
                 FIGURES[1],
                 f"d = {dims[0]}…{dims[-1]}, n = {int(ns[0])}…{int(ns[-1])}, K = {K}, {S} seeds",
             )
@@ -202,7 +217,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
         gs = growth_fits(strong["window_k"], strong["window_max"])
         own = np.asarray(strong["lam"]) / (2 * np.asarray(strong["region_C_seeds"]))
         degenerate = bool(own.min() > DEGENERATE)
-        verdict = INCONCLUSIVE if degenerate else sign_verdict(gs, positive=REFUTED, negative=HOLDS)
+        verdict = NOT_TESTED if degenerate else sign_verdict(gs, positive=REFUTED, negative=HOLDS)
         why = (
             f" — degenerate: λ is {own.min():.3g}…{own.max():.3g} × 2C of the region the strong runs visit, where θ̂ "
             f"collapses (‖θ̂_K‖ = {strong['ref_norm_final']:.2g}): the threshold is not crossed here (see the "
@@ -222,25 +237,23 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
             )
         )
 
-    weak = by["weak"].get(d0)
-    if weak is not None:
-        gs = growth_fits(weak["window_k"], weak["window_max"])
-        last = np.asarray(weak["window_max"])[:, -1]  # (S, len(ns)) ≈ e_K
-        ratios = [geometric_mean_ci(last[:, i] / np.asarray(weak["sup_dev_kc"])[:, i]) for i in range(len(ns))]
-        if all(r.ci_low > 1 for r in ratios):
-            verdict = HOLDS
-        elif all(r.ci_high < 1 for r in ratios):
-            verdict = NOT_OBSERVED
-        else:
-            verdict = INCONCLUSIVE
-        ridge_times = K * eta * float(np.mean(weak["lam"]))
+    ridges = sorted((r for r in rows if r["config"]["dim"] == d0), key=position)
+    if len(ridges) >= 2:
+        fits = [growth_fits(r["window_k"], r["window_max"]) for r in ridges]
+        signs: list[Sign] = [sign(f) for f in fits]
+        located = Threshold.locate([position(r) for r in ridges], signs)
+        lo, hi = THRESHOLD_BAND
+        per = "; ".join(
+            f"{position(r):.3g} $λ_c$: {SIGNS[s]} (n={int(ns[-1])} {fmt(f[-1])})"
+            for r, f, s in zip(ridges, fits, signs)
+        )
         lines.append(
             Claim(
-                "$0 < λ < λ_c$: the bound holds only up to $k_c ≈ 1/η$; beyond, the deviation degrades",
-                f"λ = {_ratios(weak)} $λ_c$; $e_K/e_{{k_c}}$ (geometric mean over seeds [95 % CI]): "
-                + ", ".join(f"n={int(n)} ×{r.value:.3g} [{r.ci_low:.3g}, {r.ci_high:.3g}]" for n, r in zip(ns, ratios))
-                + f"; then growth exponent β over $(k_c, K]$: {nfmt(gs)}; K = {ridge_times:.2g} ridge times 1/(ηλ)",
-                verdict,
+                f"the threshold: beyond $k_c$ the deviation grows below $λ_c$ and not above; the growth "
+                f"exponent β changes sign at a ridge in $[{lo:g}, {hi:g}]·λ_c$",
+                f"sign of β after $k_c$ (+: every n's CI above 0, −: below 0, ?: neither) at λ = {per}; "
+                f"the sign change lies in {located}",
+                located.verdict(),
                 FIGURES[2],
                 sizes,
             )
@@ -271,4 +284,4 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
 
 PART = Claims()
 
-__all__ = ["DEGENERATE", "FIXED", "PART", "Claims", "claim_lines", "record", "task_of", "windows"]
+__all__ = ["DEGENERATE", "FIXED", "PART", "Claims", "claim_lines", "position", "record", "task_of", "windows"]

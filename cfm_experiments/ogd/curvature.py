@@ -25,26 +25,26 @@ from cfm_jax.stats import Interval
 
 from ..declarations.ogd import CURVATURE
 from ..plotting import save
-from ..protocol import Claim, Part, Settings, Summary, Verdict
+from ..protocol import Claim, Part, Settings, Summary
+from ..verdicts import (
+    CODE_FAILED,
+    CODE_PASSED,
+    DIFFERENT,
+    HOLDS,
+    NOT_MEASURED,
+    NOT_OBSERVED,
+    REFUTED,
+    UNDECIDED,
+    Verdict,
+    code_check,
+    worst,
+)
 from . import measure
 from .figures import CURVATURE_FIGURE, curvature_figure
 from .measure import CAP, LAMBDA_C_FACTOR, k_c
 from .saddle import FIXED, record, task_of
-from .verdicts import (
-    DIFFERENT,
-    HOLDS,
-    INCONCLUSIVE,
-    NOT_OBSERVED,
-    REFUTED,
-    exponential_rates,
-    fmt,
-    geometric_mean_ci,
-    mean_interval,
-    worst,
-)
+from .verdicts import exponential_rates, fmt, geometric_mean_ci, mean_interval
 
-CODE_PASSED: Verdict = "code check passed"
-CODE_FAILED: Verdict = "code check failed"
 #: the linear regime: deviations below this level (the saddle is O(1) away from the minima the
 #: escaping runs settle in: the unit-norm maps set that scale).
 LINEAR = 0.03
@@ -171,19 +171,19 @@ def _iv(d: dict) -> Interval:
 def rate_verdict(q: Interval) -> Verdict:
     """The growth rate over the bound's log(1 + η(C − λ)) (per seed, CI over seeds). Growth (CI above
     0) reaching [½, 1] holds — the bound's factor, up to the factor 2 of an estimated C —, growth
-    elsewhere is a different constant; no growth with ½ excluded is not observed; else inconclusive."""
+    elsewhere is a different constant; no growth with ½ excluded is not observed; else undecided."""
     if q.ci_low > 0:
         return HOLDS if q.ci_high >= 0.5 and q.ci_low <= 1 else DIFFERENT
-    return NOT_OBSERVED if q.ci_high < 0.5 else INCONCLUSIVE
+    return NOT_OBSERVED if q.ci_high < 0.5 else UNDECIDED
 
 
 def growth_verdict(g: Interval, ftle: Interval) -> Verdict:
     """Still growing: the late growth factor G (last over second quarter) above 1 and the map
     expanding along the path (FTLE above 0) holds; less than a doubling with a contracting map is
-    not observed; else inconclusive (CIs over seeds)."""
+    not observed; else undecided (CIs over seeds)."""
     if g.ci_low > 1 and ftle.ci_low > 0:
         return HOLDS
-    return NOT_OBSERVED if g.ci_high < GROWTH and ftle.ci_high <= 0 else INCONCLUSIVE
+    return NOT_OBSERVED if g.ci_high < GROWTH and ftle.ci_high <= 0 else UNDECIDED
 
 
 def _times(d: dict) -> str:
@@ -230,9 +230,9 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
                     f"{v['bound_rate']['value']:+.4f}"
                     for v in below
                 ),
-                worst([growth_verdict(_iv(v["late_growth"]), _iv(v["ftle_rate"])) for v in growing])
+                worst(growth_verdict(_iv(v["late_growth"]), _iv(v["ftle_rate"])) for v in growing)
                 if growing
-                else INCONCLUSIVE,
+                else NOT_MEASURED,  # no row where the bound's step factor still expands
                 fig,
                 sizes,
             )
@@ -241,11 +241,7 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
     if above:
         g = [_iv(v["late_growth"]) for v in above]
         verdict = (
-            REFUTED
-            if any(x.ci_low > GROWTH for x in g)
-            else HOLDS
-            if all(x.ci_high < GROWTH for x in g)
-            else INCONCLUSIVE
+            REFUTED if any(x.ci_low > GROWTH for x in g) else HOLDS if all(x.ci_high < GROWTH for x in g) else UNDECIDED
         )
         lines.append(
             Claim(
@@ -277,7 +273,7 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
         Claim(
             f"each ridge is $ρ·λ_c$, $λ_c = 2C$ of its seed's λ = 0 pilot (capped at {CAP:g}/η for ρ ≥ 1)",
             "recomputed from the rows' pilot constants",
-            CODE_PASSED if ok else CODE_FAILED,
+            code_check(ok),
             "",
             sizes,
         )

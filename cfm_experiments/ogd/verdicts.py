@@ -2,33 +2,27 @@
 
 Every interval is a percentile bootstrap over seeds (:mod:`cfm_jax.stats`). A verdict is decided
 only when its interval excludes the alternative; an interval that straddles the boundary reads
-*inconclusive at these sizes*, so a smaller run (``--quick``: fewer seeds, wider intervals) does
-not flip a verdict, it withholds it.
+*undecided* (:data:`~cfm_experiments.verdicts.UNDECIDED`), so a smaller run (``--quick``: fewer
+seeds, wider intervals) does not flip a verdict, it withholds it. The verdicts themselves are
+:mod:`cfm_experiments.verdicts`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
 from cfm_jax.stats import Interval, RateFit, bootstrap, fit_loglog
 
-from ..protocol import Verdict
+from ..verdicts import HOLDS, NOT_OBSERVED, REFUTED, UNDECIDED, Verdict, against_band
 
-HOLDS: Verdict = "holds"
-DIFFERENT: Verdict = "holds with a different constant"
-INCONCLUSIVE: Verdict = "inconclusive at these sizes"
-NOT_OBSERVED: Verdict = "not observed at these sizes"
-REFUTED: Verdict = "refuted at these sizes"
-
-#: from the weakest to the strongest statement: the worst of several verdicts is the first.
-ORDER: tuple[Verdict, ...] = (REFUTED, NOT_OBSERVED, INCONCLUSIVE, DIFFERENT, HOLDS)
-
-
-def worst(verdicts: Sequence[Verdict]) -> Verdict:
-    """The weakest of several verdicts (:data:`ORDER`)."""
-    return min(verdicts, key=ORDER.index)
+#: where the growth exponent's sign change must fall, in units of λ_c = 2C: from C, where the
+#: bound's step factor 1 + η(C − λ) stops expanding, to 2λ_c, the threshold of a C that the
+#: region's estimate puts low by up to a factor 2.
+THRESHOLD_BAND = (0.5, 2.0)
 
 
 def fmt(fit: RateFit | Interval, digits: int = 2) -> str:
@@ -41,12 +35,12 @@ def slope_verdict(fit: RateFit, claim: float) -> Verdict:
     """A decay exponent against the bound's ``claim`` (e.g. −1/2): at least as steep (the CI reaches
     the claim or lies below it) holds; a decay whose CI lies between the claim and 0 is not observed
     at these sizes (slower, maybe pre-asymptotic); a CI reaching 0 that excludes even half the
-    claimed decay is refuted; a CI reaching 0 that allows more is inconclusive."""
+    claimed decay is refuted; a CI reaching 0 that allows more is undecided."""
     if fit.ci_low <= claim:
         return HOLDS
     if fit.ci_high < 0:
         return NOT_OBSERVED
-    return REFUTED if fit.ci_low > claim / 2 else INCONCLUSIVE
+    return REFUTED if fit.ci_low > claim / 2 else UNDECIDED
 
 
 def growth_fits(window_k, window_max) -> list[RateFit]:
@@ -70,10 +64,55 @@ def growing(fits: Sequence[RateFit]) -> bool:
 
 def sign_verdict(fits: Sequence[RateFit], *, positive: Verdict, negative: Verdict) -> Verdict:
     """``positive`` when every n grows (:func:`growing`), ``negative`` when none can be told from
-    a bounded deviation (:func:`bounded`), inconclusive when the sizes disagree."""
+    a bounded deviation (:func:`bounded`), undecided when the sizes disagree."""
     if growing(fits):
         return positive
-    return negative if bounded(fits) else INCONCLUSIVE
+    return negative if bounded(fits) else UNDECIDED
+
+
+def at_most_half(fits: Sequence[RateFit]) -> list[Verdict]:
+    """Per n, the d-exponent against the claim "≤ ½" (the band (−∞, ½]): its CI wholly at or below
+    ½ holds, wholly above refuted, across ½ undecided."""
+    return [against_band(f.ci_low, f.ci_high, high=0.5) for f in fits]
+
+
+Sign = Literal[-1, 0, 1]
+
+
+def sign(fits: Sequence[RateFit]) -> Sign:
+    """The sign of a growth exponent fitted at several n: +1 when every CI lies above 0, −1 when
+    every CI lies below 0, else 0 (not known)."""
+    if all(f.ci_low > 0 for f in fits):
+        return 1
+    return -1 if all(f.ci_high < 0 for f in fits) else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+    """Where in λ/λ_c the growth exponent changes sign: above ``low`` (the largest ridge whose exponent
+    is positive; −∞ if none is) and below ``high`` (the smallest larger ridge whose exponent is
+    negative; +∞ if none is)."""
+
+    low: float
+    high: float
+
+    @classmethod
+    def locate(cls, ratios: Sequence[float], signs: Sequence[Sign]) -> Threshold:
+        """From each ridge's λ/λ_c and :func:`sign` (ridges of unknown sign locate nothing)."""
+        up = [r for r, s in zip(ratios, signs) if s > 0]
+        low = max(up, default=-np.inf)
+        high = min((r for r, s in zip(ratios, signs) if s < 0 and r > low), default=np.inf)
+        return cls(float(low), float(high))
+
+    def verdict(self, band: tuple[float, float] = THRESHOLD_BAND) -> Verdict:
+        """The located sign change against the predicted ``band``: inside it holds, wholly outside
+        refuted, else undecided. No sign change (growth at every ridge, or at none) cannot hold: it
+        leaves an unbounded side."""
+        return against_band(self.low, self.high, *band)
+
+    def __str__(self) -> str:
+        fmt = lambda x: f"{x:.3g}"  # noqa: E731
+        return f"({fmt(self.low)}, {fmt(self.high)})·λ_c"
 
 
 def geometric_mean_ci(ratios) -> Interval:
@@ -106,12 +145,10 @@ def mean_interval(values) -> Interval:
 
 
 __all__ = [
-    "DIFFERENT",
-    "HOLDS",
-    "INCONCLUSIVE",
-    "NOT_OBSERVED",
-    "ORDER",
-    "REFUTED",
+    "THRESHOLD_BAND",
+    "Sign",
+    "Threshold",
+    "at_most_half",
     "bounded",
     "exponential_rates",
     "fmt",
@@ -119,7 +156,7 @@ __all__ = [
     "growing",
     "growth_fits",
     "mean_interval",
+    "sign",
     "sign_verdict",
     "slope_verdict",
-    "worst",
 ]

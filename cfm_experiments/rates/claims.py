@@ -15,7 +15,7 @@ Verdict of a claim, from its fits (one per row, :func:`~cfm_experiments.rates.fi
   (:func:`~cfm_experiments.rates.fits.expected_band`: the exponent itself, or at dʹ = 2 from
   −1/2 to the slope of √(log n / n));
 - **holds**: every counted fit agrees; **not observed at these sizes**: some counted fit does
-  not (a finite-n fit cannot refute an asymptotic rate); **inconclusive at these sizes**: no fit
+  not (a finite-n fit cannot refute an asymptotic rate); **not measured: no usable rows**: no fit
   counts. The measured text lists every fit, and the ones not counted with the reason.
 """
 
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..protocol import Claim, Verdict
+from ..protocol import Claim
+from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, Verdict
 
 #: (claim, field, quantity): the claim's fits are the rows' of that quantity and field (None: every field).
 CLAIMS: tuple[tuple[str, str | None, str], ...] = (
@@ -51,8 +52,8 @@ def verdict(fits: Sequence[dict]) -> Verdict:
     """The verdict of one claim from its fits (module docstring)."""
     counted = [f for f in fits if counts(f)]
     if not counted:
-        return "inconclusive at these sizes"
-    return "holds" if all(agrees(f) for f in counted) else "not observed at these sizes"
+        return NOT_MEASURED
+    return HOLDS if all(agrees(f) for f in counted) else NOT_OBSERVED
 
 
 def _label(f: dict) -> str:

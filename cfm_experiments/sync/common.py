@@ -8,7 +8,7 @@ their claim lines, and the small compiled programs every part uses.
   ``[lo, hi]`` of the fitted log-log slope, the claim *holds* when ``lo <= -p`` (the data allow a
   decay at least as fast as claimed; a faster decay is consistent with a bound), is *refuted at
   these sizes* when the whole interval lies above ``-p`` (slower than the bound allows), and is
-  *inconclusive at these sizes* when there is no interval (fewer than two resolved sizes).
+  *not measured* when there is no interval (fewer than two resolved sizes).
 * An equality checked in n cells, each by an estimate with a 95 % interval (a closed form
   against Monte Carlo estimates): if the claim is true each interval misses with probability
   about 5 %, about 2.5 % on each side, so the number of misses k is Binomial(n, 0.05) and the
@@ -31,7 +31,7 @@ from scipy import stats
 from cfm_jax.stochastic import random_tokens
 
 from ..declarations.sync import REALISATIONS
-from ..protocol import Verdict
+from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, Verdict
 
 #: the significance at which a set of intervals missing a claimed value refutes it.
 ALPHA = 0.01
@@ -40,8 +40,8 @@ ALPHA = 0.01
 def order_verdict(ci_low: float, ci_high: float, order: float) -> Verdict:
     """The verdict on ``error = O(x^{-order})`` from the 95 % interval of the fitted slope."""
     if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        return "inconclusive at these sizes"
-    return "holds" if ci_low <= -order else "refuted at these sizes"
+        return NOT_MEASURED
+    return HOLDS if ci_low <= -order else REFUTED
 
 
 def miss_probability(misses: int, n: int, level: float = 0.95) -> float:
@@ -61,7 +61,7 @@ def coverage_verdict(below: int, above: int, n: int, level: float = 0.95) -> Ver
     total = miss_probability(below + above, n, level)
     side = (1 + level) / 2  # one side of a two-sided `level` interval misses with (1 − level)/2
     one_sided = min(miss_probability(below, n, side), miss_probability(above, n, side))
-    return "holds" if min(total, one_sided) >= ALPHA else "refuted at these sizes"
+    return HOLDS if min(total, one_sided) >= ALPHA else REFUTED
 
 
 def interval_text(value: float, lo: float, hi: float, digits: int = 2) -> str:

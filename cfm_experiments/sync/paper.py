@@ -19,7 +19,7 @@ holds (λ̄ < 0, G not odd): *holds* when every such cell's mean energy stays un
 every saved layer and its rate's whole interval lies under ε + λ̄'; *not observed at these
 sizes* when some cell's whole interval lies above (not *refuted*: ε is a lower estimate, so the
 bound tested is below the theorem's, and the model is the discrete one, not the limit SDE);
-*inconclusive at these sizes* otherwise. (2) The energy curves do not depend on m (G's
+*undecided* otherwise (*not measured* without such a cell). (2) The energy curves do not depend on m (G's
 covariance is κ at every width): the rate differences between widths, paired over realisations
 (the same starts), with the coverage rule of :mod:`.common`. (3) A code check: the grid's ReLU
 λ₁ and λ̄ equal the paper's closed forms −1/(2d) − 3σ²(d−1)/4 and 1/d − 3σ²(d−3)/2.
@@ -48,6 +48,7 @@ from cfm_jax.stochastic import (
 
 from ..declarations.sync import PAPER
 from ..protocol import Part, Settings, Summary
+from ..verdicts import CODE_PASSED
 from .common import random_starts
 from .paper_figures import SCALES, activation_figure, width_figure
 from .paper_summary import (
@@ -222,7 +223,7 @@ class PaperGrid(Part):
             "width_check": checks,
             "width": width,
         }
-        return Summary(text=text, data=data, claims=claims, passed=relu is None or relu.verdict == "code check passed")
+        return Summary(text=text, data=data, claims=claims, passed=relu is None or relu.verdict == CODE_PASSED)
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
         cells = [r for r in rows if r["config"]["kind"] == "cell"]

@@ -8,6 +8,7 @@ import numpy as np
 from cfm_jax.stats import Interval, bootstrap
 
 from ..protocol import Claim
+from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, UNDECIDED, code_check
 from .common import coverage_verdict, interval_text, miss_probability
 
 
@@ -99,13 +100,13 @@ def bound_claim(comp: list[dict], width: int) -> Claim:
     under = sum(c["rate_ci_below_bound"] for c in cells)
     above = sum(c["rate_ci"][0] > c["bound"] for c in cells)
     if not cells:
-        verdict = "inconclusive at these sizes"
+        verdict = NOT_MEASURED
     elif above:
-        verdict = "not observed at these sizes"
+        verdict = NOT_OBSERVED
     elif pointwise == under == len(cells):
-        verdict = "holds"
-    else:
-        verdict = "inconclusive at these sizes"
+        verdict = HOLDS
+    else:  # no rate wholly above the bound, but some not wholly under it
+        verdict = UNDECIDED
     ratios = [c["bound_over_rate"] for c in cells if c["bound_over_rate"] is not None and c["bound"] < 0]
     tight = f"; bound/rate {min(ratios):.2f}–{max(ratios):.2f} where the bound is negative" if ratios else ""
     return Claim(
@@ -131,7 +132,7 @@ def width_claim(checks: list[dict]) -> Claim:
         claim="the energy's decay does not depend on the MLP width m (G's covariance is κ at every m)",
         measured=f"rate(m) − rate(main m) [95% CI, paired over runs]: {diffs}; {n - misses} of {n} contain 0"
         + (f", P(≥ {misses} misses | claim) = {miss_probability(misses, n):.2f}" if n else ""),
-        verdict=coverage_verdict(below, misses - below, n) if n else "inconclusive at these sizes",
+        verdict=coverage_verdict(below, misses - below, n) if n else NOT_MEASURED,
         figure="width_check.png",
         sizes=f"m ∈ {{{', '.join(map(str, widths))}}}; d = {checks[0]['d']}, σ = {checks[0]['sigma']:g}, "
         f"attention {checks[0]['scale']:+g}"
@@ -157,7 +158,7 @@ def relu_claim(table: list[dict]) -> Claim | None:
     return Claim(
         claim="ReLU, σ_U = σ_W = σ: λ₁ = −1/(2d) − 3σ²(d−1)/4 and λ̄ = 1/d − 3σ²(d−3)/2 (the paper's closed forms)",
         measured=f"largest difference over {len(relu)} ReLU cells of the kernel table: {worst:.1e}",
-        verdict="code check passed" if ok else "code check failed",
+        verdict=code_check(ok),
         sizes=", ".join(f"d = {t['d']}, σ = {t['sigma']:g}" for t in relu),
     )
 
@@ -195,7 +196,7 @@ def comparison_lines(comp: list[dict], width: int) -> list[str]:
             lines.append(
                 f"{c['act']:>8} {c['d']:>4} {c['sigma']:>4g} {c['scale']:>+5g} {c['epsilon']:>8.4f} "
                 f"{c['lambda_bar_prime']:>8.4f} {c['bound']:>8.4f} {c['rate']:>8.4f} [{lo:>8.4f}, {hi:>8.4f}] "
-                f"{'holds' if c['holds_pointwise'] else 'FAILS':>9}"
+                f"{'under' if c['holds_pointwise'] else 'ABOVE':>9}"  # a table cell, not a verdict
             )
     return lines
 
