@@ -15,6 +15,12 @@ with respect to the weights of a reference sample of ``n_lin`` points (``jax.jac
 covariance over the atoms is Σ, and sup_s ‖G_s‖ is drawn 10⁵ times. The laws: the uniform ball
 (the paper's compact support; QMC reference of ``n_ref`` points) and the Gaussian (exact limit;
 unbounded, outside the bound's assumption).
+
+The verdict is two-sided (:func:`exponent_line`): a light tail alone does not hold. The deviation
+must also decay in n (the median's exponent between the smallest and the largest n, interval at
+or below :data:`DECAY`) and sit near its limit at the largest n (every q_δ over the limit's, interval inside
+:data:`LIMIT_BAND`): a sample that is light-tailed but does not decay, or is far from the
+linearised limit, is not the limit's tail.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ import numpy as np
 from matplotlib.ticker import NullLocator
 
 from cfm_jax import EmpiricalMeasure
-from cfm_jax.stats import Interval
+from cfm_jax.stats import Interval, bootstrap
 
 from ..declarations.claims import TAIL_EXPONENT
 from ..plotting import COLORS, figure, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
+from ..verdicts import NOT_MEASURED, Verdict, against_band, worst
 from . import verdicts as V
 from .deviation import deviations_program, references, token_trajectory
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer
@@ -44,6 +51,14 @@ DIM = 4
 CHUNK = 4096
 #: draws of the linearised limit's sup_s ‖G_s‖.
 GAUSSIAN_DRAWS = 100_000
+#: near the limit: q_δ of √n·dev within this factor band of the linearised limit's q_δ.
+LIMIT_BAND = (0.5, 2.0)
+#: decaying: the median's exponent in n at most this, half the limit's −½ (a finite-n slope may be
+#: slower than the asymptotic one, but not by more than half).
+DECAY = -0.25
+RATIO_KEYS = ("value", "ci_low", "ci_high")
+#: bootstrap resamples of a row's intervals (10⁵ contexts each: the sort dominates).
+TAIL_BOOT = 200
 
 
 def _fixed(key, *, law, dim, layers, n_ref, n_lin):
@@ -157,16 +172,36 @@ class TailExponent(Part):
         return [save(tail_figure(rows), out / "tail_exponent.png")] if rows else []
 
 
+def quantile_ratios(scaled, lin, n_boot: int = TAIL_BOOT, seed: int = 0) -> dict:
+    """q_δ of ``scaled`` over q_δ of ``lin`` at every :data:`TAIL_DELTAS`, with percentile-bootstrap
+    intervals (the two samples resampled independently): lists ``value``, ``ci_low``, ``ci_high``."""
+    a, b = np.asarray(scaled, np.float64), np.asarray(lin, np.float64)
+    rng = np.random.default_rng(seed)
+    reps = np.stack(
+        [
+            upper_quantiles(a[rng.integers(0, a.size, a.size)], TAIL_DELTAS)
+            / upper_quantiles(b[rng.integers(0, b.size, b.size)], TAIL_DELTAS)
+            for _ in range(n_boot)
+        ]
+    )
+    lo, hi = np.quantile(reps, [0.025, 0.975], axis=0)
+    value = upper_quantiles(a, TAIL_DELTAS) / upper_quantiles(b, TAIL_DELTAS)
+    return {"value": value.tolist(), "ci_low": lo.tolist(), "ci_high": hi.tolist()}
+
+
 def tail_statistics(scaled, lin) -> dict:
     """What a row keeps of its √n·dev sample and of the linearised limit's draws: the quantiles at
-    :data:`TAIL_DELTAS`, γ of the sample with its bootstrap interval, γ of the limit."""
+    :data:`TAIL_DELTAS`, γ of the sample with its bootstrap interval, γ of the limit, the median
+    with its interval and the quantiles over the limit's (:func:`quantile_ratios`)."""
     return {
-        "gamma": tail_exponent(scaled, TAIL_DELTAS, n_boot=200).as_dict(),
+        "gamma": tail_exponent(scaled, TAIL_DELTAS, n_boot=TAIL_BOOT).as_dict(),
         "gamma_lin": exponent_of(upper_quantiles(lin, TAIL_DELTAS), TAIL_DELTAS),
         "quantiles": upper_quantiles(scaled, TAIL_DELTAS).tolist(),
         "quantiles_lin": upper_quantiles(lin, TAIL_DELTAS).tolist(),
         "median": float(np.median(scaled)),
+        "median_ci": bootstrap(np.median, np.asarray(scaled), n_boot=TAIL_BOOT).as_dict(),
         "median_lin": float(np.median(lin)),
+        "ratio": quantile_ratios(scaled, lin),
     }
 
 
@@ -174,21 +209,55 @@ def gamma_of(row) -> Interval:
     return Interval(**row["gamma"])
 
 
+def decay(rows) -> Interval | None:
+    """The exponent in n of the deviation's median (√n·dev's over √n) from the smallest to the
+    largest n: −½ for the limit's decay, 0 for none. Its interval joins the two medians' intervals at their far ends
+    (the samples are independent); None without two sizes or the medians' intervals."""
+    if len(rows) < 2 or not all("median_ci" in r for r in (rows[0], rows[-1])):
+        return None
+    (a, b), m = (rows[0], rows[-1]), (Interval(**rows[0]["median_ci"]), Interval(**rows[-1]["median_ci"]))
+    span = np.log(b["config"]["n"] / a["config"]["n"])
+    slope = lambda hi, lo: float(np.log(hi / lo) / span - 0.5)  # noqa: E731
+    return Interval(slope(m[1].value, m[0].value), slope(m[1].ci_low, m[0].ci_high), slope(m[1].ci_high, m[0].ci_low))
+
+
+def near_limit(row) -> list[Verdict]:
+    """Per δ, q_δ over the limit's against :data:`LIMIT_BAND` (inside holds, outside refuted)."""
+    r = row.get("ratio")
+    if r is None:
+        return [NOT_MEASURED]
+    return [against_band(lo, hi, *LIMIT_BAND) for lo, hi in zip(r["ci_low"], r["ci_high"])]
+
+
 def exponent_line(rows, what, have) -> Claim:
-    """The largest n's γ against max(½, the linearised limit's γ); every n's γ reported."""
+    """The largest n's γ against max(½, the linearised limit's γ), and the deviation's decay in n
+    (:func:`decay`, at most :data:`DECAY`) and its agreement with the limit at the largest n (:func:`near_limit`):
+    the line holds only when all three do."""
     last = rows[-1]
     limit = max(0.5, last["gamma_lin"])
     parts = "; ".join(
-        f"n = {r['config']['n']}: γ = {ci(gamma_of(r), fmt='.3f')}, $q_δ$ over the limit's at δ = 10⁻⁴: "
-        f"{r['quantiles'][-1] / r['quantiles_lin'][-1]:.2f}"
+        f"n = {r['config']['n']}: γ = {ci(gamma_of(r), fmt='.3f')}, $q_δ$ over the limit's at δ = 10⁻¹ … 10⁻⁴: "
+        + (
+            ", ".join(f"{v:.2f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in zip(*(r["ratio"][k] for k in RATIO_KEYS)))
+            if "ratio" in r
+            else f"{r['quantiles'][-1] / r['quantiles_lin'][-1]:.2f} (at 10⁻⁴)"
+        )
         for r in rows
     )
-    verdict, sizes = V.judge(V.at_most(gamma_of(last), limit), {"contexts": 100_000}, have)
+    slope = decay(rows)
+    checks = [V.at_most(gamma_of(last), limit), *near_limit(last)]
+    checks.append(NOT_MEASURED if slope is None else against_band(slope.ci_low, slope.ci_high, high=DECAY))
+    trend = "no two sizes" if slope is None else ci(slope, fmt="+.2f")
+    verdict, sizes = V.judge(worst(checks), {"contexts": 100_000}, have)
+    lo, hi = LIMIT_BAND
     return Claim(
         claim=r"the sup deviation has a sub-Gaussian tail, $q_\delta \propto \sqrt{\log(1/\delta)}$ "
-        f"(exponent ½, as the linearised limiting Gaussian process), not a sub-exponential one (exponent 1): {what}",
-        measured=f"{rows[-1]['config']['tail_samples']} contexts, δ = 10⁻¹ … 10⁻⁴, $\\log q_δ ≈ c + γ\\log\\log(1/δ)$: "
-        f"{parts}; linearised limit γ = {last['gamma_lin']:.3f} (its centre moves it off ½ over this δ range)",
+        f"(exponent ½, as the linearised limiting Gaussian process), not a sub-exponential one (exponent 1), "
+        f"and is that limit's: it decays in n (exponent ≤ {DECAY:g}) and its quantiles are within "
+        f"[{lo:g}, {hi:g}] × the limit's: {what}",
+        measured=f"{last['config']['tail_samples']} contexts, δ = 10⁻¹ … 10⁻⁴, $\\log q_δ ≈ c + γ\\log\\log(1/δ)$: "
+        f"{parts}; linearised limit γ = {last['gamma_lin']:.3f} (its centre moves it off ½ over this δ range); "
+        f"the median's exponent in n: {trend}",
         verdict=verdict,
         figure="tail_exponent.png",
         sizes=sizes,
@@ -237,7 +306,12 @@ __all__ = [
     "TAIL_DELTAS",
     "contexts",
     "TailExponent",
+    "DECAY",
+    "LIMIT_BAND",
+    "decay",
     "exponent_line",
+    "near_limit",
+    "quantile_ratios",
     "gamma_of",
     "tail_statistics",
     "influence",
