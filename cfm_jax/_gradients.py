@@ -81,6 +81,9 @@ class AdjointSolution(eqx.Module):
 
 def mean_squared_loss(x1, y):
     """$½‖x_1 − y‖^2$, averaged over the batch when x1 is ``(B, d)`` (the default loss)."""
+    if jnp.shape(y) != jnp.shape(x1):
+        # broadcasting would silently average over a wrong pairing of tokens and targets
+        raise ValueError(f"`y` must have the shape of `x1` {jnp.shape(x1)}, got {jnp.shape(y)}.")
     sq = 0.5 * jnp.sum((x1 - y) ** 2)
     return sq / x1.shape[0] if x1.ndim == 2 else sq
 
@@ -131,6 +134,10 @@ def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
     if not model.piecewise_constant:
         raise ValueError("functional_gradient is defined for piecewise-constant paths (L·∂L/∂θ_l per layer).")
+    if type(grads) is not type(model):
+        raise ValueError(
+            f"`grads` must be model-shaped (a {type(model).__name__} of gradients), got {type(grads).__name__}."
+        )
     L = model.num_layers
     return jax.tree.map(lambda g: L * g, grads)
 

@@ -218,7 +218,7 @@ def make_population(name: PopulationName, dim: int, intrinsic_dim: int | None = 
         e[0, 0], e[1, 0] = 2.0, -2.0
         return gaussian_mixture(e, **kwargs)
     raise ValueError(
-        f"`population` must be one of gaussian, gaussian_mixture, uniform_sphere, subspace_gaussian, "
+        f"`name` must be a population name: one of gaussian, gaussian_mixture, uniform_sphere, subspace_gaussian, "
         f"embedded_sphere; got {name!r}."
     )
 

@@ -29,6 +29,7 @@ from .._adjoint import ball_probes
 from .._flow import SaveAt
 from .._gradients import token_adjoint
 from .._measures import EmpiricalMeasure, GaussianMeasure
+from .._random import as_key
 from .._regime import AttentionRegime, attention_regime
 from .._solve import forward, gaussian_flow
 from .deviations import compare, sups, system, token_adjoint_states, w1_path
@@ -65,7 +66,7 @@ def seed_inputs(spec: ChaosSpec, key):
     """(model key, reference, second reference, x0, y, probes) of one seed of a ``"sample"``
     reference (pure in ``key``)."""
     dtype = jnp.result_type(float)
-    k_model, k_ref, k_ref2, k_x, k_y, k_probe = jax.random.split(key, 6)
+    k_model, k_ref, k_ref2, k_x, k_y, k_probe = jax.random.split(as_key(key), 6)
     law = spec.population_law()
     ref = law(k_ref, spec.n_ref).astype(dtype)
     ref2 = law(k_ref2, spec.n_ref).astype(dtype)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .base import AbstractGaussianField, LocalVJP, complete_params
@@ -241,6 +242,13 @@ class AttentionField(AbstractGaussianField):
 
     chunk_size: int | str | None = eqx.field(static=True, default="auto")
     key_chunk_size: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        c, k = self.chunk_size, self.key_chunk_size
+        if not (c is None or c == "auto" or (isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 1)):
+            raise ValueError(f'`chunk_size` must be "auto", None or an int >= 1, got {c!r}.')
+        if not (k is None or (isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1)):
+            raise ValueError(f"`key_chunk_size` must be None or an int >= 1, got {k!r}.")
 
     def __call__(self, x, measure, params):
         A = attention_matrix(params["Q"], params["K"])

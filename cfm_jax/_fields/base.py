@@ -68,6 +68,8 @@ def generic_local_vjp(field, queries, measure, params, cot, *, active=None, targ
     μ + Σ_t ε_t δ_{y_t})$ (the first variation), and its gradient in $y_t$ is taken by
     reverse-over-reverse.
     """
+    if jnp.shape(cot) != jnp.shape(queries):
+        raise ValueError(f"`cot` must have the shape of `queries` {jnp.shape(queries)}, got {jnp.shape(cot)}.")
     z, w = measure.points, measure.weights
     act = jnp.ones(queries.shape[:1], queries.dtype) if active is None else jnp.asarray(active, queries.dtype)
     ca = cot * act[:, None]
@@ -194,7 +196,11 @@ class AbstractSumField(AbstractField):
 def _flatten(fields) -> tuple[AbstractField, ...]:
     flat = []
     for f in fields:
+        if not isinstance(f, AbstractField):
+            raise TypeError(f"`fields` must hold cfm_jax fields (AbstractField), got {type(f).__name__}.")
         flat.extend(f.fields if isinstance(f, AbstractSumField) else (f,))
+    if not flat:
+        raise ValueError("`fields` must hold at least one field.")
     return tuple(flat)
 
 

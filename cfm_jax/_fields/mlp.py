@@ -49,6 +49,10 @@ class MLPField(AbstractField):
 
     activation: Callable = eqx.field(static=True, default=jax.nn.gelu)
 
+    def __check_init__(self):
+        if not callable(self.activation):
+            raise ValueError(f"`activation` must be a callable elementwise σ, got {self.activation!r}.")
+
     def __call__(self, x, measure, params):
         hidden = self.activation(x @ params["W1"].T + params["b1"][None, :])
         return hidden @ params["W2"].T + params["b2"][None, :]

@@ -23,6 +23,11 @@ def _keys_to_data(tree):
 
 def save_checkpoint(path, state: OGDState, stream: AbstractStream | None = None) -> Path:
     """Write ``state`` (and optionally the stream, PRNG keys included) to ``path`` atomically."""
+    if not isinstance(state, OGDState):
+        # checked before anything is written: a bad call leaves no file behind
+        raise ValueError(f"`state` must be an OGDState, got {type(state).__name__}.")
+    if stream is not None and not isinstance(stream, AbstractStream):
+        raise ValueError(f"`stream` must be None or a stream (AbstractStream), got {type(stream).__name__}.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -23,6 +23,11 @@ def sup_norm(model: AbstractCFM) -> Array:
 
 def sup_distance(a: AbstractCFM, b: AbstractCFM) -> Array:
     """$‖θ_a − θ_b‖_{L^∞}$ (same structure required)."""
+    pa, pb = eqx.filter(a, eqx.is_inexact_array), eqx.filter(b, eqx.is_inexact_array)
+    if jax.tree.structure(pa) != jax.tree.structure(pb) or any(
+        jnp.shape(u) != jnp.shape(v) for u, v in zip(jax.tree.leaves(pa), jax.tree.leaves(pb))
+    ):
+        raise ValueError(f"`b` must have the structure and shapes of `a` ({type(a).__name__}).")
     diff = eqx.combine(
         jax.tree.map(lambda u, v: u - v, eqx.filter(a, eqx.is_inexact_array), eqx.filter(b, eqx.is_inexact_array)),
         eqx.filter(a, eqx.is_inexact_array, inverse=True),

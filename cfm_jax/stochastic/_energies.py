@@ -20,6 +20,14 @@ import numpy as np
 from jaxtyping import Array, Float
 
 
+def _tokens(x, name: str = "x"):
+    """``x`` as an array of one configuration ``(N, d)``; the rank is checked at trace time."""
+    x = jnp.asarray(x)
+    if x.ndim != 2 or x.shape[0] < 1:
+        raise ValueError(f"`{name}` must be one configuration (N, d) with N >= 1, got shape {x.shape}.")
+    return x
+
+
 def _half_sqdist(x):
     diff = x[:, None, :] - x[None, :, :]
     return 0.5 * jnp.sum(diff * diff, axis=-1)
@@ -27,18 +35,21 @@ def _half_sqdist(x):
 
 def interaction_energy(x: Float[Array, "N d"], beta: float) -> Array:
     """$½ ∬ e^{β⟨x,y⟩} dμ dμ$ for the uniform empirical measure (maximal at a Dirac)."""
+    x = _tokens(x)
     r = _half_sqdist(x)
     return 0.5 * jnp.mean(jnp.exp(beta * (1.0 - r)))
 
 
 def energy_deficit(x: Float[Array, "N d"], beta: float) -> Array:
     """The paper's energy $E_β(μ) = ½ ∬ (e^β − e^{β⟨x,y⟩}) dμ dμ ≥ 0$, zero exactly at synchronisation."""
+    x = _tokens(x)
     r = _half_sqdist(x)
     return 0.5 * jnp.exp(beta) * jnp.mean(-jnp.expm1(-beta * r))
 
 
 def distance_energy(x: Float[Array, "N d"], p: float) -> Array:
     """$∬ ‖x − y‖^{2p} dμ dμ$ (diagonal included, it contributes 0)."""
+    x = _tokens(x)
     sq = 2.0 * _half_sqdist(x)
     safe = jnp.where(sq > 0, sq, 1.0)
     return jnp.mean(jnp.where(sq > 0, safe**p, 0.0))
@@ -46,11 +57,13 @@ def distance_energy(x: Float[Array, "N d"], p: float) -> Array:
 
 def order_parameter(x: Float[Array, "N d"]) -> Array:
     """$‖(1/N) Σ_i x_i‖ ∈ [0, 1]$; 1 exactly at synchronisation."""
+    x = _tokens(x)
     return jnp.linalg.norm(jnp.mean(x, axis=0))
 
 
 def diameter(x: Float[Array, "N d"]) -> Array:
     r"""Largest pairwise distance $\max_{ij} ‖x_i − x_j‖$."""
+    x = _tokens(x)
     return jnp.sqrt(2.0 * jnp.max(_half_sqdist(x)))
 
 
@@ -104,10 +117,12 @@ def fit_exponential_rate(ts, y, *, t_min: float | None = None, floor: float = 1e
 
 def nematic_order(x: Float[Array, "N d"]) -> Array:
     """Top eigenvalue of $(1/N) Σ_i x_i x_i^⊤ ∈ [1/d, 1]$; 1 exactly when all tokens lie on ±v."""
+    x = _tokens(x)
     return jnp.linalg.eigvalsh(x.T @ x / x.shape[0])[-1]
 
 
 def pairwise_cosines(x: Float[Array, "N d"]) -> Float[Array, " P"]:
     """The N(N−1)/2 cosine similarities $⟨x_i, x_j⟩$, i < j."""
+    x = _tokens(x)
     i, j = np.triu_indices(x.shape[0], 1)
     return 1.0 - _half_sqdist(x)[i, j]
