@@ -35,3 +35,44 @@ def test_paper_notebook(tmp_path):
     assert float(orders["relu"]) > 0.99 and float(nematic["relu"]) > 0.99
     assert float(orders["tanh"]) < 0.9 and float(nematic["tanh"]) > 0.99
     assert len(notebook_images(outputs)) >= 1
+
+
+def notebook_not_committed_executed(nb: dict) -> str | None:
+    """Why a notebook (its JSON) is not committed executed: a code cell not run, cells run out of
+    order or in several sessions, an error output, or no output at all (None: it is executed)."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    counts = [c.get("execution_count") for c in code]
+    if counts != list(range(1, len(code) + 1)):
+        return f"execution counts {counts}: not run top to bottom in one session"
+    outputs = [o for c in code for o in c.get("outputs", [])]
+    if any(o.get("output_type") == "error" for o in outputs):
+        return "a cell raised"
+    return None if outputs else "no outputs"
+
+
+def test_every_notebook_is_committed_executed():
+    """The site shows the committed outputs (mkdocs-jupyter does not execute): every notebook under
+    notebooks/ was run top to bottom and kept its outputs."""
+    import json
+    from pathlib import Path
+
+    notebooks = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    bad = {p.name: why for p in notebooks if (why := notebook_not_committed_executed(json.loads(p.read_text())))}
+    assert not bad, bad
+
+
+def test_the_executed_check_fails_on_a_cleared_notebook():
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "ogd.ipynb").read_text())
+    assert notebook_not_committed_executed(nb) is None
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for c in code:
+        c["outputs"] = []
+    assert notebook_not_committed_executed(nb) == "no outputs"
+    code[0]["execution_count"] = None
+    assert "not run top to bottom" in notebook_not_committed_executed(nb)
+    code[0]["execution_count"], code[0]["outputs"] = 1, [{"output_type": "error"}]
+    assert notebook_not_committed_executed(nb) == "a cell raised"
