@@ -75,8 +75,18 @@ class RateFit:
         )
 
 
+def _length(value) -> int | None:
+    """``len(value)``, or None for what is no sequence (a scalar, a 0-d array, a string)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        return None
+    try:
+        return len(value)  # pyright: ignore[reportArgumentType]
+    except TypeError:  # a 0-d array: iterable by its type, unsized by its value
+        return None
+
+
 def _is_bool(value) -> bool:
-    return isinstance(value, (bool, np.bool_)) or getattr(value, "dtype", None) == np.bool_
+    return isinstance(value, (bool, np.bool_)) or np.asarray(value).dtype == np.bool_
 
 
 def _is_scalar_of(value, kinds: str) -> bool:
@@ -85,8 +95,10 @@ def _is_scalar_of(value, kinds: str) -> bool:
         return False
     if isinstance(value, numbers.Integral) or ("f" in kinds and isinstance(value, numbers.Real)):
         return True
-    dtype = getattr(value, "dtype", None)
-    return getattr(value, "shape", None) == () and dtype is not None and np.dtype(dtype).kind in kinds
+    if isinstance(value, (str, bytes)):
+        return False
+    array = np.asarray(value)  # a NumPy scalar, a 0-d NumPy or JAX array; anything else is no scalar
+    return array.shape == () and array.dtype.kind in kinds
 
 
 def _integer(name: str, value, low: int, what: str) -> int:
@@ -342,14 +354,9 @@ def fit_polynomial(
     degree = _integer("deg", deg, 0, "a non-negative integer")
     n_boot, level, seed = _check_resampling(n_boot, level, seed)
     xs = _sizes("x", x, degree + 1, f"abscissae for a degree-{degree} polynomial")
-    if (
-        isinstance(samples, (str, bytes))
-        or not isinstance(samples, Iterable)
-        or not hasattr(samples, "__len__")
-        or getattr(samples, "ndim", 1) == 0
-    ):
+    if _length(samples) is None:
         raise TypeError(f"`samples` must be a sequence of K arrays, got {type(samples).__name__}.")
-    rows = list(samples)  # a (K, S) NumPy or JAX array: its rows
+    rows = list(samples)  # pyright: ignore[reportArgumentType]  (a sequence, _length says: a (K, S) array's rows)
     if len(rows) != xs.shape[0]:
         raise ValueError(f"`samples` needs one sample per x: {xs.shape[0]}, got {len(rows)}.")
     groups = []
