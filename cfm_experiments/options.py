@@ -93,16 +93,11 @@ def cpu_device_count(requested: int | None = None) -> int | None:
 
 
 def enable_compilation_cache(path: str | os.PathLike) -> Path:
-    """Point JAX's persistent compilation cache at ``path`` (created), caching every program."""
-    import jax
+    """Point JAX's persistent compilation cache at ``path`` (created), caching every program
+    (:func:`cfm_jax.enable_compilation_cache`)."""
+    import cfm_jax
 
-    path = Path(path).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    # Cache every program, however small or quick to compile: the sweeps are many small ones.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return path
+    return cfm_jax.enable_compilation_cache(path)
 
 
 def apply_global_options(args: argparse.Namespace) -> None:

@@ -6,27 +6,210 @@ Eulerian adjoints or autodiff, propagation-of-chaos experiments, ridge-regularis
 descent and the stochastic (common-noise) transformer on the sphere. The theory and every
 convention the code relies on: ``docs/theory.md``.
 
-The public API is the names imported in the ``TYPE_CHECKING`` block below — the one list of them:
-static analysers read it as imports, and at run time it is read from this file to give ``__all__``
-and the module of each name — plus the subpackages ``chaos``, ``distributed``, ``ogd``, ``stats``
-and ``stochastic``; modules whose names start with ``_`` are implementation. The package root is
-lazy: a name is imported from its module on first use, so ``import cfm_jax`` does not import JAX
-until something numerical is asked for.
+The public API is ``__all__``: the names of the table ``_EXPORTS`` below (each with the module
+that defines it), among them the subpackages ``chaos``, ``distributed``, ``ogd``, ``stats`` and
+``stochastic``; modules whose names start with ``_`` are implementation. The package root is lazy:
+a name is imported from its module on first use, so ``import cfm_jax`` does not import JAX until
+something numerical is asked for. The ``TYPE_CHECKING`` imports at the end say the same to static
+analysers (a test holds the two lists equal).
 """
 
-# ruff: noqa: F401  (the TYPE_CHECKING imports are the public list, read at run time: see the docstring)
 # pyright: reportUnsupportedDunderAll=false
 from __future__ import annotations
 
-import ast
 import importlib
-import pathlib
-import warnings
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-if TYPE_CHECKING:  # the public names, once
+#: public name -> the module that defines it (a subpackage: itself), imported on first use
+_EXPORTS = {
+    "AbstractCFM": "_paths",
+    "AbstractField": "_fields",
+    "AbstractGaussianField": "_fields",
+    "AbstractHandAdjoint": "_adjoint",
+    "AbstractMemory": "_adjoint",
+    "AbstractPiecewiseConstantCFM": "_paths",
+    "AbstractStream": "_streams",
+    "adjoint_trajectories": "_gradients",
+    "AdjointSolution": "_gradients",
+    "ArrayStream": "_streams",
+    "as_measure": "_measures",
+    "attention_regime": "_regime",
+    "AttentionField": "_fields",
+    "AttentionRegime": "_regime",
+    "Backsolve": "_adjoint",
+    "ball_probes": "_adjoint",
+    "CFM": "_paths",
+    "chaos": "chaos",
+    "context_mesh": "_sharding",
+    "ContinuousAdjoint": "_adjoint",
+    "coupled_run": "ogd",
+    "default_adjoint": "_solve",
+    "DiscreteAdjoint": "_adjoint",
+    "distributed": "distributed",
+    "embedded_sphere": "_populations",
+    "EmpiricalMeasure": "_measures",
+    "enable_compilation_cache": "_cache",
+    "estimate_lipschitz": "ogd",
+    "FlowSolution": "_flow",
+    "forward": "_solve",
+    "functional_gradient": "_gradients",
+    "FunctionStream": "_streams",
+    "gather": "_sharding",
+    "gaussian": "_populations",
+    "gaussian_flow": "_solve",
+    "gaussian_mixture": "_populations",
+    "GaussianMeasure": "_measures",
+    "GaussianSumField": "_fields",
+    "generic_local_vjp": "_fields",
+    "grid_probes": "_adjoint",
+    "HeavyTailWarning": "_regime",
+    "linear": "_fields",
+    "LinearMLPField": "_fields",
+    "LipschitzEstimate": "ogd",
+    "load_checkpoint": "ogd",
+    "LocalVJP": "_fields",
+    "loss_and_grad": "_gradients",
+    "make_population": "_populations",
+    "mean_squared_loss": "_gradients",
+    "MLPField": "_fields",
+    "NoiseKernel": "stochastic",
+    "ogd": "ogd",
+    "OGDResult": "ogd",
+    "OGDState": "ogd",
+    "PiecewiseLinearCFM": "_paths",
+    "probe_gradients": "_gradients",
+    "Recompute": "_adjoint",
+    "replicate": "_sharding",
+    "ridge_sgd": "ogd",
+    "run_ogd": "ogd",
+    "Sample": "_streams",
+    "save_checkpoint": "ogd",
+    "SaveAt": "_flow",
+    "shard_inputs": "_sharding",
+    "sobol": "_qmc",
+    "sobol_normal": "_qmc",
+    "SphereSDE": "stochastic",
+    "split_atom": "_measures",
+    "stats": "stats",
+    "stochastic": "stochastic",
+    "StochasticTransformer": "stochastic",
+    "StoreAll": "_adjoint",
+    "StoreEvery": "_adjoint",
+    "subspace_gaussian": "_populations",
+    "SumField": "_fields",
+    "TeacherStudentStream": "_streams",
+    "token_adjoint": "_gradients",
+    "Transformer": "_paths",
+    "uniform_sphere": "_populations",
+    "W1ControlField": "_control",
+    "warn_if_heavy_tailed": "_regime",
+    "wasserstein1": "_wasserstein",
+}
+
+__all__ = [
+    "AbstractCFM",
+    "AbstractField",
+    "AbstractGaussianField",
+    "AbstractHandAdjoint",
+    "AbstractMemory",
+    "AbstractPiecewiseConstantCFM",
+    "AbstractStream",
+    "adjoint_trajectories",
+    "AdjointSolution",
+    "ArrayStream",
+    "as_measure",
+    "attention_regime",
+    "AttentionField",
+    "AttentionRegime",
+    "Backsolve",
+    "ball_probes",
+    "CFM",
+    "chaos",
+    "context_mesh",
+    "ContinuousAdjoint",
+    "coupled_run",
+    "default_adjoint",
+    "DiscreteAdjoint",
+    "distributed",
+    "embedded_sphere",
+    "EmpiricalMeasure",
+    "enable_compilation_cache",
+    "estimate_lipschitz",
+    "FlowSolution",
+    "forward",
+    "functional_gradient",
+    "FunctionStream",
+    "gather",
+    "gaussian",
+    "gaussian_flow",
+    "gaussian_mixture",
+    "GaussianMeasure",
+    "GaussianSumField",
+    "generic_local_vjp",
+    "grid_probes",
+    "HeavyTailWarning",
+    "linear",
+    "LinearMLPField",
+    "LipschitzEstimate",
+    "load_checkpoint",
+    "LocalVJP",
+    "loss_and_grad",
+    "make_population",
+    "mean_squared_loss",
+    "MLPField",
+    "NoiseKernel",
+    "ogd",
+    "OGDResult",
+    "OGDState",
+    "PiecewiseLinearCFM",
+    "probe_gradients",
+    "Recompute",
+    "replicate",
+    "ridge_sgd",
+    "run_ogd",
+    "Sample",
+    "save_checkpoint",
+    "SaveAt",
+    "shard_inputs",
+    "sobol",
+    "sobol_normal",
+    "SphereSDE",
+    "split_atom",
+    "stats",
+    "stochastic",
+    "StochasticTransformer",
+    "StoreAll",
+    "StoreEvery",
+    "subspace_gaussian",
+    "SumField",
+    "TeacherStudentStream",
+    "token_adjoint",
+    "Transformer",
+    "uniform_sphere",
+    "W1ControlField",
+    "warn_if_heavy_tailed",
+    "wasserstein1",
+]
+
+
+def __getattr__(name: str):
+    """Import ``name`` from its module on first access (PEP 562)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
+    value = module if _EXPORTS[name] == name else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # the same names, for static analysers
+    # ruff: noqa: F401
     from . import chaos, distributed, ogd, stats, stochastic
     from ._adjoint import (
         AbstractHandAdjoint,
@@ -40,6 +223,7 @@ if TYPE_CHECKING:  # the public names, once
         ball_probes,
         grid_probes,
     )
+    from ._cache import enable_compilation_cache
     from ._control import W1ControlField
     from ._fields import (
         AbstractField,
@@ -58,7 +242,6 @@ if TYPE_CHECKING:  # the public names, once
         AdjointSolution,
         adjoint_trajectories,
         functional_gradient,
-        gaussian_token_adjoint,
         loss_and_grad,
         mean_squared_loss,
         probe_gradients,
@@ -92,40 +275,3 @@ if TYPE_CHECKING:  # the public names, once
         save_checkpoint,
     )
     from .stochastic import NoiseKernel, SphereSDE, StochasticTransformer
-
-
-def _public_names() -> dict[str, str]:
-    """``{name: module}`` from the ``TYPE_CHECKING`` imports of this file (a subpackage maps to itself)."""
-    tree = ast.parse(pathlib.Path(__file__).read_text(encoding="utf-8"))
-    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
-    return {
-        alias.asname or alias.name: node.module or alias.name
-        for node in block.body
-        if isinstance(node, ast.ImportFrom)
-        for alias in node.names
-    }
-
-
-_EXPORTS = _public_names()
-__all__ = sorted(_EXPORTS, key=str.lower)
-
-#: deprecated name -> (module, name, what to use instead); resolvable for one release, not in __all__
-_DEPRECATED = {"GaussianSolution": ("_flow", "FlowSolution", "cfm_jax.FlowSolution (one type for every context)")}
-
-
-def __getattr__(name: str):
-    """Import ``name`` from its module on first access (PEP 562)."""
-    if name in _DEPRECATED:
-        module, target, instead = _DEPRECATED[name]
-        warnings.warn(f"cfm_jax.{name} is deprecated: use {instead}.", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(f".{module}", __name__), target)
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
-    value = module if _EXPORTS[name] == name else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))

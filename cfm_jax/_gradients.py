@@ -16,7 +16,6 @@ Any scalar function of :func:`cfm_jax.forward`'s outputs can be differentiated d
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +29,7 @@ from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_ro
 from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
-from ._solve import forward, prepare
+from ._solve import check_solved, checked_inputs, forward, prepare
 from ._validation import compiled, finite
 
 
@@ -53,8 +52,6 @@ class AdjointSolution(eqx.Module):
             piecewise constant (e.g. :class:`~cfm_jax.PiecewiseLinearCFM`) the plain node gradients.
         grads: model-shaped $∂L/∂θ_l$.
         loss: the scalar loss.
-
-    Deprecated alias (one release): ``zs`` = ``contexts.points``.
     """
 
     ss: Array
@@ -68,15 +65,6 @@ class AdjointSolution(eqx.Module):
     functional_grads: AbstractCFM
     grads: AbstractCFM
     loss: Array
-
-    @property
-    def zs(self) -> Array:
-        warnings.warn(
-            "AdjointSolution.zs is deprecated (removed in the next release): use contexts.points.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.contexts.points
 
 
 def mean_squared_loss(x1, y):
@@ -115,13 +103,19 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
     ``(loss, grads)``, ``grads`` model-shaped ($∂L/∂θ_l$ per layer).
     """
     loss, y = _check_loss(loss, x0, y, throw)
+    if throw:
+        # forward's checks made here, at this program's top level, where they are flags it returns:
+        # inside the gradient they could only be host callbacks (cfm_jax._validation)
+        model, x0, context = checked_inputs(model, x0, context)
 
     def value(m):
-        sol = forward(m, x0, context, throw=throw, **options)
+        sol = forward(m, x0, context, throw=False, **options)  # pyright: ignore[reportArgumentType]  (a measure)
         return loss(sol.x1, y), sol.result
 
     (val, result), grads = eqx.filter_value_and_grad(value, has_aux=True)(model)
-    if not throw:  # throw=True: forward has raised already
+    if throw:
+        val = check_solved(val, result)
+    else:
         failed = result != diffrax.RESULTS.successful
         val = jnp.where(failed, jnp.nan, val)
         grads = jax.tree.map(lambda g: jnp.where(failed, jnp.nan, g) if eqx.is_inexact_array(g) else g, grads)
@@ -300,27 +294,10 @@ def token_covectors(model: AbstractCFM, xs, zs, weights, y, *, loss: Callable | 
     return res.traj[3]
 
 
-def gaussian_token_adjoint(model, x0, mu: GaussianMeasure, y, **kwargs) -> tuple[Array, Array]:
-    """Deprecated (removed in the next release): ``sol, ps = token_adjoint(model, x0, mu, y, **kwargs)``
-    gives ``(sol.ss, ps)``, this function's result."""
-    warnings.warn(
-        "cfm_jax.gaussian_token_adjoint is deprecated: use `sol, ps = cfm_jax.token_adjoint(model, x0, mu, y)` "
-        "(sol.ss are the depths).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    if not isinstance(mu, GaussianMeasure):
-        raise ValueError(f"`mu` must be a GaussianMeasure, got {type(mu).__name__}.")
-    sol, ps = token_adjoint(model, x0, mu, y, **kwargs)
-    assert sol.ss is not None
-    return sol.ss, ps
-
-
 __all__ = [
     "AdjointSolution",
     "adjoint_trajectories",
     "functional_gradient",
-    "gaussian_token_adjoint",
     "loss_and_grad",
     "mean_squared_loss",
     "probe_gradients",

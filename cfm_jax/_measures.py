@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._qmc import sobol_normal
 from ._random import as_key
-from ._validation import check_finite, is_concrete
+from ._validation import check, check_finite, is_concrete
 
 
 def weight_sum_tolerance(dtype) -> float:
@@ -114,18 +114,19 @@ class EmpiricalMeasure(eqx.Module):
     @classmethod
     def unchecked(cls, points, weights) -> EmpiricalMeasure:
         """A measure from arrays without validation (traced arrays, zero-weight padding atoms)."""
-        template = cls(jnp.zeros((1, points.shape[-1]), points.dtype))
+        with jax.ensure_compile_time_eval():  # a concrete template: a traced one would be checked
+            template = cls(np.zeros((1, points.shape[-1]), points.dtype))
         return eqx.tree_at(lambda m: (m.points, m.weights), template, (points, weights))
 
     def checked(self, name: str = "context") -> EmpiricalMeasure:
         """This measure with its values checked inside compiled code (``eqx.error_if``): finite points,
         and weights that are finite, non-negative and sum to one. The error names ``name``."""
         z, w = self.points, self.weights
-        z = eqx.error_if(z, ~jnp.all(jnp.isfinite(z)), f"`{name}` points contain non-finite values (nan/inf).")
-        w = eqx.error_if(w, ~jnp.all(jnp.isfinite(w)), f"`{name}` weights contain non-finite values (nan/inf).")
-        w = eqx.error_if(w, jnp.any(w < 0), f"`{name}` weights must be non-negative.")
+        z = check(z, ~jnp.all(jnp.isfinite(z)), f"`{name}` points contain non-finite values (nan/inf).")
+        w = check(w, ~jnp.all(jnp.isfinite(w)), f"`{name}` weights contain non-finite values (nan/inf).")
+        w = check(w, jnp.any(w < 0), f"`{name}` weights must be non-negative.")
         tol = weight_sum_tolerance(w.dtype)
-        w = eqx.error_if(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`{name}` weights must sum to 1 (within {tol:g}).")
+        w = check(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`{name}` weights must sum to 1 (within {tol:g}).")
         return EmpiricalMeasure.unchecked(z, w)
 
     def pad_to(self, size: int) -> EmpiricalMeasure:
@@ -209,7 +210,8 @@ class GaussianMeasure(eqx.Module):
     @classmethod
     def unchecked(cls, mean, cov) -> GaussianMeasure:
         """A measure from arrays without validation (the flow's own moments)."""
-        template = cls(jnp.zeros((mean.shape[-1],), mean.dtype), jnp.eye(mean.shape[-1], dtype=mean.dtype))
+        with jax.ensure_compile_time_eval():  # a concrete template: a traced one would be checked
+            template = cls(np.zeros((mean.shape[-1],), mean.dtype), np.eye(mean.shape[-1], dtype=mean.dtype))
         return eqx.tree_at(lambda g: (g.mean, g.cov), template, (mean, cov))
 
     @property
@@ -240,15 +242,15 @@ def _checked_values(mean, cov, prefix: str, *, traced_only: bool):
     ``traced_only``: only for traced arrays (concrete ones were checked eagerly)."""
     d = mean.shape[-1]
     if not (traced_only and is_concrete(mean)):
-        mean = eqx.error_if(mean, ~jnp.all(jnp.isfinite(mean)), f"{prefix}`mean` contains non-finite values.")
+        mean = check(mean, ~jnp.all(jnp.isfinite(mean)), f"{prefix}`mean` contains non-finite values.")
     if not (traced_only and is_concrete(cov)):
-        cov = eqx.error_if(cov, ~jnp.all(jnp.isfinite(cov)), f"{prefix}`cov` contains non-finite values.")
+        cov = check(cov, ~jnp.all(jnp.isfinite(cov)), f"{prefix}`cov` contains non-finite values.")
         asym = jnp.max(jnp.abs(cov - cov.T)) > _symmetry_tolerance(cov.dtype) * jnp.max(jnp.abs(cov))
-        cov = eqx.error_if(cov, asym, f"{prefix}`cov` must be symmetric.")
+        cov = check(cov, asym, f"{prefix}`cov` must be symmetric.")
         eig = jnp.linalg.eigvalsh(0.5 * (cov + cov.T))
         definite = eig[0] > _definiteness_tolerance(cov.dtype, d) * jnp.max(jnp.abs(eig))
         # NaN entries make eigvalsh NaN: the finiteness check above names them
-        cov = eqx.error_if(cov, ~definite & jnp.all(jnp.isfinite(cov)), f"{prefix}`cov` must be positive definite.")
+        cov = check(cov, ~definite & jnp.all(jnp.isfinite(cov)), f"{prefix}`cov` must be positive definite.")
     return mean, cov
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -269,27 +270,28 @@ class Transformer(AbstractPiecewiseConstantCFM):
         return jax.tree.map(lambda a: a.astype(dtype), self)
 
 
-class CFM(AbstractPiecewiseConstantCFM):
-    """Any field with a piecewise-constant parameter path stored as a stacked mapping.
-
-    Args:
-        field: an [`AbstractField`][cfm_jax.AbstractField] (user-defined fields welcome).
-        params: mapping name -> array with a leading layer axis of common size L.
-        dim: the token dimension d.
-    """
+class AbstractStackedCFM(AbstractCFM):
+    """Any field with its parameter path stored as a stacked mapping ``name -> (L + nodes, ...)``:
+    what :class:`CFM` and :class:`PiecewiseLinearCFM` share (they differ in how a segment reads it)."""
 
     params: dict[str, Array]
     field: AbstractField
     _dim: int = eqx.field(static=True)
+    #: the stack's length beyond L: 0 (one entry per layer) or 1 (the L + 1 nodes of a linear path)
+    _extra: ClassVar[int] = 0
 
     def __init__(self, field: AbstractField, params: Mapping[str, Array], dim: int):
         self.field = _check_field(field)
         self.params = _stacked_mapping(params)
+        if next(iter(self.params.values())).shape[0] < 1 + self._extra:
+            raise ValueError(
+                f"`params` need at least {1 + self._extra} entries on their leading axis (L + {self._extra})."
+            )
         self._dim = int(dim)
 
     @property
     def num_layers(self) -> int:
-        return next(iter(self.params.values())).shape[0]
+        return next(iter(self.params.values())).shape[0] - self._extra
 
     @property
     def dim(self) -> int:
@@ -299,7 +301,19 @@ class CFM(AbstractPiecewiseConstantCFM):
         return self.params
 
 
-class PiecewiseLinearCFM(AbstractCFM):
+class CFM(AbstractStackedCFM, AbstractPiecewiseConstantCFM):
+    """Any field with a piecewise-constant parameter path stored as a stacked mapping.
+
+    Args:
+        field: an [`AbstractField`][cfm_jax.AbstractField] (user-defined fields welcome).
+        params: mapping name -> array with a leading layer axis of common size L.
+        dim: the token dimension d.
+    """
+
+    _extra: ClassVar[int] = 0
+
+
+class PiecewiseLinearCFM(AbstractStackedCFM):
     """θ(s) linear between L + 1 nodes at s = l/L (``params`` stacked on a node axis of L + 1).
 
     The L segments between nodes are the layers of the solve: no step straddles a node (where θ
@@ -311,31 +325,11 @@ class PiecewiseLinearCFM(AbstractCFM):
         dim: the token dimension d.
     """
 
-    params: dict[str, Array]
-    field: AbstractField
-    _dim: int = eqx.field(static=True)
-
-    def __init__(self, field: AbstractField, params: Mapping[str, Array], dim: int):
-        self.field = _check_field(field)
-        self.params = _stacked_mapping(params)
-        if next(iter(self.params.values())).shape[0] < 2:
-            raise ValueError("`params` of a piecewise-linear path need at least 2 nodes (L + 1 with L >= 1).")
-        self._dim = int(dim)
-
-    @property
-    def num_layers(self) -> int:
-        return next(iter(self.params.values())).shape[0] - 1
-
-    @property
-    def dim(self) -> int:
-        return self._dim
+    _extra: ClassVar[int] = 1
 
     @property
     def piecewise_constant(self) -> bool:
         return False
-
-    def stacked_params(self) -> dict[str, Array]:
-        return self.params
 
     def segment_params(self, layer, s):
         frac = s * self.num_layers - jnp.asarray(layer).astype(jnp.result_type(s))

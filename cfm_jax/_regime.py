@@ -57,7 +57,7 @@ from jaxtyping import Array, Bool, Float
 from ._fields import AbstractSumField, AttentionField
 from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure
 from ._paths import AbstractCFM
-from ._validation import finite, finite_params, is_concrete
+from ._validation import compiled, finite, finite_params, is_concrete
 
 
 class AttentionRegime(eqx.Module):
@@ -112,7 +112,7 @@ def _sqrtm(cov: Float[Array, "d d"]) -> Float[Array, "d d"]:
     return (U * jnp.sqrt(jnp.maximum(lam, 0.0))) @ U.T
 
 
-@eqx.filter_jit
+@compiled
 def attention_regime(
     model: AbstractCFM,
     context: GaussianMeasure | EmpiricalMeasure | Float[Array, "n d"],

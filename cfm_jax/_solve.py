@@ -28,16 +28,17 @@ strategy supports (``jax.jvp``, ``jax.hessian``, grad of grad).
 modules are static, arrays are traced, and a repeated call with the same shapes reuses the compiled
 program. Argument types and shapes are checked when it is traced (``ValueError`` naming the
 argument); values — finite tokens, points and parameters, context weights that are non-negative and
-sum to one, a Gaussian covariance that is symmetric positive definite — are checked inside the
-compiled program with ``eqx.error_if``, so they hold under a caller's own ``jax.jit``, ``vmap`` and
-``grad`` too, and so does a failed adaptive solve (``max_steps`` reached). Called eagerly or under
-``eqx.filter_jit`` a failed check raises ``equinox.EquinoxRuntimeError`` with a message naming the
-argument; under a plain ``jax.jit`` the same message arrives inside ``jax.errors.JaxRuntimeError``
-("INTERNAL: CpuCallback error …", after JAX's frames), so wrap such programs in ``eqx.filter_jit``.
-The checks cost nothing measurable (``benchmarks/results/forward.md``), but a program containing
-them is never stored by JAX's persistent compilation cache (they are host callbacks):
-``throw=False`` leaves them out (a failed solve is then reported in ``FlowSolution.result``), as
-sweeps over inputs they generate themselves do. Under a plain ``jax.jit``, ``steps`` and
+sum to one, a Gaussian covariance that is symmetric positive definite — and a failed adaptive solve
+(``max_steps`` reached) are checked by the compiled program, which returns one flag per check:
+called at top level, a failed check raises ``equinox.EquinoxRuntimeError`` after the call with a
+message naming the argument, and the program holds no host callback, so JAX's persistent compilation
+cache (:func:`cfm_jax.enable_compilation_cache`) stores it and a new process compiles it no more.
+Inside a caller's own ``eqx.filter_jit``, ``vmap`` or ``grad`` the same message is raised by a host
+callback; under a plain ``jax.jit`` it arrives inside ``jax.errors.JaxRuntimeError`` ("INTERNAL:
+CpuCallback error …", after JAX's frames), so wrap such programs in ``eqx.filter_jit``
+(``cfm_jax._validation`` describes both). ``throw=False`` leaves the checks out (a failed solve is
+then reported in ``FlowSolution.result``), as sweeps over inputs they generate themselves do.
+Under a plain ``jax.jit``, ``steps`` and
 ``max_steps`` must be marked static (``jax.jit(forward, static_argnames="steps")``);
 ``eqx.filter_jit`` does that itself.
 """
@@ -69,7 +70,7 @@ from ._flow import (
 from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
 from ._measures import GaussianMeasure, as_measure
 from ._paths import AbstractCFM
-from ._validation import compiled, finite, finite_params
+from ._validation import check, compiled, finite, finite_params
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""
@@ -139,7 +140,7 @@ def prepare(model: AbstractCFM, x0, context, **options) -> Prepared:
         strategy = as_strategy(default_adjoint(spec.solver, spec.stepsize_controller) if adjoint is None else adjoint)
     strategy.validate(model, carried, spec)
     if throw:
-        context, model, x0 = context.checked(), finite_params(model), finite("x0", x0)
+        model, x0, context = checked_inputs(model, x0, context)
     dtype = jnp.result_type(x0, *jax.tree.leaves(context), *jax.tree.leaves(model.stacked_params()))
     x = jnp.atleast_2d(x0).astype(dtype)
     if isinstance(context, GaussianMeasure):
@@ -148,6 +149,26 @@ def prepare(model: AbstractCFM, x0, context, **options) -> Prepared:
         carried = EmpiricalContext(context.weights.astype(dtype))
         y0 = (x, context.points.astype(dtype))
     return Prepared(model, carried, y0, spec, strategy, x0.ndim == 1)
+
+
+def checked_inputs(model, x0, context):
+    """``(model, x0, context)`` with the value checks :func:`forward` makes with ``throw=True``
+    (finite parameters and tokens, the context's rule), as measures (an array context as its
+    empirical measure)."""
+    if not isinstance(context, GaussianMeasure):
+        context = as_measure(context)
+    return finite_params(model), finite("x0", x0), context.checked()
+
+
+def check_solved(x, result):
+    """``x`` with a check (:func:`~cfm_jax._validation.check`) that the solve reporting ``result``
+    succeeded: one flag per way diffrax can fail, raising diffrax's own message for it."""
+    result = jax.lax.stop_gradient(result)  # an integer code, not differentiated
+    # the enumeration's items, as diffrax declares them (eqx.Enumeration's class table)
+    for name, item in diffrax.RESULTS._name_to_item.items():
+        if name != "successful":
+            x = check(x, result == item, str(diffrax.RESULTS[item]))
+    return x
 
 
 def _names_the_forward_mode_fix(fn):
@@ -214,18 +235,17 @@ def forward(
         progress_meter: a diffrax progress meter (``diffrax.TextProgressMeter()``,
             ``diffrax.TqdmProgressMeter()``) showing the progress over s ∈ [0, 1]: at every step of an
             adaptive solve, at every layer end otherwise. Default none.
-        throw: check the values of the inputs inside the compiled program (default), raising an
-            error that names the argument, and raise if an adaptive solve fails. ``False`` leaves the
-            checks out, for inputs a program generated itself (JAX's persistent compilation cache
-            never stores a program containing host callbacks, which ``eqx.error_if`` is), and reports
-            a failed solve in ``result`` (``diffrax.diffeqsolve(throw=...)`` likewise). Static.
+        throw: check the values of the inputs (default), raising an error that names the argument,
+            and raise if an adaptive solve fails (module docstring). ``False`` leaves the checks out,
+            for inputs a program generated itself, and reports a failed solve in ``result``
+            (``diffrax.diffeqsolve(throw=...)`` likewise). Static.
 
     Returns:
         [`FlowSolution`][cfm_jax.FlowSolution]: ``x1`` shaped like ``x0``, ``context`` the final
         context (the same kind of measure), ``xs``/``contexts`` the saved trajectories, ``result``
         and ``stats``.
     """
-    p = prepare(
+    return _flow(
         model,
         x0,
         context,
@@ -238,12 +258,16 @@ def forward(
         progress_meter=progress_meter,
         throw=throw,
     )
+
+
+def _flow(model: AbstractCFM, x0, context, **options) -> FlowSolution:
+    """:func:`forward`'s body, uncompiled: for the compiled functions that solve the flow as one step of
+    their own program (their checks are then that program's)."""
+    p = prepare(model, x0, context, **options)
     sol = p.strategy.solve(p.model, p.context, p.y0, p.spec)
     x1 = sol.x1
-    if throw and not (p.spec.fixed and not isinstance(p.spec.solver, diffrax.AbstractImplicitSolver)):
-        # an adaptive (or implicit) solve can fail; the result is not differentiated (an integer code)
-        result = jax.lax.stop_gradient(sol.result)
-        x1 = result.error_if(x1, result != diffrax.RESULTS.successful)
+    if options.get("throw", True) and p.spec.can_fail:
+        x1 = check_solved(x1, sol.result)
     if p.single:
         return dataclasses.replace(sol, x1=x1[0], xs=None if sol.xs is None else sol.xs[:, 0])
     return dataclasses.replace(sol, x1=x1)
@@ -263,7 +287,16 @@ def gaussian_flow(
         raise ValueError(f"`mu` must be a GaussianMeasure, got {type(mu).__name__}.")
     if isinstance(model, AbstractCFM) and mu.dim != model.dim:
         raise ValueError(f"`mu` has dimension {mu.dim} but the model has d = {model.dim}.")
-    return forward(model, x0, mu, **options)
+    return _flow(model, x0, mu, **options)
 
 
-__all__ = ["Adjoint", "Prepared", "default_adjoint", "forward", "gaussian_flow", "prepare"]
+__all__ = [
+    "Adjoint",
+    "Prepared",
+    "check_solved",
+    "checked_inputs",
+    "default_adjoint",
+    "forward",
+    "gaussian_flow",
+    "prepare",
+]

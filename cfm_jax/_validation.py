@@ -1,19 +1,33 @@
 """Input checks shared by the public API: clear errors at the boundary, not NaNs inside XLA.
 
-Values are checked inside compiled code with ``eqx.error_if``. What a user sees when one fails:
+Types, shapes and options are checked in Python when a function is traced (``ValueError`` naming
+the argument). Values — finite tokens and parameters, weights that sum to one, a covariance that is
+positive definite, a solve that did not fail — can only be known inside the compiled program; they
+are checked with :func:`check`, in one of two ways:
 
-- eagerly or under ``eqx.filter_jit`` (every public entry point is compiled with it,
-  :func:`compiled`): ``equinox.EquinoxRuntimeError`` with the message, which names the argument;
-- under a plain ``jax.jit`` (no Equinox wrapper around the call to re-raise it): the same message
-  inside ``jax.errors.JaxRuntimeError: INTERNAL: CpuCallback error …``, after JAX's own frames,
-  ending with Equinox's advice to wrap the program in ``eqx.filter_jit``. JAX also logs the failed
-  callback's traceback before raising; that log only repeats the exception that follows, so it is
-  filtered out for Equinox's checks (:class:`_RepeatedCheckLog`, as ``eqx.filter_jit`` does for the
-  duration of its calls).
+- **Called at top level** (eagerly, the usual case): every compiled public entry point
+  (:func:`compiled`) returns, beside its result, one boolean per check of its program, and raises
+  ``equinox.EquinoxRuntimeError`` with the first failed check's message after the call, in Python,
+  from the caller's own line. The program holds no host callback, so JAX's persistent compilation
+  cache stores it and a new process compiles it no more (the error-code design of
+  ``jax.experimental.checkify``, for the checks this library makes).
+- **Inside a caller's own transformation** (``jax.jit``, ``eqx.filter_jit``, ``vmap``, ``grad``,
+  ``lax.scan``): the flags are traced values there, so they are attached to the result with
+  ``eqx.branched_error_if``, a host callback that raises the same message when the caller's program
+  runs — the only way a check can fail from inside a program it does not own. Under
+  ``eqx.filter_jit`` that is an ``equinox.EquinoxRuntimeError``; under a plain ``jax.jit`` the message
+  arrives inside ``jax.errors.JaxRuntimeError: INTERNAL: CpuCallback error …``, after JAX's own
+  frames, ending with Equinox's advice to wrap the program in ``eqx.filter_jit``. JAX also logs the
+  failed callback's traceback before raising; that log only repeats the exception that follows, so
+  it is filtered out for Equinox's checks (:class:`_RepeatedCheckLog`, as ``eqx.filter_jit`` does for
+  the duration of its calls).
+
+``throw=False`` (where an entry point has it) leaves the checks out of the program altogether.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import numbers
@@ -53,18 +67,86 @@ def _static(value):
     return int(value) if isinstance(value, np.integer) else value
 
 
+#: the checks of the program being traced by :func:`compiled`: ``(flag, message)`` pairs, a flag
+#: True when the check failed; None outside such a trace (a check is then a host callback)
+_CHECKS: contextvars.ContextVar[list[tuple[jax.Array, str]] | None] = contextvars.ContextVar("checks", default=None)
+
+
+def check(x, failed, message: str):
+    """``x``, with the value check ``failed`` (a boolean array: any True fails) raising ``message``.
+
+    Inside a program traced by :func:`compiled` the flag becomes one of its outputs and the error is
+    raised after the call (module docstring); anywhere else it is ``eqx.error_if``. Only for checks
+    at the top level of such a program, not inside a ``lax.scan`` body or a ``vmap``/``grad`` it
+    makes itself (those run with :func:`host_checks`).
+    """
+    checks = _CHECKS.get()
+    if checks is None:
+        return eqx.error_if(x, failed, message)
+    checks.append((jnp.any(failed), message))
+    return x
+
+
+class host_checks:
+    """Within this context :func:`check` is ``eqx.error_if`` again (for checks inside a
+    transformation a compiled function applies itself, whose values cannot leave it as flags)."""
+
+    def __enter__(self):
+        self._token = _CHECKS.set(None)
+
+    def __exit__(self, *exc):
+        _CHECKS.reset(self._token)
+
+
+def _flagged(fn):
+    """``fn`` returning ``(out, (flags, messages))``: the flags of its checks ``(k,)`` and their
+    messages (static: the same for every trace of one structure)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        checks: list[tuple[jax.Array, str]] = []
+        token = _CHECKS.set(checks)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _CHECKS.reset(token)
+        flags = jnp.stack([f for f, _ in checks]) if checks else jnp.zeros((0,), bool)
+        return out, (flags, tuple(m for _, m in checks))
+
+    return run
+
+
+def raise_failed(out, flags, messages: tuple[str, ...]):
+    """``out`` if no flag is set; the first failed check's message as ``equinox.EquinoxRuntimeError``
+    when the flags have values (eagerly, and under an eager ``grad``), the same error attached to
+    ``out`` (``eqx.branched_error_if``) when they are abstract (inside a caller's ``jit``/``vmap``)."""
+    if not messages:
+        return out
+    if isinstance(flags, Tracer):
+        try:
+            flags = np.array([bool(f) for f in flags])  # a tracer that carries values (an eager grad)
+        except jax.errors.ConcretizationTypeError:  # abstract: inside a caller's jit or vmap
+            return eqx.branched_error_if(out, jnp.any(flags), jnp.argmax(flags), messages)
+    failed = np.flatnonzero(np.asarray(flags))
+    if failed.size:
+        raise eqx.EquinoxRuntimeError(messages[int(failed[0])])
+    return out
+
+
 def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``eqx.filter_jit(fn)``: arrays traced, everything else static, one program per structure.
+    """``eqx.filter_jit(fn)``: arrays traced, everything else static, one program per structure; its
+    value checks (:func:`check`) returned as flags and raised after the call (module docstring).
 
     Numpy integer and bool scalars among the top-level arguments are turned into Python values
     first, so that ``steps=np.int64(4)`` is static like ``steps=4`` (``eqx.filter_jit`` traces every
     numpy value).
     """
-    jitted = eqx.filter_jit(fn)
+    jitted = eqx.filter_jit(_flagged(fn))
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        return jitted(*map(_static, args), **{k: _static(v) for k, v in kwargs.items()})  # pyright: ignore[reportCallIssue]
+        out, (flags, messages) = jitted(*map(_static, args), **{k: _static(v) for k, v in kwargs.items()})  # pyright: ignore[reportCallIssue]
+        return raise_failed(out, flags, messages)
 
     return cast(Callable[_P, _R], call)
 
@@ -81,16 +163,16 @@ def check_finite(name: str, x) -> None:
 
 
 def finite(name: str, x):
-    """``x`` with a check, inside compiled code (``eqx.error_if``), that its entries are finite; the
+    """``x`` with a check, inside compiled code (:func:`check`), that its entries are finite; the
     error names ``name``."""
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains non-finite values (nan/inf).")
+    return check(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains non-finite values (nan/inf).")
 
 
 def finite_params(model):
-    """``model`` with a check, inside compiled code, that its floating parameters are finite."""
+    """``model`` with a check, inside compiled code (:func:`check`), that its floating parameters are finite."""
     leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
     ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves])) if leaves else jnp.array(True)
-    return eqx.error_if(model, ~ok, "`model` parameters contain non-finite values (nan/inf).")
+    return check(model, ~ok, "`model` parameters contain non-finite values (nan/inf).")
 
 
 def check_positive(name: str, value, *, allow_zero: bool = False) -> None:

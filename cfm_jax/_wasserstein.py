@@ -35,14 +35,13 @@ from __future__ import annotations
 import typing
 from typing import Literal
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from ._measures import EmpiricalMeasure, as_measure
-from ._validation import is_concrete
+from ._validation import check, compiled, is_concrete
 
 W1Method = Literal["auto", "sinkhorn", "exact", "sorted"]
 """How :func:`wasserstein1` computes W1 (see its docstring)."""
@@ -56,7 +55,7 @@ def require(x, ok, message: str):
         if not bool(ok):
             raise ValueError(message)
         return x
-    return eqx.error_if(x, ~ok, message)
+    return check(x, ~ok, message)
 
 
 def positive_finite(name: str, value):
@@ -288,7 +287,7 @@ def wasserstein1(
     return _traceable_w1(x, a, y, b, method, relative_epsilon, epsilon, batch_size, max_iterations, threshold)
 
 
-@eqx.filter_jit
+@compiled
 def _traceable_w1(x, a, y, b, method, relative_epsilon, epsilon, batch_size, max_iterations, threshold):
     """The sorted or Sinkhorn W1 of checked arrays in their common dtype (compiled once per shape)."""
     dtype = jnp.result_type(x, y)

@@ -20,9 +20,9 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from cfm_experiments.options import default_cache_dir, enable_compilation_cache  # noqa: E402
+import cfm_jax  # noqa: E402
 
-enable_compilation_cache(default_cache_dir())
+cfm_jax.enable_compilation_cache()
 # Start the backend now: the session keeps its one CPU device even when a test calls the CLI's
 # main() in-process (the CLI otherwise asks for one device per core before JAX starts).
 jax.devices()
@@ -30,8 +30,6 @@ jax.devices()
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 from _ogd_problem import setup  # noqa: E402, F401  (the OGD tests' shared problem, a module-scoped fixture)
-
-import cfm_jax  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -79,16 +79,22 @@ def test_saveat_emits_what_it_asks_for():
     assert SaveAt(layers=True, steps=True).emit == "steps"
 
 
-def test_solution_defaults_and_deprecated_aliases():
-    """A FlowSolution built without a result is successful with empty stats; every old name warns,
-    names its replacement and returns it."""
+def test_solution_defaults_and_no_old_names():
+    """A FlowSolution built without a result is successful with empty stats; the names removed in
+    0.2.0 are gone (AttributeError), not silently something else."""
     ctx = cfm_jax.EmpiricalMeasure(jnp.ones((3, 2)))
     sol = cfm_jax.FlowSolution(x1=jnp.zeros(2), context=ctx, stats={"num_steps": jnp.asarray(4)})
     assert sol.result == diffrax.RESULTS.successful
-    with pytest.warns(DeprecationWarning, match=r"z1 is deprecated .*context\.points"):
-        np.testing.assert_array_equal(sol.z1, ctx.points)
-    with pytest.warns(DeprecationWarning, match=r"zs is deprecated .*contexts\.points"):
-        assert sol.zs is None
-    with pytest.warns(DeprecationWarning, match="num_steps"):
-        assert int(sol.num_steps) == 4  # pyright: ignore[reportArgumentType]
+    for old in ("z1", "weights", "measure", "zs", "means", "covs", "num_steps"):
+        with pytest.raises(AttributeError):
+            getattr(sol, old)
     assert FlowSpec(diffrax.Euler(), None).fixed
+
+
+@pytest.mark.parametrize("solver", [diffrax.EulerHeun(), diffrax.SEA()])
+def test_an_sde_solver_is_refused_in_one_line_naming_the_solver(solver):
+    """diffrax's own TermAndSolverIncompatible is hundreds of characters naming no argument."""
+    model = cfm_jax.Transformer.init(jax.random.key(0), dim=2, layers=2)
+    with pytest.raises(ValueError, match=r"^`solver`=\w+\(\) integrates several terms") as info:
+        cfm_jax.forward(model, jnp.ones((1, 2)), jnp.ones((3, 2)), solver=solver)
+    assert "\n" not in str(info.value)

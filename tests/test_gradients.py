@@ -262,17 +262,6 @@ def test_token_adjoint_is_the_particle_adjoints_token_row():
         cfm_jax.token_adjoint(model, x0, ctx, y, solver=diffrax.Heun())
 
 
-def test_gaussian_token_adjoint_is_deprecated():
-    model = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, layers=2)
-    mu, x0 = cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2)), jnp.ones((1, 2))
-    with pytest.warns(DeprecationWarning, match="token_adjoint"):
-        ss, ps = cfm_jax.gaussian_token_adjoint(model, x0, mu, jnp.zeros((1, 2)))
-    sol, want = cfm_jax.token_adjoint(model, x0, mu, jnp.zeros((1, 2)))
-    assert sol.ss is not None
-    np.testing.assert_array_equal(ss, sol.ss)
-    np.testing.assert_array_equal(ps, want)
-
-
 def test_adjoint_solution_names_its_context_trajectory_as_flow_solution_does():
     """``contexts`` is the forward's context trajectory (points and weights); ``zs`` a deprecated alias."""
     model, x0, ctx, y = _problem(3)
@@ -281,5 +270,3 @@ def test_adjoint_solution_names_its_context_trajectory_as_flow_solution_does():
     assert flow.contexts is not None
     assert jnp.allclose(sol.contexts.points, flow.contexts.points, rtol=0, atol=1e-12)
     assert jnp.array_equal(sol.contexts.weights, flow.contexts.weights)
-    with pytest.warns(DeprecationWarning, match=r"AdjointSolution\.zs is deprecated .*contexts\.points"):
-        assert sol.zs is sol.contexts.points

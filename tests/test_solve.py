@@ -504,32 +504,17 @@ def test_numpy_integers_are_static_like_python_ints(tiny):
 
 
 def test_one_naming_of_the_final_context_and_its_trajectory(tiny):
-    """``context``/``contexts`` for every kind of context; the old names warn for one release and give the
-    same arrays."""
+    """``context``/``contexts`` for every kind of context (the old names were removed in 0.2.0)."""
     x0, ctx = jnp.ones((1, 2)), cfm_jax.EmpiricalMeasure(jnp.arange(8.0).reshape(4, 2) / 8)
     sol = forward(tiny, x0, ctx, saveat=SaveAt(layers=True))
     assert sol.contexts is not None
     np.testing.assert_array_equal(sol.contexts.points[-1], sol.context.points)
     np.testing.assert_array_equal(sol.contexts.weights, jnp.broadcast_to(ctx.weights, (3, 4)))
-    old = {
-        "z1": sol.context.points,
-        "weights": sol.context.weights,
-        "zs": sol.contexts.points,
-        "num_steps": sol.stats["num_steps"],
-    }
-    for name, new in old.items():
-        with pytest.warns(DeprecationWarning, match=rf"FlowSolution\.{name} is deprecated"):
-            np.testing.assert_array_equal(getattr(sol, name), new)
-    with pytest.warns(DeprecationWarning, match="measure"):
-        assert sol.measure is sol.context
     mu = cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2))
     gsol = forward(_attention_only(), x0, mu, saveat=SaveAt(layers=True))
     assert gsol.contexts is not None
-    for name, new in {"means": gsol.contexts.mean, "covs": gsol.contexts.cov}.items():
-        with pytest.warns(DeprecationWarning, match=name):
-            np.testing.assert_array_equal(getattr(gsol, name), new)
-    with pytest.warns(DeprecationWarning, match="GaussianSolution"):
-        assert cfm_jax.GaussianSolution is cfm_jax.FlowSolution
+    np.testing.assert_array_equal(gsol.contexts.mean[-1], gsol.context.mean)
+    assert not hasattr(cfm_jax, "GaussianSolution")
 
 
 def test_an_adaptive_solve_reports_its_result_and_steps(tiny):

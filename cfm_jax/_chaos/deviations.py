@@ -22,7 +22,7 @@ from .._gradients import adjoint_trajectories, token_covectors
 from .._measures import EmpiricalMeasure, as_measure, weight_sum_tolerance
 from .._paths import AbstractCFM, Transformer
 from .._solve import forward
-from .._validation import finite, is_concrete
+from .._validation import check, compiled, finite, is_concrete
 from .._wasserstein import sinkhorn_w1, sorted_w1
 
 
@@ -43,7 +43,7 @@ def prefix_weights(n, size: int, dtype=None, *, throw: bool = True) -> jax.Array
     if is_concrete(n) and not 1 <= int(n) <= int(size):
         raise ValueError(f"`n` must be in [1, size = {size}], got {n!r}.")
     if throw and not is_concrete(n):
-        n = eqx.error_if(n, (n < 1) | (n > size), f"`n` must be in [1, size = {size}].")
+        n = check(n, (n < 1) | (n > size), f"`n` must be in [1, size = {size}].")
     return _prefix_weights(n, int(size), dtype)
 
 
@@ -76,7 +76,7 @@ def adjoint_states(model, x0, context, y, probes=None, *, throw: bool = True):
     return sol.ps, sol.probe_grads
 
 
-@eqx.filter_jit
+@compiled
 def token_adjoint_states(model, xs, zs, weights, y, *, throw: bool = True) -> jax.Array:
     r"""``(L + 1, B, d)`` token covectors $p_l$ of the batch-mean loss $½ \operatorname{mean}_b ‖x_1 − y_b‖^2$,
     one Euler step per layer, with the context held on its own trajectory (it does not depend on the
@@ -222,10 +222,10 @@ def coupled_deviations(
     return _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw)
 
 
-@eqx.filter_jit
+@compiled
 def _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw) -> dict:
     if throw:
-        eps = eqx.error_if(eps, ~(jnp.isfinite(eps) & (eps > 0)), "`relative_epsilon` must be finite and > 0.")
+        eps = check(eps, ~(jnp.isfinite(eps) & (eps > 0)), "`relative_epsilon` must be finite and > 0.")
     a = system(model, x0, context, y, probes, adjoint, throw)
     b = system(model, x0, reference, y, probes, adjoint, throw)
     out = compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=eps)
@@ -254,14 +254,14 @@ def wasserstein1_to_normal_1d(points, weights, mean, std, *, throw: bool = True)
     )
 
 
-@eqx.filter_jit
+@compiled
 def _w1_normal_checked(x, w, mean, std, throw):
     if throw:
         x, mean = finite("points", x), finite("mean", mean)
-        w = eqx.error_if(w, ~jnp.all(jnp.isfinite(w) & (w >= 0)), "`weights` must be finite and non-negative.")
+        w = check(w, ~jnp.all(jnp.isfinite(w) & (w >= 0)), "`weights` must be finite and non-negative.")
         tol = weight_sum_tolerance(w.dtype)
-        w = eqx.error_if(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`weights` must sum to 1 (within {tol:g}).")
-        std = eqx.error_if(std, ~(jnp.isfinite(std) & (std > 0)), "`std` must be finite and > 0.")
+        w = check(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`weights` must sum to 1 (within {tol:g}).")
+        std = check(std, ~(jnp.isfinite(std) & (std > 0)), "`std` must be finite and > 0.")
     return w1_to_normal_1d(x, w, mean, std)
 
 

@@ -219,7 +219,7 @@ def solve_segment(
     if spec.fixed:
         grid = t0 + (t1 - t0) * jnp.arange(k + 1, dtype=jnp.result_type(t0)) / k
         grid = grid.at[0].set(t0).at[-1].set(t1)
-        if adjoint is None and not isinstance(spec.solver, diffrax.AbstractImplicitSolver):
+        if adjoint is None and not spec.can_fail:
             ys = _fixed_steps(term, spec.solver, grid, y0, args, save_steps)
             ts = grid[1:] if save_steps else grid[-1:]
             return Segment(ys, ts, jnp.asarray(k), jnp.asarray(0), diffrax.RESULTS.successful)
@@ -319,7 +319,7 @@ def loop(
     (final, meter_state), (out, acc, rej, res) = jax.lax.scan(layer, (y0, meter_state), first + jnp.arange(count))
     ys, ts = out if emit == "steps" else (out, None)
     # fixed steps outside diffeqsolve cannot fail: keep the result a constant (no run-time check)
-    plain = spec.fixed and adjoint is None and not isinstance(spec.solver, diffrax.AbstractImplicitSolver)
+    plain = adjoint is None and not spec.can_fail
     result = diffrax.RESULTS.successful if plain else _first_failure(res)
     return Loop(final, ys, ts, acc.sum(), rej.sum(), result, meter_state)
 

@@ -3,14 +3,13 @@ one ``FlowSolution`` type (for an empirical and a Gaussian context alike).
 
 Whether the steps are fixed, and whether they are the exact residual network (explicit Euler with
 fixed steps), is decided once: :func:`flow_spec` brings the step-size controller to a normal form
-(None for fixed steps) and :attr:`FlowSpec.fixed` / :attr:`FlowSpec.exact_euler` are what every
-other part of the solve (the loop, the default adjoint, the hand adjoints, ``SaveAt(steps=True)``,
-the token adjoint) reads.
+(None for fixed steps) and :attr:`FlowSpec.fixed` / :attr:`FlowSpec.can_fail` /
+:attr:`FlowSpec.exact_euler` are what every other part of the solve (the loop, the default adjoint,
+the hand adjoints, ``SaveAt(steps=True)``, the token adjoint) reads.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Generic, Literal, TypeVar
 
 import diffrax
@@ -45,12 +44,6 @@ class SaveAt(eqx.Module):
         return "steps" if self.steps else "ends" if self.layers else "none"
 
 
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(
-        f"FlowSolution.{old} is deprecated (removed in the next release): use {new}.", DeprecationWarning, stacklevel=3
-    )
-
-
 class FlowSolution(eqx.Module, Generic[Ctx]):
     """Result of :func:`cfm_jax.forward`, for an empirical and a Gaussian context alike.
 
@@ -70,10 +63,6 @@ class FlowSolution(eqx.Module, Generic[Ctx]):
         stats: ``{"num_steps", "num_accepted_steps", "num_rejected_steps", "max_steps"}``: solver
             steps over all layers (``num_steps`` = accepted + rejected; ``L·k`` for fixed steps) and
             the cap per layer.
-
-    Deprecated aliases (one release): ``z1`` = ``context.points``, ``weights`` = ``context.weights``,
-    ``measure`` = ``context``, ``zs`` = ``contexts.points``, ``means`` = ``contexts.mean``, ``covs`` =
-    ``contexts.cov``, ``num_steps`` = ``stats["num_steps"]``.
     """
 
     x1: Array
@@ -83,41 +72,6 @@ class FlowSolution(eqx.Module, Generic[Ctx]):
     contexts: Ctx | None = None
     result: diffrax.RESULTS = eqx.field(default_factory=lambda: diffrax.RESULTS.successful)
     stats: dict[str, Array] = eqx.field(default_factory=dict)
-
-    @property
-    def z1(self) -> Array:
-        _deprecated("z1", "context.points")
-        return self.context.points  # pyright: ignore[reportAttributeAccessIssue]
-
-    @property
-    def weights(self) -> Array:
-        _deprecated("weights", "context.weights")
-        return self.context.weights  # pyright: ignore[reportAttributeAccessIssue]
-
-    @property
-    def measure(self) -> Ctx:
-        _deprecated("measure", "context")
-        return self.context
-
-    @property
-    def zs(self) -> Array | None:
-        _deprecated("zs", "contexts.points")
-        return None if self.contexts is None else self.contexts.points  # pyright: ignore
-
-    @property
-    def means(self) -> Array | None:
-        _deprecated("means", "contexts.mean")
-        return None if self.contexts is None else self.contexts.mean  # pyright: ignore
-
-    @property
-    def covs(self) -> Array | None:
-        _deprecated("covs", "contexts.cov")
-        return None if self.contexts is None else self.contexts.cov  # pyright: ignore
-
-    @property
-    def num_steps(self) -> Array | None:
-        _deprecated("num_steps", 'stats["num_steps"]')
-        return self.stats["num_steps"] if "num_steps" in self.stats else None
 
 
 def fixed_controller(controller) -> diffrax.AbstractStepSizeController | None:
@@ -157,6 +111,12 @@ class FlowSpec(eqx.Module):
         return self.stepsize_controller is None
 
     @property
+    def can_fail(self) -> bool:
+        """Whether a solve can fail at run time: adaptive steps (``max_steps``) or an implicit solver
+        (its root find); an explicit solver on fixed steps cannot."""
+        return not (self.fixed and not isinstance(self.solver, diffrax.AbstractImplicitSolver))
+
+    @property
     def exact_euler(self) -> bool:
         """Explicit Euler with fixed steps: the flow is exactly the residual network, whose exact
         (discrete) adjoint and token covector exist."""
@@ -186,6 +146,12 @@ def flow_spec(
     if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
         raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
     solver = diffrax.Euler() if solver is None else solver
+    terms = solver.term_structure  # what the solver integrates: one ODE term, or several (an SDE's)
+    if not (isinstance(terms, type) and issubclass(diffrax.ODETerm, terms)):
+        raise ValueError(
+            f"`solver`={type(solver).__name__}() integrates several terms (an SDE solver); the flow is one "
+            "ODE dx/ds = V(x, μ_s): pass an ODE solver such as diffrax.Euler(), diffrax.Heun() or diffrax.Tsit5()."
+        )
     controller = fixed_controller(stepsize_controller)
     if controller is not None and not isinstance(solver, diffrax.AbstractAdaptiveSolver):
         raise ValueError(

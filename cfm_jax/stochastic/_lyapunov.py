@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,6 +28,7 @@ from jaxtyping import ArrayLike, Float, PRNGKeyArray
 
 from .. import _random
 from .._random import as_key
+from .._validation import compiled
 from ..stats import mean_ci
 from ._model import AbstractSphereModel, _check_tokens, normalise
 
@@ -96,7 +96,7 @@ def _twin(model, x0, key, *, delta: float = 1e-6, burn_in: float = 0.0):
     return acc / span
 
 
-@eqx.filter_jit
+@compiled
 def _samples(model, x0, keys, method: LyapunovMethod, delta: float, burn_in: float, throw: bool):
     """One estimate per key ``(R,)``: the compiled, vmapped estimator behind :func:`estimate_lyapunov`."""
     x0 = _check_tokens(x0, throw=throw)

@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._fields.attention import attention_means
 from .._random import as_key
-from .._validation import check_save_every
+from .._validation import check, check_save_every, compiled
 from ._kernels import NoiseKernel
 from ._noise import _mlp_noise, _sample_mlp
 
@@ -207,11 +207,9 @@ def _check_tokens(x0, d: int | None = None, *, throw: bool = True) -> Array:
         raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
     if not throw:
         return x0
-    x0 = eqx.error_if(x0, ~jnp.all(jnp.isfinite(x0)), "`x0` contains non-finite values (nan/inf).")
+    x0 = check(x0, ~jnp.all(jnp.isfinite(x0)), "`x0` contains non-finite values (nan/inf).")
     off = jnp.max(jnp.abs(jnp.linalg.norm(x0, axis=-1) - 1))
-    return eqx.error_if(
-        x0, off > _SPHERE_ATOL, "`x0` rows must be unit vectors (tokens on the sphere); use `normalise`."
-    )
+    return check(x0, off > _SPHERE_ATOL, "`x0` rows must be unit vectors (tokens on the sphere); use `normalise`.")
 
 
 def _run(model, x0: Float[Array, "N d"], key: PRNGKeyArray, save_every: int | None):
@@ -250,10 +248,10 @@ def _finite_params(module, name: str = "model"):
     if not leaves:
         return module
     ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves]))
-    return eqx.error_if(module, ~ok, f"`{name}` parameters contain non-finite values (nan/inf).")
+    return check(module, ~ok, f"`{name}` parameters contain non-finite values (nan/inf).")
 
 
-@eqx.filter_jit
+@compiled
 def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: int | None = None, throw: bool = True):
     """Run ``model`` (discrete or SDE) from ``x0`` over its ``num_steps`` steps with one key.
 
@@ -271,7 +269,7 @@ def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: i
     return _run(model, x0, key, save_every)
 
 
-@eqx.filter_jit
+@compiled
 def simulate_many(model, x0, keys, *, save_every: int | None = None, throw: bool = True):
     """:func:`simulate` vmapped over a batch of keys ``(R,)``: states gain a leading ``R`` axis.
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,7 +23,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
 from .._random import as_key
-from .._validation import check_positive
+from .._validation import check_positive, compiled
 from ._energies import energy_deficit
 from ._model import SphereAttention, _finite_params, normalise
 
@@ -42,7 +41,7 @@ def energy_growth_ratio(attention: SphereAttention, x: Float[Array, "N d"], beta
     return de, e
 
 
-@eqx.filter_jit
+@compiled
 def _ratios(attention: SphereAttention, x0, beta: float, dt: float, steps: int, min_energy: float, throw: bool):
     """(dE_β/dt)/E_β along ``steps`` retracted Euler steps of the noiseless flow from each start
     ``x0: (S, n, d)``, ``(S, steps)`` (−inf where E_β <= ``min_energy``); compiled once per shape."""
