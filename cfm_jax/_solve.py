@@ -81,6 +81,8 @@ def default_adjoint(
 ) -> Adjoint:
     """What ``forward(adjoint=None)`` uses for an empirical context: ``DiscreteAdjoint()`` for Euler with
     fixed steps (where it is exact, ``FlowSpec.exact_euler``), else ``diffrax.RecursiveCheckpointAdjoint()``."""
+    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
+        raise ValueError(f"`solver` must be a diffrax solver or None, got {solver!r}.")
     spec = FlowSpec(diffrax.Euler() if solver is None else solver, fixed_controller(stepsize_controller))
     return DiscreteAdjoint() if spec.exact_euler else diffrax.RecursiveCheckpointAdjoint()
 

@@ -528,16 +528,7 @@ def _discrete_adjoint():
         cfm_jax.loss_and_grad(model, x0, ctx, y, adjoint=cfm_jax.DiscreteAdjoint(memory=cfm_jax.Backsolve()))
 
 
-@row(
-    "cfm_jax.StoreEvery::numpy-int",
-    marks=(
-        pytest.mark.xfail(
-            strict=True,
-            reason="StoreEvery(i64(2)) is refused as not a positive int; fix in "
-            "cfm_jax/_adjoint/memory.py: accept numpy integers (operator.index) where it checks `layers`",
-        ),
-    ),
-)
+@row("cfm_jax.StoreEvery::numpy-int")
 def _store_every_numpy_int():
     model, x0, ctx, y = tiny()
     # a batch of one: a structure no other row compiles, so the check runs at this trace (a program
@@ -563,17 +554,7 @@ def _default_adjoint():
     assert isinstance(adaptive, diffrax.RecursiveCheckpointAdjoint)
 
 
-@row(
-    "cfm_jax.default_adjoint::bad-solver",
-    marks=(
-        pytest.mark.xfail(
-            strict=True,
-            reason="default_adjoint(3) returns an adjoint instead of refusing; fix in cfm_jax/_solve.py: "
-            "default_adjoint raises ValueError naming `solver` (`stepsize_controller`) unless it is None or "
-            "a diffrax.AbstractSolver (AbstractStepSizeController)",
-        ),
-    ),
-)
+@row("cfm_jax.default_adjoint::bad-solver")
 def _default_adjoint_bad_solver():
     with pytest.raises(ValueError, match="`solver`"):
         cfm_jax.default_adjoint(3)  # pyright: ignore[reportArgumentType]

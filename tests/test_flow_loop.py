@@ -261,3 +261,22 @@ def test_state_before_is_the_state_at_the_start_of_a_step_or_layer(small_problem
             x, z = before(y0, ys, j)
             np.testing.assert_allclose(x, states[j][0], rtol=0, atol=1e-12, err_msg=f"{emit}, j = {j}")
             np.testing.assert_allclose(z, states[j][1], rtol=0, atol=1e-12, err_msg=f"{emit}, j = {j}")
+
+
+def test_the_first_failed_layer_is_the_solves_result():
+    """Per-layer results reduce to the first failure, whichever follow it (and to success when every
+    layer succeeded): a later failure, or a success after a failure, must not hide it."""
+    from cfm_jax._flow.loop import _first_failure
+
+    R = diffrax.RESULTS
+    ok, steps, singular = R.successful, R.max_steps_reached, R.singular
+
+    for items, want in (
+        ((ok, ok, ok), ok),
+        ((ok, steps, ok, singular), steps),
+        ((ok, singular, ok, steps), singular),
+        ((steps, steps), steps),
+        ((ok, ok, singular), singular),
+    ):
+        stacked = jax.tree.map(lambda *v: jnp.stack(v), *items)
+        assert bool(_first_failure(stacked) == want), (items, want)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Literal
 
 import equinox as eqx
+import numpy as np
 
 
 class AbstractMemory(eqx.Module):
@@ -74,6 +75,7 @@ def segment_steps(
             return steps_per_layer
         if isinstance(memory, StoreEvery):
             c = memory.layers
+            c = int(c) if isinstance(c, np.integer) else c  # a numpy integer is an int to the user
             if not isinstance(c, int) or isinstance(c, bool) or c < 1 or layers % c or steps % (c * steps_per_layer):
                 raise ValueError(
                     f"`memory`=StoreEvery({c!r}): layers per stored state must be a positive int dividing L={layers}."
