@@ -1,0 +1,150 @@
+"""What a user's script waits for the compiler: two fresh processes on one empty cache.
+
+    python benchmarks/bench_process.py [--notes TEXT]
+
+Each script below runs twice, each time in a new Python process, with the persistent compilation
+cache switched on the way the docs tell a user to (``cfm_jax.enable_compilation_cache(folder)``) on
+a folder that is empty before the first run. Per run: the programs XLA compiled (a backend compile
+not preceded by a cache hit, from :mod:`jax.monitoring`), the seconds spent compiling them, the
+programs loaded from the cache, and the process's wall time (interpreter start and imports
+included). The target: the second process compiles nothing the first one compiled.
+
+Scripts: ``readme`` is the README's example as the page shows it; ``entry_points`` calls the
+library's compiled entry points with their defaults (``forward`` on atoms and on a Gaussian
+context, ``loss_and_grad``, ``token_adjoint``, ``jax.grad`` through ``forward``) at small sizes.
+Writes ``benchmarks/results/process.{json,md}`` with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import machine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: prepended to every script: the cache as a user switches it on, and the compile count
+PRELUDE = textwrap.dedent(
+    """
+    import atexit, json, sys
+    from jax import monitoring
+    import cfm_jax
+
+    cfm_jax.enable_compilation_cache(sys.argv[1])
+    _hits, _stats = [0], {"compiled": [], "compile_s": 0.0, "loaded": 0}
+
+    def _on_event(event, **_):
+        _hits[0] += event == "/jax/compilation_cache/cache_hits"
+
+    def _on_duration(event, duration_secs, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            if _hits[0]:
+                _hits[0] -= 1
+                _stats["loaded"] += 1
+            else:
+                _stats["compiled"].append(str(kw.get("fun_name")))
+                _stats["compile_s"] += duration_secs
+
+    monitoring.register_event_listener(_on_event)
+    monitoring.register_event_duration_secs_listener(_on_duration)
+    atexit.register(lambda: print("STATS " + json.dumps(_stats)))
+    """
+)
+
+ENTRY_POINTS = textwrap.dedent(
+    """
+    import jax, jax.numpy as jnp
+
+    key_m, key_x, key_z, key_y = jax.random.split(jax.random.key(0), 4)
+    model = cfm_jax.Transformer.init(key_m, dim=4, heads=2, mlp_width=8, layers=4)
+    x0, y = jax.random.normal(key_x, (3, 4)), jax.random.normal(key_y, (3, 4))
+    context = cfm_jax.EmpiricalMeasure(jax.random.normal(key_z, (64, 4)))
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(4), jnp.eye(4))
+    linear = cfm_jax.Transformer.init(key_m, dim=4, heads=2, mlp_width=8, layers=4, activation=cfm_jax.linear)
+    cfm_jax.forward(model, x0, context).x1.block_until_ready()
+    cfm_jax.forward(linear, x0, mu).x1.block_until_ready()
+    cfm_jax.loss_and_grad(model, x0, context, y)
+    cfm_jax.token_adjoint(model, x0, context, y)
+    jax.grad(lambda m: jnp.sum(cfm_jax.forward(m, x0, context).x1))(model)
+    """
+)
+
+
+def readme_example() -> str:
+    """The README's first Python block, as the page shows it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, re.S)[0]
+
+
+def run(script: str, cache: Path) -> dict:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELUDE + script, str(cache)], capture_output=True, text=True, check=True
+    )
+    wall = time.perf_counter() - start
+    stats = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("STATS "))[6:])
+    return {
+        "programs": len(stats["compiled"]),
+        "compile_s": stats["compile_s"],
+        "loaded": stats["loaded"],
+        "wall_s": wall,
+        "compiled": stats["compiled"],
+    }
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", default="", help="how the machine was loaded")
+    args = parser.parse_args(argv)
+    rows = {}
+    for name, script in (("readme", readme_example()), ("entry_points", ENTRY_POINTS)):
+        with tempfile.TemporaryDirectory() as cache:
+            first, second = run(script, Path(cache)), run(script, Path(cache))
+        rows[name] = {"first": first, "second": second, "second_compiles_nothing": second["programs"] == 0}
+        print(
+            name,
+            {
+                k: {m: v for m, v in r.items() if m != "compiled"}
+                for k, r in rows[name].items()
+                if k != "second_compiles_nothing"
+            },
+        )
+    out = {"machine": machine(notes=args.notes), "scripts": rows}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "process.json").write_text(json.dumps(out, indent=1) + "\n")
+    lines = [
+        "# Two fresh processes on one empty compilation cache",
+        "",
+        f"Machine: {out['machine']['processor']}, {out['machine']['cpu_count']} CPUs, JAX {out['machine']['jax']}"
+        + (f"; {args.notes}" if args.notes else "")
+        + ". `python benchmarks/bench_process.py`.",
+        "",
+        "| script | process | programs compiled | compiling (s) | loaded from the cache | wall (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in rows.items():
+        for which in ("first", "second"):
+            p = r[which]
+            lines.append(
+                f"| {name} | {which} | {p['programs']} | {p['compile_s']:.1f} | {p['loaded']} | {p['wall_s']:.1f} |"
+            )
+    lines += [
+        "",
+        "Target: the second process compiles nothing the first one compiled — "
+        + ("met for every script." if all(r["second_compiles_nothing"] for r in rows.values()) else "**not met**."),
+    ]
+    (RESULTS / "process.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
