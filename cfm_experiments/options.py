@@ -124,8 +124,8 @@ def apply_global_options(args: argparse.Namespace) -> None:
         path = getattr(args, "cache_dir", None) or default_cache_dir()
         try:
             enable_compilation_cache(path)
-        except OSError as e:
-            raise ValueError(f"--cache-dir {path}: cannot create it ({e.strerror or e}).") from None
+        except ValueError as e:  # the library names its own argument, `path`: say the option instead
+            raise ValueError(f"--cache-dir {path}: cannot create it ({str(e).rsplit('(', 1)[-1]}") from None
 
 
 def distinct(flag: str, values: Iterable[Any]) -> tuple:
