@@ -2,9 +2,11 @@
 
 import re
 
+import pytest
 from conftest import execute_notebook, notebook_images
 
 
+@pytest.mark.slow  # executes the notebook (CI runs it in its slow step)
 def test_quickstart_notebook(tmp_path):
     outputs, text = execute_notebook("quickstart.ipynb", tmp_path)
     line = next(ln for ln in text.splitlines() if ln.startswith("Euler vs residual network"))
@@ -14,6 +16,7 @@ def test_quickstart_notebook(tmp_path):
     assert len(notebook_images(outputs)) == 1  # the trajectory figure is displayed inline
 
 
+@pytest.mark.slow  # executes the notebook (CI runs it in its slow step)
 def test_sync_notebook(tmp_path):
     """The text says the Benettin estimate's 95% CI contains the closed-form λ₁."""
     _, text = execute_notebook("sync.ipynb", tmp_path)
@@ -25,6 +28,7 @@ def test_sync_notebook(tmp_path):
     assert abs(est - closed) <= half, (est, half, closed)
 
 
+@pytest.mark.slow  # executes the notebook (CI runs it in its slow step)
 def test_paper_notebook(tmp_path):
     """The text says the theorem's bound holds where Assumption 1 does, and that ReLU ends in one
     cluster (polar and nematic order 1) while tanh ends on two antipodal points (nematic 1, polar < 1)."""

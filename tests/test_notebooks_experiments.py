@@ -7,6 +7,7 @@ import pytest
 from conftest import execute_notebook, notebook_images, printed_intervals
 
 
+@pytest.mark.slow  # executes the notebook (CI runs it in its slow step)
 def test_chaos_notebook(tmp_path):
     """The text says every attention slope's CI contains −1/2; control d=1 contains −1/2, d=4 lies above it."""
     outputs, text = execute_notebook("chaos.ipynb", tmp_path)
@@ -17,6 +18,7 @@ def test_chaos_notebook(tmp_path):
     assert len(notebook_images(outputs)) == 1
 
 
+@pytest.mark.slow  # executes the notebook (CI runs it in its slow step)
 def test_ogd_notebook_reports_the_three_ridge_regimes(tmp_path):
     """The text says: strong ridge lowest at every n, deviation falls with n, slope at λ = 0 near −1."""
     outputs, text = execute_notebook("ogd.ipynb", tmp_path)
