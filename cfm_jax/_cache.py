@@ -29,8 +29,9 @@ def default_cache_dir() -> Path:
 
 
 def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
-    """Point JAX's persistent compilation cache at ``path`` (default :func:`default_cache_dir`;
-    created), caching every program however quick to compile; returns the folder.
+    """Point JAX's persistent compilation cache at ``path`` (default ``$CFM_JAX_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``; created), caching every program however
+    quick to compile; returns the folder.
 
     A folder that cannot be made is a ``ValueError`` naming ``path``.
     """

@@ -172,7 +172,7 @@ def fit_loglog(
 
     - from :data:`MIN_BOOTSTRAP_SEEDS` seeds on, the percentile bootstrap, the seeds resampled
       independently at each size;
-    - with 2 … :data:`MIN_BOOTSTRAP_SEEDS` − 1 seeds, slope ± t_{S−1} · sd / √S over the S
+    - with 2 … :data:`MIN_BOOTSTRAP_SEEDS` − 1 seeds, $\mathrm{slope} ± t_{S−1}\, \mathrm{sd}/\sqrt{S}$ over the S
       per-seed slopes (the slope is their mean, the fit being linear in ``log y``): exact for
       Gaussian log-deviations whether or not a seed's sizes are correlated. A bootstrap of so
       few seeds is far too narrow (two seeds at a size have three distinct resample means; its
@@ -341,7 +341,9 @@ def fit_polynomial(
             one each (seeds need not be the same in number; they are resampled independently per
             configuration). A ``(K, S)`` array works too.
         deg: the degree, a non-negative integer.
-        n_boot, level, seed: as :func:`bootstrap`.
+        n_boot: resamples, as :func:`bootstrap`.
+        level: confidence level, as :func:`bootstrap`.
+        seed: the resampling's seed, as :func:`bootstrap`.
 
     Returns the ``deg + 1`` coefficients, highest degree first (as ``np.polyfit``), each an
     :class:`Interval` (percentile bootstrap, too narrow with few seeds as :func:`bootstrap` says).
