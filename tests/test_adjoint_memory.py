@@ -3,31 +3,29 @@
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import cfm_jax
 from cfm_jax import Backsolve, ContinuousAdjoint, DiscreteAdjoint, Recompute, StoreAll, StoreEvery
-from cfm_jax._adjoint.memory import segment_steps
 
 
-def test_segment_steps_per_policy_and_strategy():
-    kw = dict(layers=8, steps=16, steps_per_layer=2)
-    assert segment_steps(StoreAll(), "discrete", **kw) is None
-    assert segment_steps(StoreEvery(4), "discrete", **kw) == 8
-    assert segment_steps(Recompute(), "discrete", **kw) == 2
-    assert segment_steps(StoreEvery(1), "continuous", **kw) == 2
-    assert segment_steps(Backsolve(), "continuous", **kw) is None
-    for bad, strategy in [
-        (StoreEvery(3), "discrete"),
-        (StoreEvery(0), "discrete"),
-        (Backsolve(), "discrete"),
-        (StoreAll(), "continuous"),
-        (Recompute(), "continuous"),
-        (StoreEvery(2), "continuous"),
-        ("layers", "discrete"),
-    ]:
+def test_segment_steps_per_policy_by_the_strategys_type():
+    """Each strategy reads the policy by its type: what it stores (steps per segment; L = 8 layers of
+    2 steps) and which policies it refuses, naming ``memory``."""
+    L, k = 8, 2
+    assert DiscreteAdjoint(memory=StoreAll())._segment_steps(L, k) is None
+    assert DiscreteAdjoint(memory=StoreEvery(4))._segment_steps(L, k) == 8
+    assert DiscreteAdjoint(memory=StoreEvery(np.int64(4)))._segment_steps(L, k) == 8  # pyright: ignore
+    assert DiscreteAdjoint(memory=Recompute())._segment_steps(L, k) == 2
+    assert ContinuousAdjoint(memory=StoreEvery(1))._segment_steps(k) == 2
+    assert ContinuousAdjoint(memory=Backsolve())._segment_steps(k) is None
+    for bad in (StoreEvery(3), StoreEvery(0), Backsolve(), "layers"):
         with pytest.raises(ValueError, match="`memory`"):
-            segment_steps(bad, strategy, **kw)
+            DiscreteAdjoint(memory=bad)._segment_steps(L, k)  # pyright: ignore[reportArgumentType]
+    for bad in (StoreAll(), Recompute(), StoreEvery(2), "layers"):
+        with pytest.raises(ValueError, match="`memory`"):
+            ContinuousAdjoint(memory=bad)._segment_steps(k)  # pyright: ignore[reportArgumentType]
 
 
 def _temp_bytes(adjoint, L, n=512, d=4):

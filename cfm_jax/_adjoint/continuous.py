@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from .._flow import FlowSpec, fixed_controller, layer_ends, loop, solution, solve_segment, state_before, with_progress
 from .base import AbstractHandAdjoint, AdjointResult, cotangent_or_zero, finish, system_vjp
-from .memory import AbstractMemory, Backsolve, StoreEvery, segment_steps
+from .memory import AbstractMemory, Backsolve, StoreEvery, check_memory, store_every_layers
 
 
 def _last(ys):
@@ -95,8 +95,26 @@ class ContinuousAdjoint(AbstractHandAdjoint):
 
     def check_spec(self, model, spec):
         self._backward_spec(spec)
-        L = model.num_layers
-        segment_steps(self.memory, "continuous", layers=L, steps=spec.steps, steps_per_layer=spec.steps // L)
+        self._segment_steps(spec.steps // model.num_layers)
+
+    def _segment_steps(self, steps_per_layer: int) -> int | None:
+        """Steps per stored segment for this strategy's memory policy, by the policy's type (None:
+        nothing stored, the state integrated backward); a ``ValueError`` naming ``memory`` otherwise."""
+        memory = check_memory(self.memory)
+        if isinstance(memory, Backsolve):
+            return None
+        if isinstance(memory, StoreEvery):
+            c = store_every_layers(memory)
+            if c != 1:
+                raise ValueError(
+                    f"`memory`=StoreEvery({c!r}): ContinuousAdjoint restarts the state from every layer "
+                    "boundary; use StoreEvery(1) or Backsolve()."
+                )
+            return steps_per_layer
+        raise ValueError(
+            f"`memory`={type(memory).__name__}() does not apply to ContinuousAdjoint; use StoreEvery(1) "
+            "(restart from layer boundaries) or Backsolve()."
+        )
 
     def probe_stride(self, model, spec):
         return spec.steps // model.num_layers

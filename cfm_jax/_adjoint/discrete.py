@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from .._flow import Loop, advance, loop, merge_leading, solution, state_before, vary_alike, with_progress
 from .base import AbstractHandAdjoint, AdjointResult, cotangent_or_zero, finish, model_grads, step_params, system_vjp
-from .memory import AbstractMemory, Recompute, StoreAll, segment_steps
+from .memory import AbstractMemory, Recompute, StoreAll, StoreEvery, check_memory, store_every_layers
 
 
 def _dims(model, spec):
@@ -76,9 +76,27 @@ class DiscreteAdjoint(AbstractHandAdjoint):
 
     def _segment(self, model, spec) -> int | None:
         """Layers per stored segment (None: every step's state is stored)."""
-        L, N, k = _dims(model, spec)
-        seg = segment_steps(self.memory, "discrete", layers=L, steps=N, steps_per_layer=k)
+        L, _, k = _dims(model, spec)
+        seg = self._segment_steps(L, k)
         return None if seg is None else seg // k
+
+    def _segment_steps(self, layers: int, steps_per_layer: int) -> int | None:
+        """Steps per stored segment for this strategy's memory policy, by the policy's type (None:
+        every step's state is stored); a ``ValueError`` naming ``memory`` for one it cannot use."""
+        memory = check_memory(self.memory)
+        if isinstance(memory, StoreAll):
+            return None
+        if isinstance(memory, Recompute):
+            return steps_per_layer
+        if isinstance(memory, StoreEvery):
+            c = store_every_layers(memory)
+            if layers % c:
+                raise ValueError(f"`memory`=StoreEvery({c!r}): layers per stored state must divide L={layers}.")
+            return c * steps_per_layer
+        raise ValueError(
+            f"`memory`={type(memory).__name__}() does not apply to DiscreteAdjoint (explicit Euler is not "
+            "exactly reversible); use StoreAll(), StoreEvery(c) or Recompute()."
+        )
 
     def probe_stride(self, model, spec):
         return 1

@@ -17,12 +17,12 @@ policy                 discrete adjoint (Euler, N = L·k steps)      continuous 
                                                                      independent of L)
 =====================  ===========================================  ==========================
 
-:func:`segment_steps` is the one validation of a policy against a strategy and a model.
+Which policies a strategy takes, and what each stores, is decided by the strategy's own type (its
+``segment_steps``: ``DiscreteAdjoint.segment_steps``, ``ContinuousAdjoint.segment_steps``), from the
+policy's type; :func:`check_memory` is the one check that a policy is one.
 """
 
 from __future__ import annotations
-
-from typing import Literal
 
 import equinox as eqx
 import numpy as np
@@ -50,54 +50,23 @@ class Backsolve(AbstractMemory):
     """Store nothing; integrate the state backward together with the adjoint (continuous adjoint)."""
 
 
-def segment_steps(
-    memory: AbstractMemory,
-    strategy: Literal["discrete", "continuous"],
-    *,
-    layers: int,
-    steps: int,
-    steps_per_layer: int,
-) -> int | None:
-    """Steps per stored segment for ``memory`` (None: every state stored, or nothing: backsolve).
-
-    Raises a ``ValueError`` naming ``memory`` when the policy does not apply to the strategy, or
-    ``StoreEvery(c)`` does not divide the number of layers.
-    """
+def check_memory(memory) -> AbstractMemory:
+    """``memory`` if it is a memory policy; a ``ValueError`` naming ``memory`` otherwise."""
     if not isinstance(memory, AbstractMemory):
         raise ValueError(
             f"`memory` must be a cfm_jax memory policy (StoreAll(), StoreEvery(c), Recompute(), "
             f"Backsolve()), got {memory!r}."
         )
-    if strategy == "discrete":
-        if isinstance(memory, StoreAll):
-            return None
-        if isinstance(memory, Recompute):
-            return steps_per_layer
-        if isinstance(memory, StoreEvery):
-            c = memory.layers
-            c = int(c) if isinstance(c, np.integer) else c  # a numpy integer is an int to the user
-            if not isinstance(c, int) or isinstance(c, bool) or c < 1 or layers % c or steps % (c * steps_per_layer):
-                raise ValueError(
-                    f"`memory`=StoreEvery({c!r}): layers per stored state must be a positive int dividing L={layers}."
-                )
-            return c * steps_per_layer
-        raise ValueError(
-            f"`memory`={type(memory).__name__}() does not apply to DiscreteAdjoint (explicit Euler is not "
-            "exactly reversible); use StoreAll(), StoreEvery(c) or Recompute()."
-        )
-    if isinstance(memory, Backsolve):
-        return None
-    if isinstance(memory, StoreEvery):
-        if memory.layers != 1:
-            raise ValueError(
-                f"`memory`=StoreEvery({memory.layers!r}): ContinuousAdjoint restarts the state from every "
-                "layer boundary; use StoreEvery(1) or Backsolve()."
-            )
-        return steps_per_layer
-    raise ValueError(
-        f"`memory`={type(memory).__name__}() does not apply to ContinuousAdjoint; use StoreEvery(1) "
-        "(restart from layer boundaries) or Backsolve()."
-    )
+    return memory
 
 
-__all__ = ["AbstractMemory", "Backsolve", "Recompute", "StoreAll", "StoreEvery", "segment_steps"]
+def store_every_layers(memory: StoreEvery) -> int:
+    """``StoreEvery``'s layers per stored state as an int (a numpy integer too), or ``ValueError``."""
+    c = memory.layers
+    c = int(c) if isinstance(c, np.integer) else c  # a numpy integer is an int to the user
+    if not isinstance(c, int) or isinstance(c, bool) or c < 1:
+        raise ValueError(f"`memory`=StoreEvery({c!r}): layers per stored state must be a positive int.")
+    return c
+
+
+__all__ = ["AbstractMemory", "Backsolve", "Recompute", "StoreAll", "StoreEvery", "check_memory", "store_every_layers"]
