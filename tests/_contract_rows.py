@@ -831,15 +831,14 @@ def _grad_fns():
     assert typing.get_origin(ogd.GradFn) is not None  # a Callable[...] alias
 
 
-def missing_check(name: str, fix: str, call: Callable[[], object], arg: str, exc: type = ValueError):
-    """A sub-row for a bad input that is not refused yet (strict xfail: it fails once fixed, so
-    the mark is then removed)."""
+def refused(name: str, call: Callable[[], object], arg: str, exc: type = ValueError):
+    """A sub-row for a bad input that is refused with an error naming ``arg``."""
 
     def check():
         with pytest.raises(exc, match=f"`{arg}`"):
             call()
 
-    row(f"{name}::bad-{arg}", marks=(pytest.mark.xfail(strict=True, reason=fix),))(check)
+    row(f"{name}::bad-{arg}")(check)
 
 
 # --------------------------------------------------------------------------------------------
@@ -895,10 +894,8 @@ def _noise_kernel():
         stochastic.NoiseKernel("relu", s_a=-1.0)
 
 
-missing_check(
+refused(
     "cfm_jax.stochastic.kappa_monte_carlo",
-    "kappa_monte_carlo(samples=0) returns NaNs; fix in cfm_jax/stochastic/_kernels.py: refuse samples < 2 "
-    "naming `samples`",
     lambda: stochastic.kappa_monte_carlo(jax.random.key(0), KERNEL, jnp.array([0.5]), 0),
     "samples",
 )
@@ -964,10 +961,8 @@ def _brownian_path():
         stochastic.brownian_path(3, sde, (4, 3))  # pyright: ignore[reportArgumentType]
 
 
-missing_check(
+refused(
     "cfm_jax.stochastic.solve_diffrax",
-    "solve_diffrax(path=3) fails inside diffrax ('int' object is not callable); fix in cfm_jax/stochastic/_sde.py: "
-    "refuse a path that is not a diffrax.AbstractBrownianPath of shape (N, d) naming `path`",
     lambda: stochastic.solve_diffrax(stochastic.SphereSDE(KERNEL, steps=2), sphere_tokens(), 3),
     "path",
 )
@@ -992,23 +987,18 @@ def _noise():
 
 
 for _n, _fn in (("kernel_matrix", stochastic.kernel_matrix), ("field_factor", stochastic.field_factor)):
-    missing_check(
+    refused(
         f"cfm_jax.stochastic.{_n}",
-        f"{_n}(x of shape (3,)) fails with an IndexError; fix in cfm_jax/stochastic/_noise.py (or _kernels.py): "
-        "refuse x that is not (N, d) naming `x`",
         lambda f=_fn: f(jnp.ones(3), KERNEL),
         "x",
     )
-missing_check(
+refused(
     "cfm_jax.stochastic.exact_increment",
-    "exact_increment(dt=-1) returns NaNs; fix in cfm_jax/stochastic/_noise.py: refuse a concrete dt that is not "
-    "finite and >= 0 naming `dt`",
     lambda: stochastic.exact_increment(jax.random.key(0), sphere_tokens(), KERNEL, -1.0),
     "dt",
 )
-missing_check(
+refused(
     "cfm_jax.stochastic.feature_increment",
-    "feature_increment(width=0) returns an array; fix in cfm_jax/stochastic/_noise.py: refuse width < 1 naming `width`",
     lambda: stochastic.feature_increment(jax.random.key(0), sphere_tokens(), KERNEL, 0.1, 0),
     "width",
 )
@@ -1070,17 +1060,13 @@ def _rates():
     assert set(out) >= {"mean", "median"} and out["mean"].shape == (4,)
 
 
-missing_check(
+refused(
     "cfm_jax.stochastic.fit_exponential_rate",
-    "fit_exponential_rate(ts (3,), y (4,)) fails in NumPy broadcasting; fix in cfm_jax/stochastic/_energies.py: "
-    "refuse y of another shape than ts naming `y`",
     lambda: stochastic.fit_exponential_rate(np.arange(3.0), np.ones(4)),
     "y",
 )
-missing_check(
+refused(
     "cfm_jax.stochastic.realisation_stats",
-    "realisation_stats(values (3,)) silently treats a 1-D array as (R, T); fix in cfm_jax/stochastic/_energies.py: "
-    "refuse values that are not (R, T) naming `values`",
     lambda: stochastic.realisation_stats(np.ones(3)),
     "values",
 )
@@ -1129,16 +1115,13 @@ def _chaos_constants():
     assert chaos.wasserstein_slope(i64(3)) == pytest.approx(-1 / 3)
 
 
-missing_check(
+refused(
     "cfm_jax.chaos.expected_slope",
-    "expected_slope('attention', 'foo', 1) returns a slope for an unknown quantity; fix in cfm_jax/_chaos/spec.py: "
-    "refuse a quantity not in QUANTITIES naming `quantity`",
     lambda: chaos.expected_slope("attention", "foo", 1),
     "quantity",
 )
-missing_check(
+refused(
     "cfm_jax.chaos.wasserstein_slope",
-    "wasserstein_slope(0) returns -0.5; fix in cfm_jax/_chaos/spec.py: refuse intrinsic_dim < 1 naming `intrinsic_dim`",
     lambda: chaos.wasserstein_slope(0),
     "intrinsic_dim",
 )
@@ -1163,23 +1146,18 @@ def _chaos_spec():
         chaos.validate_spec(dataclasses.replace(SPEC, dim=0))
 
 
-missing_check(
+refused(
     "cfm_jax.chaos.size_buckets",
-    "size_buckets([0]) returns [[0]]; fix in cfm_jax/_chaos/spec.py: refuse sizes < 1 naming `ns`",
     lambda: chaos.size_buckets([0]),
     "ns",
 )
-missing_check(
+refused(
     "cfm_jax.chaos.quantity_reference",
-    "quantity_reference(spec, 'foo') returns 'sample'; fix in cfm_jax/_chaos/spec.py: refuse a quantity not in "
-    "QUANTITIES naming `quantity`",
     lambda: chaos.quantity_reference(SPEC, "foo"),
     "quantity",
 )
-missing_check(
+refused(
     "cfm_jax.chaos.buckets",
-    "buckets(3) fails with an AttributeError; fix in cfm_jax/_chaos/spec.py: refuse a spec that is not a ChaosSpec "
-    "naming `spec`",
     lambda: chaos.buckets(3),  # pyright: ignore[reportArgumentType]
     "spec",
 )
@@ -1248,10 +1226,8 @@ def _uniform_attention_deviation():
     assert dev.shape == (L + 1, D) and float(jnp.abs(dev[0]).max()) == 0.0
 
 
-missing_check(
+refused(
     "cfm_jax.chaos.uniform_attention_deviation",
-    "uniform_attention_deviation(model, mean_difference (3,)) at d = 2 fails in an einsum; fix in "
-    "cfm_jax/_chaos/deviations.py: refuse mean_difference of shape other than (d,) naming `mean_difference`",
     lambda: chaos.uniform_attention_deviation(
         cfm_jax.Transformer.init(jax.random.key(0), D, heads=1, layers=L, qk_scale=0.0, dtype=F64), np.zeros(3)
     ),

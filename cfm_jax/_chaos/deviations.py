@@ -300,6 +300,8 @@ def uniform_attention_deviation(model: Transformer, mean_difference) -> jax.Arra
 
     independent of $x_0$. Returns ``(L + 1, d)``.
     """
+    if jnp.shape(mean_difference) != (model.dim,):
+        raise ValueError(f"`mean_difference` must have shape ({model.dim},) (d), got {jnp.shape(mean_difference)}.")
     L = model.num_layers
     M = jnp.sum(model.V, axis=1)  # (L, d, d)
     eye = jnp.eye(model.dim, dtype=M.dtype)

@@ -34,13 +34,21 @@ Field = Literal["attention", "control"]
 Reference = Literal["sample", "qmc", "gaussian"]
 
 
+def _check_quantity(quantity) -> None:
+    if not isinstance(quantity, str) or quantity not in QUANTITIES:
+        raise ValueError(f"`quantity` must be one of {list(QUANTITIES)}, got {quantity!r}.")
+
+
 def wasserstein_slope(intrinsic_dim: int) -> float:
     """Empirical W1 rate exponent: −1/d' for d' ≥ 2 (with a log at d' = 2), −1/2 for d' = 1."""
-    return -1.0 / max(2, intrinsic_dim)
+    if isinstance(intrinsic_dim, bool) or int(intrinsic_dim) != intrinsic_dim or int(intrinsic_dim) < 1:
+        raise ValueError(f"`intrinsic_dim` must be an integer >= 1, got {intrinsic_dim!r}.")
+    return -1.0 / max(2, int(intrinsic_dim))
 
 
 def expected_slope(field: Field, quantity: str, intrinsic_dim: int) -> float:
     """The paper's rate: −1/2 for attention's token-level quantities, −1/d' for W1 and the control."""
+    _check_quantity(quantity)
     if quantity == "w1" or field == "control":
         return wasserstein_slope(intrinsic_dim)
     return -0.5
@@ -178,6 +186,7 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
 def quantity_reference(spec: ChaosSpec, quantity: str) -> str:
     """What ``quantity`` of ``spec`` is compared with: ``gaussian`` (the exact limit, floor 0),
     ``qmc`` (scrambled-Sobol points: ∇φ, and W1 in d >= 2, on Gaussian rows) or ``sample``."""
+    _check_quantity(quantity)
     if spec.reference == "gaussian" and (quantity == "grad_phi" or (quantity == "w1" and spec.dim > 1)):
         return "qmc"
     return spec.reference
@@ -211,8 +220,11 @@ def build_model(spec: ChaosSpec, key, reference=None, *, throw: bool = True) -> 
 def size_buckets(ns) -> list[list[int]]:
     """The ns grouped for padding: a new group starts above 4× the group's smallest n, so a
     padded system costs at most ~16× its smallest member's and ~all of its largest's."""
+    sizes = sorted(int(v) for v in ns)
+    if sizes and sizes[0] < 1:
+        raise ValueError(f"`ns` must be context sizes >= 1, got {sizes[0]}.")
     out: list[list[int]] = []
-    for n in sorted(int(v) for v in ns):
+    for n in sizes:
         if out and n <= 4 * out[-1][0]:
             out[-1].append(n)
         else:
@@ -247,6 +259,8 @@ def buckets(spec: ChaosSpec, padded: bool = True) -> tuple[Bucket, ...]:
     them. Example: ns = 16…4096 (×4 apart) with ∇φ up to 256 gives [16, 64] (with ∇φ),
     [256] (with ∇φ) and [1024, 4096].
     """
+    if not isinstance(spec, ChaosSpec):
+        raise ValueError(f"`spec` must be a ChaosSpec, got {type(spec).__name__}.")
     measured = spec.measured()
     core = set(spec.ns)
     probes = set(spec.quantity_ns("grad_phi")) if "grad_phi" in measured else set()

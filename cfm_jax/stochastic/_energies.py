@@ -94,6 +94,8 @@ def realisation_stats(values, *, floor: float = 1e-300) -> dict[str, np.ndarray]
     ``values``: ``(R, T)``. Returns three ``(T,)`` arrays.
     """
     v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] < 1:
+        raise ValueError(f"`values` must be (R, T) with R >= 1 realisations, got shape {v.shape}.")
     return {
         "mean": v.mean(0),
         "median": np.median(v, axis=0),
@@ -108,6 +110,8 @@ def fit_exponential_rate(ts, y, *, t_min: float | None = None, floor: float = 1e
     """
     ts = np.asarray(ts, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
+    if y.shape != ts.shape:
+        raise ValueError(f"`y` must have the shape of `ts` {ts.shape}, got {y.shape}.")
     t_min = float(ts[len(ts) // 2]) if t_min is None else t_min
     keep = (ts >= t_min) & (y > floor) & np.isfinite(y)
     if keep.sum() < 2:

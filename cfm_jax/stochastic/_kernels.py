@@ -374,6 +374,9 @@ def kappa_monte_carlo(key, kernel: NoiseKernel, rho, samples: int = 100_000):
     ``rho``: ``(K,)``. Returns two ``(K,)`` arrays.
     """
     key = as_key(key, "key")
+    if isinstance(samples, bool) or int(samples) != samples or int(samples) < 2:
+        raise ValueError(f"`samples` must be an integer >= 2, got {samples!r}.")
+    samples = int(samples)
     rho = jnp.atleast_1d(jnp.asarray(rho, dtype=float))
     sig = _get_activation(kernel.activation)
     k1, k2 = jax.random.split(key)

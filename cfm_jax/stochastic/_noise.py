@@ -19,15 +19,30 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
 from .._random import as_key
+from .._validation import is_concrete
 from ._kernels import Activation, NoiseKernel, _get_activation
+
+
+def _check_points(x) -> None:
+    """``x`` must be ``(N, d)`` with N >= 1 (a shape check, also at trace time)."""
+    if jnp.ndim(x) != 2 or jnp.shape(x)[0] < 1:
+        raise ValueError(f"`x` must have shape (N, d) with N >= 1, got {jnp.shape(x)}.")
+
+
+def _check_dt(dt) -> None:
+    """A concrete ``dt`` must be finite and >= 0 (a traced one is not checked)."""
+    if is_concrete(dt) and not (np.all(np.isfinite(np.asarray(dt))) and np.all(np.asarray(dt) >= 0)):
+        raise ValueError(f"`dt` must be finite and >= 0, got {dt!r}.")
 
 
 def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
     """$C_{ij} = κ(⟨x_i, x_j⟩)$ for unit vectors $x_i$, with $ρ = 1 − ½‖x_i − x_j‖^2$."""
+    _check_points(x)
     diff = x[:, None, :] - x[None, :, :]
     rho = 1.0 - 0.5 * jnp.sum(diff * diff, axis=-1)
     return kernel(jnp.clip(rho, -1.0, 1.0))
@@ -52,6 +67,7 @@ def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N
     this one resolves distances down to ~1e-8 × diameter, i.e. the cluster keeps contracting.
     F is continuous in x (no eigenvector sign ambiguity), as the strong coupling needs.
     """
+    _check_points(x)
     N = x.shape[0]
     if kernel.kappa1 == 0.0:  # s_a = 0: no noise at all
         return jnp.zeros((N, N), x.dtype)
@@ -72,6 +88,7 @@ def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N
 def exact_increment(key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt) -> Float[Array, "N d"]:
     """One exact increment ΔW of the common field at the N positions: Cov = Δt κ(<x_i,x_j>) δ_ab."""
     key = as_key(key, "key")
+    _check_dt(dt)
     dB = jnp.sqrt(dt) * _random.normal(key, x.shape, x.dtype)
     return field_factor(x, kernel) @ dB
 
@@ -105,5 +122,8 @@ def feature_increment(
 ) -> Float[Array, "N d"]:
     """Random-feature increment √Δt ξ(x) (covariance exact, Gaussian only as width → ∞)."""
     key = as_key(key, "key")
-    w = _sample_mlp(key, kernel, x.shape[-1], width, x.dtype)
+    if isinstance(width, bool) or int(width) != width or int(width) < 1:
+        raise ValueError(f"`width` must be an integer >= 1, got {width!r}.")
+    _check_dt(dt)
+    w = _sample_mlp(key, kernel, x.shape[-1], int(width), x.dtype)
     return jnp.sqrt(dt) * _mlp_noise(w, x, kernel.activation)

@@ -230,6 +230,11 @@ def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
     if sde.noise != "exact":
         raise ValueError("`solve_diffrax` needs `noise='exact'` (the field is a Brownian control).")
     x0 = _check_tokens(x0)
+    if not isinstance(path, diffrax.AbstractBrownianPath):
+        raise ValueError(f"`path` must be a diffrax Brownian path (see `brownian_path`), got {type(path).__name__}.")
+    path_shape = getattr(getattr(path, "shape", None), "shape", None)
+    if path_shape != x0.shape:
+        raise ValueError(f"`path` must have the shape of `x0` {x0.shape} (N, d), got {path_shape}.")
     sde = _finite_params(sde, "sde")
     struct = jax.ShapeDtypeStruct(x0.shape, x0.dtype)
 
