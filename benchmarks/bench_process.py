@@ -103,7 +103,7 @@ def run(script: str, cache: Path) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Two fresh processes on one empty compilation cache.")
     parser.add_argument("--notes", default="", help="how the machine was loaded")
     args = parser.parse_args(argv)
     rows = {}

@@ -312,6 +312,9 @@ class CFM(AbstractStackedCFM, AbstractPiecewiseConstantCFM):
 
     _extra: ClassVar[int] = 0
 
+    def __init__(self, field: AbstractField, params: Mapping[str, Array], dim: int):
+        super().__init__(field, params, dim)
+
 
 class PiecewiseLinearCFM(AbstractStackedCFM):
     """θ(s) linear between L + 1 nodes at s = l/L (``params`` stacked on a node axis of L + 1).
@@ -326,6 +329,9 @@ class PiecewiseLinearCFM(AbstractStackedCFM):
     """
 
     _extra: ClassVar[int] = 1
+
+    def __init__(self, field: AbstractField, params: Mapping[str, Array], dim: int):
+        super().__init__(field, params, dim)
 
     @property
     def piecewise_constant(self) -> bool:

@@ -4,18 +4,17 @@ import pytest
 
 from cfm_experiments.claims import verdicts as V
 from cfm_experiments.protocol import VERDICTS
+from cfm_experiments.verdicts import Verdict
 from cfm_jax.stats import Interval
 
 
 def test_judge_withholds_a_verdict_below_its_sizes_and_states_both():
-    verdict, sizes = V.judge(
-        "refuted at these sizes", {"seeds": 32, "largest n": 1000}, {"seeds": 16, "largest n": 1000}
-    )
+    verdict, sizes = V.judge(Verdict.REFUTED, {"seeds": 32, "largest n": 1000}, {"seeds": 16, "largest n": 1000})
     assert verdict == "inconclusive at these sizes" in VERDICTS
     assert "refuted at these sizes" in sizes and "seeds ≥ 32" in sizes and "seeds 16" in sizes
-    verdict, sizes = V.judge("holds", {"seeds": 32}, {"seeds": 32})
+    verdict, sizes = V.judge(Verdict.HOLDS, {"seeds": 32}, {"seeds": 32})
     assert verdict == "holds" and sizes.startswith("stable from seeds ≥ 32")
-    assert V.judge("holds", {"seeds": 32}, {})[0] == "inconclusive at these sizes"  # a size not reported
+    assert V.judge(Verdict.HOLDS, {"seeds": 32}, {})[0] == "inconclusive at these sizes"  # a size not reported
 
 
 @pytest.mark.parametrize(

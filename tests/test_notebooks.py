@@ -77,6 +77,6 @@ def test_the_executed_check_fails_on_a_cleared_notebook():
         c["outputs"] = []
     assert notebook_not_committed_executed(nb) == "no outputs"
     code[0]["execution_count"] = None
-    assert "not run top to bottom" in notebook_not_committed_executed(nb)
+    assert "not run top to bottom" in str(notebook_not_committed_executed(nb))
     code[0]["execution_count"], code[0]["outputs"] = 1, [{"output_type": "error"}]
     assert notebook_not_committed_executed(nb) == "a cell raised"

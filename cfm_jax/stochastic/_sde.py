@@ -232,7 +232,8 @@ def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
     x0 = _check_tokens(x0)
     if not isinstance(path, diffrax.AbstractBrownianPath):
         raise ValueError(f"`path` must be a diffrax Brownian path (see `brownian_path`), got {type(path).__name__}.")
-    path_shape = getattr(getattr(path, "shape", None), "shape", None)
+    # the shape of the path's increments, by evaluating it abstractly (no attribute probing)
+    path_shape = tuple(jax.eval_shape(lambda: path.evaluate(0.0, sde.dt)).shape)
     if path_shape != x0.shape:
         raise ValueError(f"`path` must have the shape of `x0` {x0.shape} (N, d), got {path_shape}.")
     sde = _finite_params(sde, "sde")
