@@ -78,24 +78,13 @@ def check(x, failed, message: str):
     Inside a program traced by :func:`compiled` the flag becomes one of its outputs and the error is
     raised after the call (module docstring); anywhere else it is ``eqx.error_if``. Only for checks
     at the top level of such a program, not inside a ``lax.scan`` body or a ``vmap``/``grad`` it
-    makes itself (those run with :func:`host_checks`).
+    makes itself (a flag traced there could not leave it).
     """
     checks = _CHECKS.get()
     if checks is None:
         return eqx.error_if(x, failed, message)
     checks.append((jnp.any(failed), message))
     return x
-
-
-class host_checks:
-    """Within this context :func:`check` is ``eqx.error_if`` again (for checks inside a
-    transformation a compiled function applies itself, whose values cannot leave it as flags)."""
-
-    def __enter__(self):
-        self._token = _CHECKS.set(None)
-
-    def __exit__(self, *exc):
-        _CHECKS.reset(self._token)
 
 
 def _flagged(fn):

@@ -17,9 +17,9 @@ policy                 discrete adjoint (Euler, N = L·k steps)      continuous 
                                                                      independent of L)
 =====================  ===========================================  ==========================
 
-Which policies a strategy takes, and what each stores, is decided by the strategy's own type (its
-``segment_steps``: ``DiscreteAdjoint.segment_steps``, ``ContinuousAdjoint.segment_steps``), from the
-policy's type; :func:`check_memory` is the one check that a policy is one.
+Which policies a strategy takes, and what each stores, is decided by the strategy's own type
+(``DiscreteAdjoint._segment_steps``, ``ContinuousAdjoint._segment_steps``), from the policy's type;
+:func:`check_memory` is the one check that a policy is one.
 """
 
 from __future__ import annotations
