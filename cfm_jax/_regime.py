@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 import warnings
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -57,7 +59,7 @@ from jaxtyping import Array, Bool, Float
 from ._fields import AbstractSumField, AttentionField
 from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure
 from ._paths import AbstractCFM
-from ._validation import compiled, finite, finite_params, is_concrete
+from ._validation import compiled, finite, finite_params, is_concrete, notice
 
 
 class AttentionRegime(eqx.Module):
@@ -112,6 +114,15 @@ def _sqrtm(cov: Float[Array, "d d"]) -> Float[Array, "d d"]:
     return (U * jnp.sqrt(jnp.maximum(lam, 0.0))) @ U.T
 
 
+def has_regime(model) -> bool:
+    """Whether :func:`attention_regime` applies to ``model``: a cfm_jax model whose field has softmax
+    attention reading ``Q``, ``K: (L, H, d, d)``."""
+    if not isinstance(model, AbstractCFM) or not _has_attention(model.field):
+        return False
+    params = model.stacked_params()
+    return "Q" in params and "K" in params and params["Q"].ndim == 4 and params["Q"].shape == params["K"].shape
+
+
 @compiled
 def attention_regime(
     model: AbstractCFM,
@@ -136,6 +147,12 @@ def attention_regime(
         An :class:`AttentionRegime`; see the module docstring for the definitions. Compiled
         (``eqx.filter_jit``): a repeated call with the same shapes reuses the program.
     """
+    return regime(model, context, queries, throw=throw)
+
+
+def regime(model: AbstractCFM, context, queries, *, throw: bool = True) -> AttentionRegime:
+    """:func:`attention_regime`'s body, uncompiled: for a compiled function that evaluates the regime
+    as one step of its own program."""
     Q, K = _query_keys(model)
     d = Q.shape[-1]
     if not isinstance(context, (GaussianMeasure, EmpiricalMeasure)):
@@ -251,9 +268,34 @@ def warn_if_heavy_tailed(
         + f". Scale Q and K down (e.g. Transformer.init(qk_scale=...){scale}), shrink the context's "
         "spread, or use many more points. (Shown once; see cfm_jax.attention_regime.)",
         HeavyTailWarning,
-        stacklevel=2,
+        stacklevel=_caller_level(),
     )
     return True
+
+
+#: this package's folder: a warning is attributed to the first frame outside it
+_PACKAGE = str(Path(__file__).resolve().parent)
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that attributes a warning raised by the calling function to the first frame
+    outside this package (the user's line, however deep in the library the warning was decided)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def notice_heavy_tail(model, context, queries) -> None:
+    """Warn after the compiled call being traced (:func:`~cfm_jax._validation.notice`) when ``model``
+    is in the heavy-tail regime at the Gaussian ``context`` (:func:`warn_if_heavy_tailed`, without a
+    sample size: ρ ≥ 1). Nothing for other contexts or models without softmax attention."""
+    if isinstance(context, GaussianMeasure) and has_regime(model):
+        notice(regime(model, context, queries, throw=False), _warn_heavy_tailed)
+
+
+def _warn_heavy_tailed(found: AttentionRegime) -> None:
+    warn_if_heavy_tailed(found)
 
 
 __all__ = ["AttentionRegime", "HeavyTailWarning", "attention_regime", "warn_if_heavy_tailed"]

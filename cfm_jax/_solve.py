@@ -70,6 +70,7 @@ from ._flow import (
 from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
 from ._measures import GaussianMeasure, as_measure
 from ._paths import AbstractCFM
+from ._regime import notice_heavy_tail
 from ._validation import check, compiled, finite, finite_params
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
@@ -222,7 +223,10 @@ def forward(
             weights), or a [`GaussianMeasure`][cfm_jax.GaussianMeasure]: the exact infinite-context
             flow, for fields with a Gaussian closed form
             ([`AbstractGaussianField`][cfm_jax.AbstractGaussianField]: attention, the affine MLP, their
-            sums).
+            sums). There, a model in the heavy-tail regime (some head with ρ ≥ 1 at that context,
+            [`attention_regime`][cfm_jax.attention_regime]) gets one
+            [`HeavyTailWarning`][cfm_jax.HeavyTailWarning] per process after a top-level call:
+            sampled contexts approach this limit much more slowly than $n^{-1/2}$.
         solver: any diffrax ODE solver; default ``diffrax.Euler()`` (with fixed steps: the residual
             network, also on a Gaussian context).
         steps: total number of (initial) steps over [0, 1], a multiple of L (no step straddles a
@@ -266,6 +270,9 @@ def _flow(model: AbstractCFM, x0, context, **options) -> FlowSolution:
     """:func:`forward`'s body, uncompiled: for the compiled functions that solve the flow as one step of
     their own program (their checks are then that program's)."""
     p = prepare(model, x0, context, **options)
+    # the exact limit is what sampled contexts are compared with: say when they approach it slowly
+    if isinstance(context, GaussianMeasure):
+        notice_heavy_tail(p.model, context, p.y0[0])
     sol = p.strategy.solve(p.model, p.context, p.y0, p.spec)
     x1 = sol.x1
     if options.get("throw", True) and p.spec.can_fail:

@@ -23,6 +23,12 @@ are checked with :func:`check`, in one of two ways:
   the duration of its calls).
 
 ``throw=False`` (where an entry point has it) leaves the checks out of the program altogether.
+
+Advice that is not an error — a warning that depends on values, such as the heavy-tail regime of a
+model at a Gaussian context — travels the same way (:func:`notice`): arrays returned beside the
+result and a host function called with their values after a top-level call. Inside a caller's own
+transformation there are no values to warn about and no warning is given (the diagnostic the warning
+comes from can be called outside it).
 """
 
 from __future__ import annotations
@@ -87,20 +93,45 @@ def check(x, failed, message: str):
     return x
 
 
+#: the notices of the program being traced by :func:`compiled`: ``(values, advise)`` pairs
+_NOTICES: contextvars.ContextVar[list[tuple[object, Callable]] | None] = contextvars.ContextVar("notices", default=None)
+
+
+def notice(values, advise: Callable) -> None:
+    """Call ``advise(values)`` on the host after the compiled call that traces this line, when
+    ``values`` (a pytree of arrays) have values there: at top level, not inside a caller's
+    ``jit``/``vmap``/``grad`` (module docstring). ``advise`` is static: the same function for every
+    trace of one structure (a module-level function, not a closure over traced values). Outside a
+    program traced by :func:`compiled` it is called at once if the values are concrete."""
+    notices = _NOTICES.get()
+    if notices is None:
+        _advise(values, advise)
+    else:
+        notices.append((values, advise))
+
+
+def _advise(values, advise: Callable) -> None:
+    if all(is_concrete(a) for a in jax.tree.leaves(values)):
+        advise(values)
+
+
 def _flagged(fn):
-    """``fn`` returning ``(out, (flags, messages))``: the flags of its checks ``(k,)`` and their
-    messages (static: the same for every trace of one structure)."""
+    """``fn`` returning ``(out, (flags, messages), (values, advice))``: the flags of its checks
+    ``(k,)`` and their messages, the values of its notices and their host functions (messages and
+    functions static: the same for every trace of one structure)."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         checks: list[tuple[jax.Array, str]] = []
-        token = _CHECKS.set(checks)
+        notices: list[tuple[object, Callable]] = []
+        token, notice_token = _CHECKS.set(checks), _NOTICES.set(notices)
         try:
             out = fn(*args, **kwargs)
         finally:
             _CHECKS.reset(token)
+            _NOTICES.reset(notice_token)
         flags = jnp.stack([f for f, _ in checks]) if checks else jnp.zeros((0,), bool)
-        return out, (flags, tuple(m for _, m in checks))
+        return out, (flags, tuple(m for _, m in checks)), (tuple(v for v, _ in notices), tuple(a for _, a in notices))
 
     return run
 
@@ -124,7 +155,8 @@ def raise_failed(out, flags, messages: tuple[str, ...]):
 
 def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``eqx.filter_jit(fn)``: arrays traced, everything else static, one program per structure; its
-    value checks (:func:`check`) returned as flags and raised after the call (module docstring).
+    value checks (:func:`check`) returned as flags and raised after the call, its notices
+    (:func:`notice`) given after that (module docstring).
 
     Numpy integer and bool scalars among the top-level arguments are turned into Python values
     first, so that ``steps=np.int64(4)`` is static like ``steps=4`` (``eqx.filter_jit`` traces every
@@ -134,8 +166,13 @@ def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        out, (flags, messages) = jitted(*map(_static, args), **{k: _static(v) for k, v in kwargs.items()})  # pyright: ignore[reportCallIssue]
-        return raise_failed(out, flags, messages)
+        out, (flags, messages), (values, advice) = jitted(
+            *map(_static, args), **{k: _static(v) for k, v in kwargs.items()}
+        )  # pyright: ignore[reportCallIssue]
+        out = raise_failed(out, flags, messages)
+        for value, advise in zip(values, advice, strict=True):
+            _advise(value, advise)
+        return out
 
     return cast(Callable[_P, _R], call)
 

@@ -15,7 +15,7 @@ import pytest
 from jax.experimental.compilation_cache import compilation_cache
 
 from cfm_experiments.compiles import recording
-from cfm_jax import chaos
+from cfm_jax import HeavyTailWarning, chaos
 
 _EXACT: dict[str, Any] = dict(n_ref=32, layers=2, heads=1, mlp_width=4, batch=2, num_probes=3, w1_size=32)
 _PROGRAMS = ("jit(reference_program)", "jit(bucket_program)")
@@ -136,7 +136,7 @@ _SEEDS_ON_DEVICES = textwrap.dedent(
     """
     import jax, numpy as np
     jax.config.update("jax_enable_x64", True)
-    from cfm_jax import chaos
+    from cfm_jax import HeavyTailWarning, chaos
     devs = jax.local_devices()
     assert len(devs) == 4, devs
     assert chaos.seed_devices(8) == tuple(devs) and chaos.seed_devices(6) == tuple(devs[:3])
@@ -218,3 +218,22 @@ def test_sweep_programs_hold_no_host_callback(spec):
         n = np.asarray(bucket.ns[-1], np.int32)
         text = programs.bucket_program.lower(m, inputs, ref, n, np.asarray(0.05), (), 1).as_text()
         assert "callback" not in text, bucket
+
+
+def test_a_gaussian_sweep_warns_in_the_heavy_tail_regime(monkeypatch):
+    """run_seeds against the exact limit warns once when its models' ρ ≥ 1 at the population law (large
+    qk_scale), naming the sweep's largest n; a light model sampled at enough points does not warn."""
+    import warnings
+
+    import cfm_jax._regime as regime_module
+
+    spec = chaos.ChaosSpec(field="attention", dim=2, ns=(128, 256), n_ref=16, layers=1, heads=1, mlp_width=2)
+    spec = dataclasses.replace(spec, reference="gaussian", mlp_activation="linear", w1_size=16, batch=2)
+    spec = dataclasses.replace(spec, adjoint=False, w1=False)
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chaos.run_seeds(dataclasses.replace(spec, qk_scale=0.2), seeds=2)
+    with pytest.warns(HeavyTailWarning, match="of n = 256 points") as record:
+        chaos.run_seeds(dataclasses.replace(spec, qk_scale=4.0), seeds=2)
+    assert record[0].filename == __file__

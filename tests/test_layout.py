@@ -4,9 +4,9 @@ private helper crossing a module, every module with its own test file, no module
 Two packages. ``cfm_jax`` is the numerical library; its layers (low to high; a module may import its
 own layer and the ones below):
 
-    _validation, stats, _qmc, _random, _cache → _measures → _fields → _paths → _flow (_gaussian_limit)
+    _validation, stats, _qmc, _random, _cache → _measures → _fields → _paths → _flow (_gaussian_limit, _regime)
     → _adjoint → _solve → _gradients
-    → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _regime, _chaos, chaos)
+    → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _chaos, chaos)
 
 ``stochastic`` sits beside them: it may use the layers up to ``_fields`` (and stats), and only the
 package root uses it. Implementation modules are private (``_name``); the public API is
@@ -33,7 +33,7 @@ LAYERS = [
     ("_measures",),
     ("_fields",),
     ("_paths",),
-    ("_flow", "_gaussian_limit"),
+    ("_flow", "_gaussian_limit", "_regime"),
     ("_adjoint",),
     ("_solve",),
     ("_gradients",),
@@ -45,7 +45,6 @@ LAYERS = [
         "_sharding",
         "distributed",
         "_control",
-        "_regime",
         "_chaos",
         "chaos",
     ),

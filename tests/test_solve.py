@@ -617,3 +617,35 @@ def test_plain_jit_errors_carry_the_message_without_a_repeated_log(tiny, caplog)
         with pytest.raises(jax.errors.JaxRuntimeError, match="`x0` contains non-finite"):
             jax.block_until_ready(f(jnp.array([[jnp.nan, 0.0]])))
     assert not [r for r in caplog.records if r.getMessage() == "jax.pure_callback failed"]
+
+
+def test_forward_on_a_gaussian_context_warns_in_the_heavy_tail_regime(monkeypatch):
+    """The exact limit is what sampled contexts are compared with: forward (and gaussian_flow) on a
+    GaussianMeasure warn once, from the caller's line, when some head has ρ ≥ 1 there (the default
+    initialisation in d = 6); not for a light model, an empirical context, or inside a caller's jit."""
+    import warnings
+
+    import cfm_jax._regime as regime_module
+
+    d = 6
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(d), jnp.eye(d))
+    x0 = jax.random.normal(jax.random.key(1), (3, d))
+    heavy = cfm_jax.Transformer.init(jax.random.key(0), d, layers=2)
+    light = cfm_jax.Transformer.init(jax.random.key(0), d, layers=2, qk_scale=0.3)
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfm_jax.forward(light, x0, mu)
+        cfm_jax.forward(heavy, x0, mu.sample(jax.random.key(2), 64))
+        jax.jit(cfm_jax.forward)(heavy, x0, mu)
+    with pytest.warns(cfm_jax.HeavyTailWarning, match="Scale Q and K down") as record:
+        cfm_jax.forward(heavy, x0, mu)
+    assert (
+        record[0].filename == __file__ and "forward(heavy, x0, mu)" in open(__file__).readlines()[record[0].lineno - 1]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        cfm_jax.forward(heavy, x0, mu)
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with pytest.warns(cfm_jax.HeavyTailWarning):
+        cfm_jax.gaussian_flow(heavy, x0[0], mu)

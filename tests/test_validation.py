@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 import cfm_jax
-from cfm_jax._validation import check, compiled
+from cfm_jax._validation import check, compiled, notice
 
 MESSAGE = "`x` contains non-finite values (nan/inf)."
 
@@ -71,3 +71,31 @@ def test_forward_raises_the_same_messages_eagerly_and_under_jit():
             call(bad)
     with pytest.raises(Exception, match="`model` parameters contain non-finite"):
         cfm_jax.loss_and_grad(jax.tree.map(lambda a: a * jnp.nan, model), x0, z, x0)
+
+
+def _record(values):
+    _SEEN.append(float(values))
+
+
+_SEEN: list[float] = []
+
+
+@compiled
+def _noticed(x):
+    notice(jnp.sum(x), _record)
+    return 2 * x
+
+
+def test_a_notice_is_given_after_a_top_level_call_with_its_values():
+    """The host function receives the program's values after each top-level call (the compiled program
+    reused); inside a caller's jit, vmap or grad there are no values and it is not called."""
+    _SEEN.clear()
+    assert float(_noticed(jnp.ones(2))[0]) == 2.0
+    _noticed(jnp.full(2, 3.0))  # the same program: the notice is the program's output, not its trace's
+    assert _SEEN == [2.0, 6.0]
+    jax.jit(_noticed)(jnp.ones(2))
+    jax.vmap(_noticed)(jnp.ones((3, 2)))
+    jax.grad(lambda x: jnp.sum(_noticed(x)))(jnp.ones(2))
+    assert _SEEN == [2.0, 6.0]
+    notice(jnp.array(5.0), _record)  # outside a compiled trace: at once
+    assert _SEEN == [2.0, 6.0, 5.0]

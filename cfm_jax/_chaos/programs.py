@@ -34,7 +34,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 from .._measures import EmpiricalMeasure
-from .._regime import AttentionRegime
+from .._regime import AttentionRegime, warn_if_heavy_tailed
 from .batching import _check_batch_size, map_seeds, seed_batch_size
 from .deviations import _prefix_weights, sups, system, token_adjoint_states, w1_path, w1_to_normal_1d
 from .references import ReferenceKey, reference, seed_regime
@@ -196,10 +196,19 @@ def run_seeds(
     (the check). ``devices``: the devices to use (default: all local). ``batch_size``: the seeds
     a device vmaps together (:func:`map_seeds`; default :func:`seed_batch_size`, one at a time on a
     CPU, all at once on accelerators).
+
+    Against the exact Gaussian limit (``reference="gaussian"``) it warns once per process
+    ([`HeavyTailWarning`][cfm_jax.HeavyTailWarning]) when the seeds' models are in the heavy-tail
+    regime at the population law, or their softmax's effective sample size at the largest n is
+    below 100 points ([`warn_if_heavy_tailed`][cfm_jax.warn_if_heavy_tailed] of
+    [`attention_regimes`][cfm_jax.chaos.attention_regimes]): the sweep will then measure a rate
+    slower than $n^{-1/2}$, or none.
     """
     validate_spec(spec)
     devices = seed_devices(seeds, devices)  # also checks ``seeds``
     _check_batch_size(batch_size)
+    if spec.reference == "gaussian":
+        warn_if_heavy_tailed(attention_regimes(spec, seeds, base_seed), max(spec.ns))
     per_n, floors = deviations(spec, _seed_keys(seeds, base_seed), devices, padded, batch_size)
     host = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
     per_n = {n: {q: host(v) for q, v in r.items()} for n, r in per_n.items()}
