@@ -254,8 +254,8 @@ def token_adjoint(
         ``(solution, ps)``: the forward's [`FlowSolution`][cfm_jax.FlowSolution] saved at ``saveat``
         and ``ps (S,) + x0.shape`` at its depths ``solution.ss``.
     """
-    if not isinstance(saveat, SaveAt) or not (saveat.layers or saveat.steps):
-        raise ValueError(f"`saveat` must be SaveAt(layers=True) or SaveAt(steps=True), got {saveat!r}.")
+    if not isinstance(saveat, SaveAt) or not (saveat.layers or saveat.steps) or saveat.fn is not None:
+        raise ValueError(f"`saveat` must be SaveAt(layers=True) or SaveAt(steps=True) (no fn), got {saveat!r}.")
     if "adjoint" in options:
         raise ValueError("`adjoint` does not apply: the token covector is the exact (discrete) adjoint's.")
     loss, y = _check_loss(loss, x0, y, throw)

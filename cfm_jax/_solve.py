@@ -66,6 +66,7 @@ from ._flow import (
     SaveAt,
     fixed_controller,
     flow_spec as _flow_spec,
+    saved,
 )
 from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
 from ._measures import GaussianMeasure, as_measure
@@ -278,8 +279,11 @@ def _flow(model: AbstractCFM, x0, context, **options) -> FlowSolution:
     if options.get("throw", True) and p.spec.can_fail:
         x1 = check_solved(x1, sol.result)
     if p.single:
-        return dataclasses.replace(sol, x1=x1[0], xs=None if sol.xs is None else sol.xs[:, 0])
-    return dataclasses.replace(sol, x1=x1)
+        sol = dataclasses.replace(sol, x1=x1[0], xs=None if sol.xs is None else sol.xs[:, 0])
+    else:
+        sol = dataclasses.replace(sol, x1=x1)
+    saveat = options.get("saveat", SaveAt())
+    return saved(sol, saveat, p.model.num_layers, p.spec.steps, p.spec.fixed)
 
 
 @compiled

@@ -98,3 +98,92 @@ def test_an_sde_solver_is_refused_in_one_line_naming_the_solver(solver):
     with pytest.raises(ValueError, match=r"^`solver`=\w+\(\) integrates several terms") as info:
         cfm_jax.forward(model, jnp.ones((1, 2)), jnp.ones((3, 2)), solver=solver)
     assert "\n" not in str(info.value)
+
+
+def _problem(d=3, n=16, layers=4):
+    model = cfm_jax.Transformer.init(jax.random.key(0), d, layers=layers, heads=1, dtype=jnp.float64)
+    x0 = jax.random.normal(jax.random.key(2), (2, d), jnp.float64)
+    return model, x0, jax.random.normal(jax.random.key(1), (n, d), jnp.float64)
+
+
+def test_saveat_ts_picks_the_depths_of_the_full_trajectory():
+    """ts on the layer grid, and on the step grid with fixed steps, give exactly the full trajectory's
+    states at those depths (tokens and context); on an empirical and a Gaussian context."""
+    model, x0, z = _problem()
+    full = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True))
+    part = cfm_jax.forward(model, x0, z, saveat=SaveAt(ts=np.array([0.0, 0.5, 1.0])))
+    at = jnp.array([0, 2, 4])
+    assert full.ss is not None and full.xs is not None and full.contexts is not None
+    assert part.xs is not None and part.contexts is not None
+    np.testing.assert_array_equal(part.ss, full.ss[at])
+    np.testing.assert_array_equal(part.xs, full.xs[at])
+    np.testing.assert_array_equal(part.contexts.points, full.contexts.points[at])
+    steps = cfm_jax.forward(model, x0[0], z, steps=8, saveat=SaveAt(steps=True))
+    mid = cfm_jax.forward(model, x0[0], z, steps=8, saveat=SaveAt(ts=(0.125, 0.75)))
+    assert steps.xs is not None and mid.xs is not None
+    np.testing.assert_array_equal(mid.xs, steps.xs[jnp.array([1, 6])])
+    assert mid.xs.shape == (2, 3)  # a single token keeps its shape
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(3), jnp.eye(3))
+    small = cfm_jax.Transformer.init(jax.random.key(0), 3, layers=4, heads=1, qk_scale=0.3, dtype=jnp.float64)
+    g_full = cfm_jax.forward(small, x0, mu, saveat=SaveAt(layers=True))
+    g_part = cfm_jax.forward(small, x0, mu, saveat=SaveAt(ts=(0.25, 1.0)))
+    assert g_full.contexts is not None and g_part.contexts is not None
+    np.testing.assert_array_equal(g_part.contexts.cov, g_full.contexts.cov[jnp.array([1, 4])])
+
+
+def test_saveat_fn_saves_its_output_only_and_is_differentiated_through():
+    """fn's output at each saved depth, in ys (xs and contexts None); the gradient of a loss on it
+    equals the one on the full trajectory (hand adjoint and autodiff)."""
+    model, x0, z = _problem()
+    full = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True))
+    sol = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True, fn=lambda s, x, c: (s, x, c.points.mean(0))))
+    assert sol.xs is None and sol.contexts is None
+    assert full.ss is not None and full.xs is not None and full.contexts is not None
+    s, x, mean = sol.ys
+    np.testing.assert_array_equal(s, full.ss)
+    np.testing.assert_array_equal(x, full.xs)
+    np.testing.assert_allclose(mean, full.contexts.points.mean(1), rtol=1e-14)
+    tokens = SaveAt(layers=True, fn=lambda s, x, c: x)
+    for adjoint in (None, diffrax.RecursiveCheckpointAdjoint()):
+        g = jax.grad(lambda x: jnp.sum(cfm_jax.forward(model, x, z, saveat=tokens, adjoint=adjoint).ys ** 2))(x0)
+        ref = jax.grad(
+            lambda x: jnp.sum(jnp.asarray(cfm_jax.forward(model, x, z, saveat=SaveAt(layers=True)).xs) ** 2)
+        )(x0)
+        np.testing.assert_allclose(g, ref, rtol=1e-12)
+
+
+def test_saving_the_tokens_path_does_not_store_the_context_trajectory():
+    """The compiled program's output and scratch memory: the tokens' path by fn costs the path, not the
+    (L + 1, n, d) context trajectory that SaveAt(layers=True) writes out."""
+    model, x0, z = _problem(d=4, n=512, layers=8)
+
+    def size(saveat):
+        run = jax.jit(lambda m, x, c: cfm_jax.forward(m, x, c, saveat=saveat, throw=False))
+        memory = run.lower(model, x0, z).compile().memory_analysis()
+        assert memory is not None
+        return memory.output_size_in_bytes + memory.temp_size_in_bytes
+
+    context_path = 9 * 512 * 4 * 8  # (L + 1, n, d) float64
+    token_path = 9 * 2 * 4 * 8
+    none, tokens, both = size(SaveAt()), size(SaveAt(layers=True, fn=lambda s, x, c: x)), size(SaveAt(layers=True))
+    assert tokens - none <= 2 * token_path + 1024
+    assert both - none >= context_path
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(ts=(0.3,)), "every depth must be one of the layer boundaries l/4"),
+        (dict(ts=(0.5, 0.25)), "increasing"),
+        (dict(ts=()), "non-empty"),
+        (dict(ts=(1.5,)), r"in \[0, 1\]"),
+        (dict(ts="a"), "`ts` must be"),
+        (dict(ts=(0.5,), layers=True), "`ts` replaces"),
+        (dict(fn=lambda s, x, c: x), "pass the depths too"),
+        (dict(fn=3, layers=True), "`fn` must be a function"),
+    ],
+)
+def test_saveat_ts_and_fn_are_checked_naming_them(kwargs, match):
+    model, x0, z = _problem()
+    with pytest.raises(ValueError, match=match):
+        cfm_jax.forward(model, x0, z, saveat=SaveAt(**kwargs))

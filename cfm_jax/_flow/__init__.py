@@ -16,7 +16,7 @@ from .loop import (
     vary_alike,
     with_progress,
 )
-from .spec import Ctx, Emit, FlowSolution, FlowSpec, SaveAt, fixed_controller, flow_spec
+from .spec import Ctx, Emit, FlowSolution, FlowSpec, SaveAt, fixed_controller, flow_spec, saved
 
 __all__ = [
     "AbstractCarriedContext",
@@ -34,6 +34,7 @@ __all__ = [
     "layer_ends",
     "loop",
     "merge_leading",
+    "saved",
     "solution",
     "solve_segment",
     "state_before",

@@ -10,10 +10,15 @@ the hand adjoints, ``SaveAt(steps=True)``, the token adjoint) reads.
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Generic, Literal, TypeVar
 
 import diffrax
 import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from .._measures import EmpiricalMeasure, GaussianMeasure
@@ -27,21 +32,75 @@ Ctx = TypeVar("Ctx", EmpiricalMeasure, GaussianMeasure)
 """The kind of context a solution carries."""
 
 
-class SaveAt(eqx.Module):
-    """What :func:`cfm_jax.forward` returns besides the final state.
+def _depths(ts) -> tuple[float, ...] | None:
+    """``SaveAt(ts=...)`` as a static tuple of Python floats (None stays None)."""
+    if ts is None:
+        return None
+    try:
+        values = tuple(float(t) for t in np.asarray(ts, dtype=np.float64).reshape(-1))
+    except (TypeError, ValueError):
+        raise ValueError(f"`ts` must be a sequence of depths s in [0, 1], got {ts!r}.") from None
+    if not values or any(not 0.0 <= t <= 1.0 for t in values) or any(b <= a for a, b in zip(values, values[1:])):
+        raise ValueError(f"`ts` must be a non-empty increasing sequence of depths s in [0, 1], got {list(values)}.")
+    return values
 
-    ``SaveAt()`` – only ``x1`` and ``context``; ``SaveAt(layers=True)`` – the states at every
-    layer boundary s = l/L (L + 1 depths); ``SaveAt(steps=True)`` – the states after every solver
-    step (fixed-step solves only; ``L·k + 1`` depths).
+
+class SaveAt(eqx.Module):
+    """What :func:`cfm_jax.forward` returns besides the final state (diffrax's ``SaveAt``, at the
+    depths a layered flow has).
+
+    Where:
+
+    - ``SaveAt()`` – only ``x1`` and ``context``;
+    - ``layers=True`` – the states at every layer boundary s = l/L (L + 1 depths);
+    - ``steps=True`` – the states after every solver step (fixed-step solves only; ``L·k + 1`` depths);
+    - ``ts=(s_1, …)`` – the states at these depths only, each on the solve's grid: a layer boundary
+      l/L, or with fixed steps a step's end j/(L·k). Increasing, in [0, 1]; instead of
+      ``layers``/``steps``.
+
+    What: by default the tokens (``FlowSolution.xs``) and the context (``contexts``); with
+    ``fn(s, x, context) -> PyTree`` (x shaped like ``x0``, ``context`` the measure at depth s), only
+    ``fn``'s output, in ``FlowSolution.ys`` with a leading depth axis: ``fn=lambda s, x, context: x``
+    saves the tokens' path without the ``(S, n, d)`` context trajectory. The unused states are never
+    written out of the compiled program (XLA drops them); a hand adjoint under ``grad`` still keeps
+    the states it needs (its ``memory=``).
     """
 
     layers: bool = eqx.field(static=True, default=False)
     steps: bool = eqx.field(static=True, default=False)
+    ts: tuple[float, ...] | None = eqx.field(static=True, default=None, converter=_depths)
+    fn: Callable[..., Any] | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.ts is not None and (self.layers or self.steps):
+            raise ValueError("`ts` replaces `layers`/`steps`: pass SaveAt(ts=...) alone (the depths to save).")
+        if self.fn is not None and not callable(self.fn):
+            raise ValueError(f"`fn` must be a function fn(s, x, context) or None, got {self.fn!r}.")
+        if self.fn is not None and not (self.layers or self.steps or self.ts is not None):
+            raise ValueError(
+                "`fn` says what to save at each depth: pass the depths too (layers=True, steps=True or ts=)."
+            )
 
     @property
     def emit(self) -> Emit:
-        """What the loop must return per layer for these outputs."""
+        """What the loop must return per layer for these outputs (``ts`` is resolved by
+        :func:`flow_spec` into ``layers`` or ``steps`` first)."""
         return "steps" if self.steps else "ends" if self.layers else "none"
+
+    def grid(self, num_layers: int, steps: int, fixed: bool) -> tuple[SaveAt, tuple[int, ...] | None]:
+        """The saved grid a solve must produce (``SaveAt(layers=…)`` or ``SaveAt(steps=…)``) and the
+        indices of ``ts`` into it (None without ``ts``); ``ValueError`` naming ``ts`` for a depth off
+        the solve's grid."""
+        if self.ts is None:
+            return SaveAt(layers=self.layers, steps=self.steps), None
+        for count, needs_fixed in ((num_layers, False), (steps, True)):
+            index = [round(t * count) for t in self.ts]
+            if (fixed or not needs_fixed) and all(abs(t * count - i) <= 1e-9 * count for t, i in zip(self.ts, index)):
+                return SaveAt(layers=not needs_fixed, steps=needs_fixed), tuple(index)
+        grid = f"the layer boundaries l/{num_layers}" + (
+            f" or the step ends j/{steps}" if fixed and steps > num_layers else ""
+        )
+        raise ValueError(f"`ts`={list(self.ts)}: every depth must be one of {grid} (the depths a state exists at).")
 
 
 class FlowSolution(eqx.Module, Generic[Ctx]):
@@ -57,6 +116,8 @@ class FlowSolution(eqx.Module, Generic[Ctx]):
         contexts: the context trajectory, the same kind of measure with a leading ``S`` axis on
             every array (``points (S, n, d)`` and ``weights (S, n)``, or ``mean (S, d)`` and
             ``cov (S, d, d)``), or None.
+        ys: ``SaveAt(fn=...)``'s output at the saved depths, a leading ``S`` axis on every array
+            (``xs`` and ``contexts`` are then None), or None.
         result: a ``diffrax.RESULTS``: ``diffrax.RESULTS.successful``, or why an (adaptive) solve
             stopped, e.g. ``max_steps_reached``. With ``throw=True`` (the default) a failure raises
             instead; with ``throw=False`` it is reported here.
@@ -70,6 +131,7 @@ class FlowSolution(eqx.Module, Generic[Ctx]):
     ss: Array | None = None
     xs: Array | None = None
     contexts: Ctx | None = None
+    ys: Any = None
     result: diffrax.RESULTS = eqx.field(default_factory=lambda: diffrax.RESULTS.successful)
     stats: dict[str, Array] = eqx.field(default_factory=dict)
 
@@ -161,6 +223,7 @@ def flow_spec(
         )
     if not isinstance(saveat, SaveAt):
         raise ValueError(f"`saveat` must be a cfm_jax.SaveAt, got {saveat!r}.")
+    saveat, _ = saveat.grid(L, steps, controller is None)  # the grid the loop saves; ts picked after
     if saveat.steps and controller is not None:
         raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
     if not isinstance(progress_meter, diffrax.AbstractProgressMeter):
@@ -171,4 +234,18 @@ def flow_spec(
     return FlowSpec(solver, controller, saveat, steps, max_steps, progress_meter)
 
 
-__all__ = ["Ctx", "Emit", "FlowSolution", "FlowSpec", "SaveAt", "fixed_controller", "flow_spec"]
+def saved(sol: FlowSolution, saveat: SaveAt, num_layers: int, steps: int, fixed: bool) -> FlowSolution:
+    """``sol`` (saved on ``saveat``'s grid, :meth:`SaveAt.grid`) reduced to what ``saveat`` asks
+    for: the depths of ``ts``, then ``fn`` of each saved state in ``ys``."""
+    _, index = saveat.grid(num_layers, steps, fixed)
+    if index is not None:
+        at = jnp.asarray(index)
+        take = lambda tree: jax.tree.map(lambda a: a[at], tree)  # noqa: E731
+        sol = dataclasses.replace(sol, ss=take(sol.ss), xs=take(sol.xs), contexts=take(sol.contexts))
+    if saveat.fn is not None:
+        ys = jax.vmap(saveat.fn)(sol.ss, sol.xs, sol.contexts)
+        sol = dataclasses.replace(sol, xs=None, contexts=None, ys=ys)
+    return sol
+
+
+__all__ = ["Ctx", "Emit", "FlowSolution", "FlowSpec", "SaveAt", "fixed_controller", "flow_spec", "saved"]
