@@ -95,7 +95,8 @@ def normals(keys, shapes: Sequence[tuple[int, ...]], dtype=None) -> list[Array]:
     one threefry kernel (module docstring); each draw on its own where that is not the same numbers
     (other key implementations, the non-partitionable threefry mode). ``keys``: a key array
     ``(len(shapes),)``, e.g. from ``jax.random.split``."""
-    dtype = jnp.dtype(dtype or jnp.result_type(float))
+    # float64 without x64 is float32, as jax.random.normal gives it (and nothing else would fit the bits)
+    dtype = jnp.dtype(jax.dtypes.canonicalize_dtype(dtype or float))
     shapes = [tuple(int(n) for n in s) for s in shapes]
     keys = as_key(keys, "keys", batch=True)
     if jnp.shape(keys) != (len(shapes),):

@@ -177,3 +177,18 @@ def test_model_weights_are_drawn_in_one_kernel_with_the_same_numbers():
         np.testing.assert_array_equal(model.stacked_params()[name], want, err_msg=name)
     no_mlp = cfm_jax.Transformer.init(key, d, heads=H, layers=L)  # three draws, the same Q, K, V
     np.testing.assert_array_equal(no_mlp.V, model.V)
+
+
+def test_float64_without_x64_draws_float32_as_jax_random_does():
+    """Without x64 a float64 request is float32 (jax.random's numbers, its warning), not an error
+    from inside the draw; Transformer.init(dtype=float64) works there."""
+    with jax.enable_x64(False):
+        keys = jax.random.split(jax.random.key(0), 2)
+        with pytest.warns(UserWarning, match="float64"):
+            expected = [jax.random.normal(k, s, jnp.float64) for k, s in zip(keys, [(3,), (2, 2)])]
+        drawn = _random.normals(keys, [(3,), (2, 2)], jnp.float64)
+        for a, b in zip(drawn, expected, strict=True):
+            assert a.dtype == jnp.float32
+            np.testing.assert_array_equal(a, b)
+        model = cfm_jax.Transformer.init(jax.random.key(1), 3, layers=2, dtype=jnp.float64)
+        assert model.Q.dtype == jnp.float32
