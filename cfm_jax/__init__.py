@@ -35,6 +35,8 @@ _EXPORTS = {
     "AdjointSolution": "_gradients",
     "ArrayStream": "_streams",
     "as_measure": "_measures",
+    "attention_output": "_fields.attention_output",
+    "attention_output_moments": "_fields.attention_output",
     "attention_regime": "_regime",
     "AttentionField": "_fields",
     "AttentionRegime": "_regime",
@@ -120,6 +122,8 @@ __all__ = [
     "AdjointSolution",
     "ArrayStream",
     "as_measure",
+    "attention_output",
+    "attention_output_moments",
     "attention_regime",
     "AttentionField",
     "AttentionRegime",
@@ -237,6 +241,7 @@ if TYPE_CHECKING:  # the same names, for static analysers
         generic_local_vjp,
         linear,
     )
+    from ._fields.attention_output import attention_output, attention_output_moments
     from ._flow import FlowSolution, SaveAt
     from ._gradients import (
         AdjointSolution,

@@ -604,6 +604,37 @@ def _gaussian_flow():
         cfm_jax.gaussian_flow(tiny()[0], x0, mu)
 
 
+@row("cfm_jax.attention_output", "cfm_jax.attention_output_moments")
+def _attention_output():
+    model, mu = tiny_gaussian()
+    params, x0, ctx = model.layer_params(0), tiny()[1], tiny()[2]
+    np_params = {k: np.asarray(v) for k, v in params.items()}
+    same(
+        cfm_jax.attention_output(np_params, np.asarray(x0), np.asarray(ctx.points)),
+        cfm_jax.attention_output(params, x0, ctx.points),
+    )
+    # the default scale 1/√d is folded into Q; scale=1 is the library's field
+    folded = dict(params, Q=params["Q"] / np.sqrt(D))
+    same(cfm_jax.attention_output(params, x0, mu), cfm_jax.attention_output(folded, x0, mu, scale=1.0), rtol=1e-13)
+    f32 = jax.tree.map(lambda a: a.astype(jnp.float32), params)
+    assert cfm_jax.attention_output(f32, x0.astype(jnp.float32), ctx.points.astype(jnp.float32)).dtype == jnp.float32
+    same(jax.jit(cfm_jax.attention_output)(params, x0, ctx), cfm_jax.attention_output(params, x0, ctx), rtol=1e-13)
+    rows = jax.vmap(lambda x: cfm_jax.attention_output(params, x, mu))(x0)
+    same(rows, cfm_jax.attention_output(params, x0, mu), rtol=1e-13)
+    mean, cov = cfm_jax.attention_output_moments(params, mu)
+    assert mean.shape == (D,) and cov.shape == (D, D)
+    g = jax.grad(lambda m: cfm_jax.attention_output_moments(params, cfm_jax.GaussianMeasure(m, mu.cov))[0].sum())(
+        mu.mean
+    )
+    assert g.shape == (D,)
+    with pytest.raises(ValueError, match="`scale`"):
+        cfm_jax.attention_output(params, x0, mu, scale=0.0)
+    with pytest.raises(ValueError, match="`params`"):
+        cfm_jax.attention_output_moments({"Q": params["Q"]}, ctx)
+    with pytest.raises(ValueError, match="`x`"):
+        cfm_jax.attention_output(params, np.ones(3), mu)
+
+
 @row("cfm_jax.attention_regime", "cfm_jax.AttentionRegime", "cfm_jax.warn_if_heavy_tailed")
 def _attention_regime():
     model, x0, ctx, _ = tiny()
