@@ -114,3 +114,12 @@ def test_argmax_k_is_the_one_based_step_of_the_largest_deviation():
     out = ablation.record({}, m, [0.0, 0.0], [1.0, 1.0])
     assert out["argmax_k"] == peaks.tolist()
     assert out["curve_k"][int(np.argmax(out["curve"][0], axis=0)[1])] == peaks[0, 1]
+
+
+@pytest.mark.parametrize("seeds,how", [(2, "Student-t interval of the per-seed slopes"), (8, "bootstrap interval")])
+def test_the_tables_key_names_the_slope_interval_fit_loglog_takes(seeds, how):
+    """Below 8 seeds fit_loglog's interval is the t interval of the per-seed slopes, not a bootstrap."""
+    row = dict(seeds=seeds, sup_dev={4: (1.0, 0.1)}, lambda_over_lambda_c=1.0, lambda_over_2C_region=0.5)
+    row |= dict(slope_sup=dict(slope=-0.5, ci_low=-0.7, ci_high=-0.3), growth_K_over_K2={4: 1.0}, **{"lambda": 0.1})
+    text = ablation.format_table([4], {"weak": row})
+    assert how in text and ("bootstrap" in text) == (seeds >= 8)

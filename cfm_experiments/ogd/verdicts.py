@@ -1,6 +1,8 @@
 """The statistics and verdict rules of the OGD parts (plain NumPy, outside any jit).
 
-Every interval is a percentile bootstrap over seeds (:mod:`cfm_jax.stats`). A verdict is decided
+Every interval is over seeds, as :mod:`cfm_jax.stats` takes them: a percentile bootstrap from
+:data:`~cfm_jax.stats.MIN_BOOTSTRAP_SEEDS` seeds on, the Student-t interval below (two seeds' bootstrap
+interval is their [min, max], which holds the mean half the time). A verdict is decided
 only when its interval excludes the alternative; an interval that straddles the boundary reads
 *undecided* (:data:`~cfm_experiments.verdicts.UNDECIDED`), so a smaller run (``--quick``: fewer
 seeds, wider intervals) does not flip a verdict, it withholds it. The verdicts themselves are
@@ -15,7 +17,7 @@ from typing import Literal
 
 import numpy as np
 
-from cfm_jax.stats import Interval, RateFit, bootstrap, fit_loglog
+from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, Interval, RateFit, bootstrap, fit_loglog, mean_ci
 
 from ..verdicts import HOLDS, NOT_OBSERVED, REFUTED, UNDECIDED, Verdict, against_band
 
@@ -115,10 +117,18 @@ class Threshold:
         return f"({fmt(self.low)}, {fmt(self.high)})·λ_c"
 
 
+def _mean(values: np.ndarray) -> Interval:
+    """Mean over seeds ``(S,)`` and its interval: bootstrap from MIN_BOOTSTRAP_SEEDS seeds, else Student-t."""
+    if values.size >= MIN_BOOTSTRAP_SEEDS:
+        return bootstrap(lambda a: a.mean(), values)
+    mean, half = mean_ci(values)
+    return Interval(mean, mean - half, mean + half)
+
+
 def geometric_mean_ci(ratios) -> Interval:
-    """Geometric mean over seeds of positive ``ratios (S,)`` and its bootstrap CI."""
-    logs = np.log(np.maximum(np.asarray(ratios, float), np.finfo(float).tiny))
-    iv = bootstrap(lambda a: a.mean(), logs)
+    """Geometric mean over seeds of positive ``ratios (S,)`` and its interval (the mean's of the logs)."""
+    logs = np.log(np.maximum(np.asarray(ratios, float).ravel(), np.finfo(float).tiny))
+    iv = _mean(logs)
     return Interval(float(np.exp(iv.value)), float(np.exp(iv.ci_low)), float(np.exp(iv.ci_high)))
 
 
@@ -136,12 +146,13 @@ def exponential_rates(devs, start: int, stop) -> np.ndarray:
 
 
 def mean_interval(values) -> Interval:
-    """Mean over seeds (NaNs dropped) and its bootstrap CI."""
-    v = np.asarray(values, float)
+    """Mean over seeds (NaNs dropped) and its interval (bootstrap, or Student-t below
+    MIN_BOOTSTRAP_SEEDS seeds)."""
+    v = np.asarray(values, float).ravel()
     v = v[np.isfinite(v)]
     if v.size == 0:
         return Interval(float("nan"), float("nan"), float("nan"))
-    return bootstrap(lambda a: a.mean(), v)
+    return _mean(v)
 
 
 __all__ = [

@@ -61,7 +61,7 @@ def expected_band(field: str, quantity: str, intrinsic_dim: int, ns) -> tuple[fl
 
 
 def fit_rates(rows: list[dict], *, floor_ratio: float = 0.5, n_boot: int = 1000) -> list[dict]:
-    """Fitted log-log slopes with bootstrap 95 % CIs, per (field, population, d, quantity).
+    """Fitted log-log slopes with 95 % intervals over seeds (``fit_loglog``'s), per (field, population, d, quantity).
 
     The floor is the median over seeds of the deviation between two independent references,
     i.e. √2 × the reference's own error. A fit is flagged ``meaningful`` only where that error,
