@@ -1,12 +1,16 @@
-"""claims.rho: the candidate law, per-model ρ, the size buckets, and the regression verdict on synthetic
-slopes that follow the law, or do not."""
+"""claims.rho: the candidate law, per-model ρ, the selection that fills the ρ bins, the size buckets,
+the regression verdict on synthetic slopes, and bins that agree across two independent draws."""
+
+import math
 
 import numpy as np
 import pytest
 
 from cfm_experiments.claims import rho as R
+from cfm_experiments.protocol import Settings
 
-HAVE = {"largest n": 10240, "models": 30, "contexts": 4}
+HAVE = {"largest n": 10240, "models per bin": 16, "contexts": 2}
+RANGE = (0.5, 16.0)
 
 
 def test_predicted_slope_and_rho_of():
@@ -35,14 +39,55 @@ def test_rho_of_is_the_regime_at_the_context_law(scale):
     np.testing.assert_allclose(R.rho_of({"Q": Q, "K": K}, scale), _rho_by_eigenvalues(Q, K, scale), rtol=1e-10)
 
 
+def _config(models, seed=2, layers=2, rho_bin=0):
+    return {
+        "rho_bin": rho_bin,
+        "models": models,
+        "seed": seed,
+        "rho_ns": [8, 32],
+        "rho_contexts": 2,
+        "rho_beta_range": list(RANGE),
+        "layers": layers,
+    }
+
+
 def test_the_part_reports_the_rho_of_its_models():
-    """A row's ρ is that of the models it drew, at its context law (σ = SCALE, d = DIM)."""
-    config = {"beta": 4.0, "seed": 2, "rho_ns": [8, 32], "rho_models": 2, "rho_contexts": 2, "layers": 2}
-    row = R.Rho().run(config)
-    params, _, _ = R.inputs(config)
+    """A row's ρ is that of the models it drew, at its context law (σ = SCALE, d = DIM); its β lie in
+    the range, and a candidate is the same model whichever row draws it."""
+    row = R.Rho().run(_config([3, 7]))
+    beta, params, _, _ = R.inputs(_config([3, 7]))
     expected = _rho_by_eigenvalues(np.asarray(params["Q"], np.float64), np.asarray(params["K"], np.float64), R.SCALE)
     np.testing.assert_allclose(row["rho"], expected, rtol=1e-10)
     assert params["Q"].shape[-1] == R.DIM and np.ptp(expected) > 0  # distinct models, each its own ρ
+    assert all(RANGE[0] <= b <= RANGE[1] for b in row["beta"])
+    _, alone, _, _ = R.inputs(_config([7, 11]))
+    np.testing.assert_allclose(alone["Q"][0], params["Q"][1], rtol=1e-6)
+
+
+def test_select_keeps_the_first_candidates_of_each_bin():
+    """Every bin gets ``per_bin`` candidates whose ρ lies in it, and they are the first such in index
+    order (the selection reads ρ alone: no candidate of the bin is skipped)."""
+    per_bin = 3
+    chosen = R.select(0, per_bin, RANGE, layers=1)
+    top = max(max(c) for c in chosen) + 1
+    _, params = R.candidates(R.model_key(0), np.arange(top), np.asarray(RANGE), layers=1)
+    rho = R.rho_of(params)
+    assert len(chosen) == len(R.RHO_BINS) - 1
+    for b, idx in enumerate(chosen):
+        lo, hi = R.RHO_BINS[b], R.RHO_BINS[b + 1]
+        inside = [i for i in range(top) if lo <= rho[i] < hi]
+        assert idx == inside[:per_bin], (b, idx, inside)
+    other = R.select(1, per_bin, RANGE, layers=1)
+    assert other != chosen  # another seed, another draw
+
+
+def test_select_refuses_what_it_cannot_fill():
+    with pytest.raises(ValueError, match="--rho-per-bin 2.*--rho-beta-range"):
+        R.select(0, 2, (0.5, 2.0), layers=1)  # ρ <= β/2 at d = 4: no candidate reaches ρ >= 4
+    with pytest.raises(ValueError, match="--rho-beta-range"):
+        R.select(0, 2, (0.5, 4.0, 16.0), layers=1)
+    with pytest.raises(ValueError, match="--rho-beta-range"):
+        R.check_beta_range((8.0, 2.0))
 
 
 def test_buckets_keep_large_sizes_alone():
@@ -50,12 +95,14 @@ def test_buckets_keep_large_sizes_alone():
 
 
 def _models(rhos, slope_of, rng, ns=(640, 2560, 10240)):
-    """Per model: a mean deviation ∝ n^{slope} ending with the given slope, 4 contexts of small noise."""
+    """Per model (its bin from its ρ): a mean deviation ∝ n^{slope} ending with the given slope, 4
+    contexts of small noise."""
     out = []
     for rho in rhos:
         s = slope_of(rho)
         values = np.asarray(ns, float) ** s * np.exp(0.02 * rng.standard_normal((4, len(ns))))
-        out.append({"config": {"beta": 1.0}, "ns": list(ns), "rho": [rho], "values": [values.tolist()]})
+        b = int(np.searchsorted(R.RHO_BINS, rho, side="right") - 1)
+        out.append({"config": {"rho_bin": b}, "ns": list(ns), "beta": [1.0], "rho": [rho], "values": [values.tolist()]})
     return R.per_model(out)
 
 
@@ -67,25 +114,54 @@ def test_the_regression_verdict_on_synthetic_slopes():
     flat = _models(rhos, lambda r: -0.5, rng)  # no transition at all
     assert R.rho_line(flat, HAVE).verdict == "refuted at these sizes"
     assert R.rho_line(law, HAVE | {"largest n": 2560}).verdict == "inconclusive at these sizes"
+    assert R.rho_line(law, HAVE | {"models per bin": 8}).verdict == "inconclusive at these sizes"
 
 
-@pytest.mark.parametrize("bins", [R.RHO_BINS])
-def test_binned_slopes_cover_the_bins(bins):
+def test_binned_slopes_cover_the_bins():
     rng = np.random.default_rng(1)
     law = _models(np.linspace(0.3, 6.0, 30), lambda r: float(R.predicted_slope(r)), rng)
     out = R.binned(law)
-    assert len(out) == len(bins) - 1 and all(v.contains(p) or abs(v.value - p) < 0.05 for _, v, p in out)
+    assert [c["bin"] for c in out] == list(range(len(R.RHO_BINS) - 1))
+    assert sum(c["models"] for c in out) == 30
+    assert all(c["slope"].contains(c["law"]) or abs(c["slope"].value - c["law"]) < 0.05 for c in out)
+    assert out[-1]["label"] == f"ρ ≥ {R.RHO_BINS[-2]:g}" and math.isinf(R.RHO_BINS[-1])
 
 
-def test_a_second_beta_compiles_nothing():
-    """Rows of another β (and another base seed) reuse the draw, reference and deviation programs."""
+def test_a_second_bin_compiles_nothing():
+    """Rows of another bin (other candidates, another base seed) reuse the draw, reference and
+    deviation programs."""
     from cfm_experiments.compiles import recording
 
     part = R.Rho()
-    config = {"beta": 1.0, "seed": 0, "rho_ns": [8, 32], "rho_models": 2, "rho_contexts": 2, "layers": 1}
-    first = part.run(config)
+    first = part.run(_config([0, 1], seed=0, layers=1))
     with recording() as stats:
-        second = part.run({**config, "beta": 8.0, "seed": 3})
+        second = part.run(_config([5, 9], seed=3, layers=1, rho_bin=3))
     assert stats.programs + stats.cache_loads == 0, stats.names  # compiled or loaded from the disk cache
     assert np.asarray(second["values"]).shape == np.asarray(first["values"]).shape == (2, 2, 2)
-    assert min(second["rho"]) > max(first["rho"])  # ρ grows with β
+
+
+def _bins(seed):
+    """The part's bins (configs → run → per_model → binned) at tiny sizes, one layer."""
+    values = {
+        "seed": seed,
+        "rho_per_bin": 16,
+        "rho_beta_range": RANGE,
+        "rho_ns": (8, 32, 128),
+        "rho_contexts": 2,
+        "layers": 1,
+    }
+    part, settings = R.Rho(), Settings(False, values)
+    rows = [{"config": c, **part.run(c)} for c in part.configs(settings)]
+    return R.binned(R.per_model(rows))
+
+
+@pytest.mark.slow  # 160 contexts per draw, two draws: ~25 s on two loaded cores
+def test_bins_agree_across_two_independent_draws():
+    """Two base seeds draw other models (and contexts): every bin's interval of the mean slope
+    overlaps the other draw's, each bin holding 16 models."""
+    a, b = _bins(0), _bins(1)
+    assert [c["bin"] for c in a] == [c["bin"] for c in b] == list(range(len(R.RHO_BINS) - 1))
+    for x, y in zip(a, b):
+        assert x["models"] == y["models"] == 16
+        sx, sy = x["slope"], y["slope"]
+        assert sx.ci_low <= sy.ci_high and sy.ci_low <= sx.ci_high, (x["label"], sx, sy)

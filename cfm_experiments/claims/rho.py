@@ -1,23 +1,31 @@
-"""Part ``rho``: the Gaussian rate against ρ = 2‖QᵀK‖σ²/d, to n ≥ 10⁴.
+"""Part ``rho``: the Gaussian rate against ρ = 2‖QᵀK‖σ²/d, to n ≥ 10⁴, with every ρ bin filled.
 
 At a Gaussian context N(0, σ²I/d) the context's own self-attention weights e^{z'ᵀAz} (A = QᵀK) have
 a Pareto tail: z'ᵀAz ≈ ‖A‖(σ²/d) g g′ with g, g′ standard normals, whose tail is e^{−t/(‖A‖σ²/d)},
 so P(weight > w) ≈ w^{−2/ρ}. Their variance is infinite once ρ > 1 and their mean once ρ > 2, so
 past some ρ the n-point softmax averages converge more slowly than n^{-1/2}. A plausible law is
-a rate n^{−min(1/2, 2/ρ²)}; this part measures, for random models of each β = ‖Q‖‖K‖σ² (their ρ
-taken per model, the largest over layers and heads, by :func:`cfm_jax.attention_regime` at the
-context law), the local slope of the mean sup deviation (over
-contexts) between the two largest n, and sets it next to max(−1/2, −2/ρ²). The verdict regresses
-the measured slopes on the predicted ones across models (paired bootstrap): the law holds when
-the slope of that regression contains 1 and its intercept 0.
+a rate n^{−min(1/2, 2/ρ²)}.
 
-Sizes: n up to 10240 on a CPU (a minute or two on two cores); ``--rho-ns … 40960 163840`` runs
-10⁵ on a GPU as is: attention switches to query blocks above the dense limit
-(``AttentionField(chunk_size="auto")``), so memory grows like n, not n².
+Models are drawn to fill the ρ bins :data:`RHO_BINS` (:func:`select`): candidate i has
+β_i = ‖Q‖‖K‖σ² log-uniform over ``--rho-beta-range`` and random fixed-norm Q, K, V (all from
+``fold_in(model key, i)``, the model key from the run's seed: another ``--seed`` is an independent
+draw); its ρ (the largest over layers and heads of :func:`cfm_jax.attention_regime`'s at the
+context law) puts it in a bin, and the first ``--rho-per-bin`` candidates of each bin are kept.
+The selection reads ρ alone, so a bin holds a random sample of the candidates whose ρ falls in it.
+Each model runs ``--rho-contexts`` contexts; its local slope is that of the mean sup deviation
+(over its contexts) between the two largest n, set next to max(−1/2, −2/ρ²). Per bin the line
+gives the mean slope over the bin's models (bootstrap over models); the verdict regresses the
+measured slopes on the predicted ones across all models (paired bootstrap): the law holds when the
+slope of that regression contains 1 and its intercept 0.
+
+Sizes: n up to 10240 on a CPU; ``--rho-ns … 40960 163840`` runs 10⁵ on a GPU as is: attention
+switches to query blocks above the dense limit (``AttentionField(chunk_size="auto")``), so memory
+grows like n, not n².
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import jax
@@ -43,6 +51,12 @@ DIM = 4
 SCALE = 1.0
 #: above this n every size is its own program (its n² cost dominates padding savings).
 OWN_BUCKET = 1024
+#: the ρ bins [lo, hi) of the line (the last one unbounded), each filled with ``--rho-per-bin`` models.
+RHO_BINS = (0.0, 1.0, 2.0, 3.0, 4.0, math.inf)
+#: candidates drawn per compiled call of :data:`candidates`.
+BLOCK = 256
+#: at most this many candidates per model kept (``× --rho-per-bin × bins``) before :func:`select` gives up.
+TRIES = 32
 
 
 def predicted_slope(rho):
@@ -74,86 +88,174 @@ def buckets(ns) -> list[list[int]]:
     return out
 
 
-def _draw(key, qk, *, models, contexts, dim, layers, size):
-    k_models, k_ctx = jax.random.split(key)
-    mkeys = jax.random.split(k_models, models)
-
-    def model(k):
-        km, kx = jax.random.split(k)
-        return fixed_norm_params(km, dim, heads=1, width=0, layers=layers, qk=qk, v=1.0), sample_law(
-            "gaussian", kx, 1, dim, SCALE
-        )
-
-    params, x0 = jax.vmap(model)(mkeys)
-    ckeys = jax.random.split(k_ctx, models * contexts)
-    z = jax.vmap(lambda k: sample_law("gaussian", k, size, dim, SCALE))(ckeys)
-    return params, x0, z
+def model_key(seed: int):
+    """The key of a run's candidate models (from its base seed: another seed, another draw)."""
+    return jax.random.fold_in(jax.random.key(int(seed)), 1)
 
 
-#: ``draw(key, qk, *, models, contexts, dim, layers, size)``: ``models`` random fixed-norm models (with
-#: their tokens) and ``models × contexts`` contexts of ``size`` points. Random numbers only.
-draw = jax.jit(_draw, static_argnames=("models", "contexts", "dim", "layers", "size"), compiler_options=DRAW_OPTIONS)
+def _candidate(key, i, beta_range, layers):
+    """Candidate ``i``: β log-uniform in ``beta_range``, its fixed-norm params, and the keys of its
+    token and contexts, all from ``fold_in(key, i)`` (the same whatever the batch)."""
+    k_beta, k_model, k_x, k_ctx = jax.random.split(jax.random.fold_in(key, i), 4)
+    lo, hi = jnp.log(beta_range[0]), jnp.log(beta_range[1])
+    beta = jnp.exp(jax.random.uniform(k_beta, (), minval=lo, maxval=hi))
+    params = fixed_norm_params(k_model, DIM, heads=1, width=0, layers=layers, qk=beta, v=1.0)
+    return beta, params, k_x, k_ctx
+
+
+def _candidates(key, index, beta_range, *, layers):
+    return jax.vmap(lambda i: _candidate(key, i, beta_range, layers)[:2])(index)
+
+
+#: ``candidates(key, index (B,), beta_range (2,), *, layers)``: ``(β (B,), params)`` of candidates
+#: ``index``. Random numbers and small SVDs only.
+candidates = jax.jit(_candidates, static_argnames=("layers",), compiler_options=DRAW_OPTIONS)
+
+
+def _bin_of(rho) -> np.ndarray:
+    return np.searchsorted(np.asarray(RHO_BINS), np.asarray(rho), side="right") - 1
+
+
+def check_beta_range(beta_range) -> tuple[float, float]:
+    """``(low, high)`` of ``--rho-beta-range``: two values, 0 < low < high, or a ValueError naming it."""
+    values = [float(b) for b in beta_range]
+    if len(values) != 2 or not 0 < values[0] < values[1]:
+        raise ValueError(f"--rho-beta-range takes two values 0 < low < high, got {list(beta_range)}.")
+    return values[0], values[1]
+
+
+def select(seed: int, per_bin: int, beta_range, layers: int) -> list[list[int]]:
+    """Per bin of :data:`RHO_BINS`, the indices of the first ``per_bin`` candidates (:data:`candidates`,
+    in index order) whose ρ (:func:`rho_of`) lies in it; a ValueError naming ``--rho-per-bin`` and
+    ``--rho-beta-range`` when :data:`TRIES` candidates per model cannot fill every bin."""
+    if per_bin < 1:
+        raise ValueError(f"--rho-per-bin must be >= 1, got {per_bin}.")
+    lo, hi = check_beta_range(beta_range)
+    key, span = model_key(seed), jnp.asarray([lo, hi])
+    chosen: list[list[int]] = [[] for _ in RHO_BINS[:-1]]
+    limit = TRIES * per_bin * len(chosen)
+    for start in range(0, limit, BLOCK):
+        index = start + np.arange(BLOCK)
+        _, params = candidates(key, jnp.asarray(index), span, layers=int(layers))
+        for i, b in zip(index, _bin_of(rho_of(params, SCALE))):
+            if len(chosen[b]) < per_bin:
+                chosen[b].append(int(i))
+        if all(len(c) == per_bin for c in chosen):
+            return chosen
+    held = ", ".join(f"{label(b)}: {len(c)}" for b, c in enumerate(chosen))
+    raise ValueError(
+        f"--rho-per-bin {per_bin}: {limit} candidate models with β in --rho-beta-range [{lo:g}, {hi:g}] "
+        f"fill only ({held}); widen --rho-beta-range or lower --rho-per-bin."
+    )
+
+
+def label(b: int) -> str:
+    """The text of bin ``b`` of :data:`RHO_BINS`."""
+    lo, hi = RHO_BINS[b], RHO_BINS[b + 1]
+    return f"ρ ∈ [{lo:g}, {hi:g})" if math.isfinite(hi) else f"ρ ≥ {lo:g}"
+
+
+def _draw(key, index, beta_range, *, contexts, layers, size):
+    def one(i):
+        beta, params, k_x, k_ctx = _candidate(key, i, beta_range, layers)
+        x0 = sample_law("gaussian", k_x, 1, DIM, SCALE)
+        z = jax.vmap(lambda k: sample_law("gaussian", k, size, DIM, SCALE))(jax.random.split(k_ctx, contexts))
+        return beta, params, x0, z
+
+    return jax.vmap(one)(index)
+
+
+#: ``draw(key, index (S,), beta_range (2,), *, contexts, layers, size)``: candidates ``index``'s
+#: ``(β (S,), params, x0 (S, 1, d), z (S, contexts, size, d))``. Random numbers only.
+draw = jax.jit(_draw, static_argnames=("contexts", "layers", "size"), compiler_options=DRAW_OPTIONS)
 
 
 def inputs(config: dict):
-    """A row's ``(params, x0, z)`` as NumPy arrays (:data:`draw` with the row's key and sizes)."""
+    """A row's ``(β, params, x0, z)`` as NumPy arrays (:data:`draw` of its models at its sizes)."""
     ns = [int(n) for n in config["rho_ns"]]
-    S, M, L = int(config["rho_models"]), int(config["rho_contexts"]), int(config["layers"])
-    key = jax.random.fold_in(jax.random.key(int(config["seed"])), int(round(1000 * config["beta"])))
-    out = draw(key, float(config["beta"]), models=S, contexts=M, dim=DIM, layers=L, size=max(ns))
+    out = draw(
+        model_key(config["seed"]),
+        jnp.asarray(config["models"]),
+        jnp.asarray(check_beta_range(config["rho_beta_range"])),
+        contexts=int(config["rho_contexts"]),
+        layers=int(config["layers"]),
+        size=max(ns),
+    )
     return jax.tree.map(np.asarray, out)
 
 
 class Rho(Part):
     name = "rho"
-    title = "The Gaussian rate against ρ = 2‖QᵀK‖σ²/d (local slopes to n ≥ 10⁴)"
+    title = "The Gaussian rate against ρ = 2‖QᵀK‖σ²/d (local slopes to n ≥ 10⁴, every ρ bin filled)"
     options = RHO.options
 
     def configs(self, settings: Settings) -> list[dict]:
-        keys = ("rho_ns", "rho_models", "rho_contexts", "layers")
-        return [{"beta": b, "seed": settings.seed, **{k: settings[k] for k in keys}} for b in settings["rho_betas"]]
+        keys = ("rho_ns", "rho_contexts", "rho_beta_range", "layers")
+        chosen = select(settings.seed, settings["rho_per_bin"], settings["rho_beta_range"], settings["layers"])
+        return [
+            {"rho_bin": b, "models": idx, "seed": settings.seed, **{k: settings[k] for k in keys}}
+            for b, idx in enumerate(chosen)
+        ]
 
     def run(self, config: dict) -> dict:
         ns = sorted(int(n) for n in config["rho_ns"])
-        S, M = int(config["rho_models"]), int(config["rho_contexts"])
-        params, x0, z = inputs(config)
+        S, M = len(config["models"]), int(config["rho_contexts"])
+        beta, params, x0, z = inputs(config)
+        z = z.reshape(S * M, *z.shape[2:])  # model s serves contexts s·M … s·M + M − 1
         ref_xs, _ = references(params, x0, SCALE, None)
-        rep = lambda a: np.repeat(np.asarray(a), M, axis=0)  # noqa: E731  (model s serves contexts s·M … s·M + M − 1)
+        rep = lambda a: np.repeat(np.asarray(a), M, axis=0)  # noqa: E731
         P, X, R = jax.tree.map(rep, params), rep(x0), rep(ref_xs)
         dev = np.zeros((S * M, len(ns)))
         for bucket in buckets(ns):
             out = deviations_program(P, X, z[:, : bucket[-1]], R, np.asarray(bucket))
             for j, n in enumerate(bucket):
                 dev[:, ns.index(n)] = np.asarray(out[:, j], np.float64)
-        return {"ns": ns, "rho": rho_of(params, SCALE).tolist(), "values": dev.reshape(S, M, len(ns)).tolist()}
+        return {
+            "ns": ns,
+            "beta": beta.astype(np.float64).tolist(),
+            "rho": rho_of(params, SCALE).tolist(),
+            "values": dev.reshape(S, M, len(ns)).tolist(),
+        }
 
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         if not rows:
             return Summary()
         models = per_model(rows)
-        text = "\n".join(
-            f"β={m['beta']:5g} ρ={m['rho']:5.2f}: local slopes " + " ".join(f"{s:+.2f}" for s in m["local"])
-            for m in models
-        )
-        have = {"largest n": max(settings["rho_ns"]), "models": len(models), "contexts": settings["rho_contexts"]}
-        return Summary(text=text, data={"models": models}, claims=(rho_line(models, have),))
+        text = []
+        for b in sorted({m["bin"] for m in models}):
+            sel = [m for m in models if m["bin"] == b]
+            mean = np.mean([m["local"] for m in sel], axis=0)
+            betas = [m["beta"] for m in sel]
+            text.append(
+                f"{label(b):12s} {len(sel):3d} models, β {min(betas):.2g}–{max(betas):.2g}: mean local slopes "
+                + " ".join(f"{s:+.2f}" for s in mean)
+            )
+        have = {
+            "largest n": max(settings["rho_ns"]),
+            "models per bin": min(len(r["rho"]) for r in rows),
+            "contexts": settings["rho_contexts"],
+        }
+        return Summary(text="\n".join(text), data={"models": models}, claims=(rho_line(models, have),))
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
-        return [save(rho_figure(rows, summary.data["models"]), out / "rho.png")] if rows else []
+        return [save(rho_figure(summary.data["models"]), out / "rho.png")] if rows else []
 
 
 def per_model(rows) -> list[dict]:
-    """Per model: β, ρ, its local slopes (mean over its contexts) and the last one's bootstrap interval."""
+    """Per model: its bin (the row's), β, ρ, the mean deviation over its contexts per n, its local
+    slopes (of that mean) and the last one's bootstrap interval over its contexts."""
     out = []
     for r in rows:
         ns = r["ns"]
-        for rho, v in zip(r["rho"], r["values"]):
+        for beta, rho, v in zip(r["beta"], r["rho"], r["values"]):
             v = np.asarray(v)  # (contexts, K)
             last = bootstrap(lambda s: local_slopes(ns, s)[-1], v)
             out.append(
                 {
-                    "beta": r["config"]["beta"],
+                    "bin": int(r["config"]["rho_bin"]),
+                    "beta": beta,
                     "rho": rho,
+                    "mean": v.mean(axis=0).tolist(),
                     "local": local_slopes(ns, v).tolist(),
                     "last": last.as_dict(),
                     "ns": ns,
@@ -176,22 +278,25 @@ def regression(models) -> tuple[Interval, Interval]:
     return bootstrap(lambda s: fit(s, 0), data), bootstrap(lambda s: fit(s, 1), data)
 
 
-RHO_BINS = (0.0, 1.0, 2.0, 4.0, np.inf)
-
-
-def binned(models) -> list[tuple[str, Interval, float]]:
-    """Mean last local slope per ρ bin (bootstrap over models) and the prediction at the bin's mean ρ."""
+def binned(models) -> list[dict]:
+    """Per bin of :data:`RHO_BINS` with two models or more, in order: ``bin``, ``label``, ``models``,
+    ``rho`` (their mean ρ), ``slope`` (the mean last local slope, bootstrap over models) and ``law``
+    (the prediction at the mean ρ)."""
     out = []
-    for lo, hi in zip(RHO_BINS[:-1], RHO_BINS[1:]):
-        sel = [m for m in models if lo <= m["rho"] < hi]
+    for b in range(len(RHO_BINS) - 1):
+        sel = [m for m in models if m["bin"] == b]
         if len(sel) >= 2:
-            label = f"ρ ∈ [{lo:g}, {hi:g})" if np.isfinite(hi) else f"ρ ≥ {lo:g}"
+            rho = float(np.mean([m["rho"] for m in sel]))
+            slope = bootstrap(np.mean, [m["last"]["value"] for m in sel])
             out.append(
-                (
-                    label,
-                    bootstrap(np.mean, [m["last"]["value"] for m in sel]),
-                    float(predicted_slope(np.mean([m["rho"] for m in sel]))),
-                )
+                {
+                    "bin": b,
+                    "label": label(b),
+                    "models": len(sel),
+                    "rho": rho,
+                    "slope": slope,
+                    "law": float(predicted_slope(rho)),
+                }
             )
     return out
 
@@ -199,19 +304,23 @@ def binned(models) -> list[tuple[str, Interval, float]]:
 def rho_line(models, have) -> Claim:
     a, b = regression(models)
     ns = models[0]["ns"]
-    bins = "; ".join(f"{label}: {ci(v, fmt='+.2f')} (law {p:+.2f})" for label, v, p in binned(models))
+    bins = "; ".join(
+        f"{c['label']} ({c['models']} models, mean ρ {c['rho']:.2f}): "
+        f"{ci(c['slope'], fmt='+.2f')} (law {c['law']:+.2f})"
+        for c in binned(models)
+    )
     if b.contains(1.0) and a.contains(0.0):
         verdict = HOLDS
     elif not b.contains(1.0):
         verdict = REFUTED
     else:
         verdict = NOT_OBSERVED
-    verdict, sizes = V.judge(verdict, {"largest n": 10240, "models": 25, "contexts": 4}, have)
+    verdict, sizes = V.judge(verdict, {"largest n": 10240, "models per bin": 16, "contexts": 2}, have)
     return Claim(
         claim=r"at a Gaussian context the local rate at large n is $n^{-\min(1/2,\,2/\rho^2)}$, "
         r"$\rho = 2‖Q^\top K‖\sigma^2/d$",
-        measured=f"{len(models)} models, local slope between n = {ns[-2]} and {ns[-1]} (mean over contexts) "
-        f"by ρ bin: {bins}; "
+        measured=f"{len(models)} models drawn to fill the ρ bins, local slope between n = {ns[-2]} and {ns[-1]} "
+        f"(of the mean over each model's contexts), mean over a bin's models: {bins}; "
         f"measured ≈ a + b·law across models: a = {ci(a, fmt='+.2f')}, b = {ci(b, fmt='+.2f')} (the law: a = 0, b = 1)",
         verdict=verdict,
         figure="rho.png",
@@ -219,37 +328,43 @@ def rho_line(models, have) -> Claim:
     )
 
 
-def rho_figure(rows, models):
-    """Left: the last local slope vs ρ per model, with the law; right: mean deviation vs n per β."""
+def rho_figure(models):
+    """Left: the last local slope vs ρ per model and per bin, with the law; right: the mean deviation
+    vs n, one line per model, coloured by bin."""
     fig, (a0, a1) = figure(2, ncols=2, width=4.8, height=3.9)
-    betas = sorted({m["beta"] for m in models})
-    for i, b in enumerate(betas):
-        sel = [m for m in models if m["beta"] == b]
+    for b in sorted({m["bin"] for m in models}):
+        sel = [m for m in models if m["bin"] == b]
         x = [m["rho"] for m in sel]
         y = np.array([m["last"]["value"] for m in sel])
         err = [y - [m["last"]["ci_low"] for m in sel], [m["last"]["ci_high"] for m in sel] - y]
-        a0.errorbar(x, y, yerr=err, fmt="o", color=COLORS[i % 8], capsize=2, label=f"β = {b:g}")
-    grid = np.linspace(0.05, max(m["rho"] for m in models) * 1.1, 200)
+        a0.errorbar(x, y, yerr=err, fmt="o", ms=3, color=COLORS[b % 8], alpha=0.5, capsize=1.5, lw=0.6)
+        for m in sel:
+            a1.plot(m["ns"], m["mean"], "-", color=COLORS[b % 8], lw=0.6, alpha=0.5)
+        a1.plot([], [], "-", color=COLORS[b % 8], label=label(b))
+    for c in binned(models):
+        s = c["slope"]
+        a0.errorbar(
+            [c["rho"]],
+            [s.value],
+            yerr=[[s.value - s.ci_low], [s.ci_high - s.value]],
+            fmt="s",
+            color="k",
+            ms=5,
+            capsize=3,
+            zorder=5,
+        )
+    a0.plot([], [], "s", color="k", label="bin mean (95 % CI over models)")
+    grid = np.linspace(0.05, max(m["rho"] for m in models) * 1.05, 200)
     a0.plot(grid, predicted_slope(grid), "--", color="0.3", label=r"law $\max(-1/2,\,-2/\rho^2)$")
     a0.axhline(-0.5, color="0.6", lw=0.8)
+    for edge in RHO_BINS[1:-1]:
+        a0.axvline(edge, color="0.85", lw=0.6, zorder=0)
     a0.set_xlabel(r"$\rho = 2\,\max_l\|Q_l^\top K_l\|\,\sigma^2/d$ (per model)")
     a0.set_ylabel(f"local slope, n = {models[0]['ns'][-2]} → {models[0]['ns'][-1]}")
-    a0.set_title("rate vs ρ (95 % CI over contexts)")
+    a0.set_title("rate vs ρ (per model: 95 % CI over contexts)")
     a0.legend(fontsize=7)
-    for i, r in enumerate(sorted(rows, key=lambda r: r["config"]["beta"])):
-        v = np.asarray(r["values"]).mean(axis=1)  # (models, K)
-        for j, curve in enumerate(v):
-            a1.plot(
-                r["ns"],
-                curve,
-                "-",
-                color=COLORS[i % 8],
-                lw=0.8,
-                alpha=0.8,
-                label=f"β = {r['config']['beta']:g}" if j == 0 else None,
-            )
-    ns = np.asarray(rows[0]["ns"], np.float64)
-    top = np.asarray(rows[0]["values"]).mean(axis=(0, 1))[0]
+    ns = np.asarray(models[0]["ns"], np.float64)
+    top = float(np.mean([m["mean"][0] for m in models]))
     a1.plot(ns, top * (ns / ns[0]) ** -0.5, "--", color="0.3", label="slope $-1/2$")
     a1.set_xscale("log")
     a1.set_yscale("log")
@@ -261,16 +376,25 @@ def rho_figure(rows, models):
 
 
 __all__ = [
+    "BLOCK",
     "DIM",
     "RHO_BINS",
     "SCALE",
+    "TRIES",
     "Rho",
     "binned",
     "buckets",
+    "candidates",
+    "check_beta_range",
+    "draw",
     "inputs",
+    "label",
+    "model_key",
     "per_model",
     "predicted_slope",
     "regression",
+    "rho_figure",
     "rho_line",
     "rho_of",
+    "select",
 ]
