@@ -1,5 +1,6 @@
 """claims.tail_exponent: the linearised limit's draws on a known covariance, the first variation against
-the n-point deviation it linearises, and the line's verdict on synthetic tails."""
+the n-point deviation it linearises, the models at their ρ, and the lines' verdicts on synthetic tails
+(per model, the line the worst of its models)."""
 
 import jax
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 
 from cfm_experiments.claims import tail_exponent as T
 from cfm_experiments.claims.deviation import reference_tokens, sup_deviation, token_trajectory
+from cfm_experiments.claims.rho import rho_of
 from cfm_experiments.claims.sampling import fixed_norm_params, sample_law, transformer
 from cfm_experiments.claims.statistics import upper_quantiles
 from cfm_experiments.verdicts import BELOW_STABLE_SIZES, HOLDS, NOT_MEASURED, REFUTED, UNDECIDED
@@ -40,69 +42,139 @@ def test_the_linearised_limit_predicts_the_deviation_at_large_n():
     assert 0.85 < ratio < 1.15, ratio
 
 
-def _row(law, n, gamma, gamma_lin, contexts=100_000, median=1.0, ratio=(1.0, 0.9, 1.1)):
-    """A row with γ ± 0.03, the median of √n·dev ``median`` ± 2 % and every q_δ over the limit's
+def test_deltas_reach_down_to_ten_contexts_beyond():
+    assert T.deltas_for(100_000) == T.TAIL_DELTAS
+    assert T.deltas_for(25_000) == (1e-1, 3e-2, 1e-2, 3e-3, 1e-3)
+    assert T.deltas_for(1000) == (1e-1, 3e-2, 1e-2)
+    with pytest.raises(ValueError, match="--tail-samples 300"):
+        T.deltas_for(300)
+
+
+def _config(law, model, rho):
+    return {
+        "law": law,
+        "model": model,
+        "rho": rho,
+        "seed": 0,
+        "tail_ns": [8, 4],
+        "tail_samples": 400,
+        "n_lin": 32,
+        "tail_n_ref": 64,
+        "layers": 2,
+    }
+
+
+def test_a_row_runs_its_model_at_its_rho():
+    """Model i is drawn at unit norms and rescaled to its ρ (that of the rho part, recomputed here),
+    the same model on both laws, another model for another i; the row keeps every n's statistics at
+    the δ its contexts allow."""
+    ball, gauss = T.model_inputs(_config("ball", 1, 2.5)), T.model_inputs(_config("gaussian", 1, 2.5))
+    other = T.model_inputs(_config("ball", 2, 2.5))
+    stacked = lambda p: jax.tree.map(lambda a: np.asarray(a)[None], p)  # noqa: E731
+    np.testing.assert_allclose(rho_of(stacked(ball["params"])), [2.5], rtol=1e-5)
+    np.testing.assert_array_equal(ball["params"]["Q"], gauss["params"]["Q"])
+    assert not np.allclose(ball["params"]["Q"], other["params"]["Q"])
+    np.testing.assert_allclose(rho_of(stacked(other["params"])), [2.5], rtol=1e-5)
+    row = T.TailExponent().run(_config("gaussian", 0, 1.0))
+    assert row["rho"] == pytest.approx(1.0, rel=1e-5) and row["floor"] == 0
+    assert [s["n"] for s in row["sizes"]] == [4, 8] and row["deltas"] == [1e-1, 3e-2]
+    assert all(len(s["ratio"]["value"]) == 2 and s["median"] > 0 for s in row["sizes"])
+
+
+def _size(n, gamma, gamma_lin, median=1.0, ratio=(1.0, 0.9, 1.1)):
+    """One n's entry: γ ± 0.03, the median of √n·dev ``median`` ± 2 % and every q_δ over the limit's
     ``ratio`` (value, low, high)."""
-    lo, hi = gamma - 0.03, gamma + 0.03
     D = len(T.TAIL_DELTAS)
     return {
-        "config": {"law": law, "n": n, "tail_samples": contexts},
-        "gamma": {"value": gamma, "ci_low": lo, "ci_high": hi, "level": 0.95},
+        "n": n,
+        "gamma": {"value": gamma, "ci_low": gamma - 0.03, "ci_high": gamma + 0.03, "level": 0.95},
         "gamma_lin": gamma_lin,
         "quantiles": [1.0] * D,
         "quantiles_lin": [1.0] * D,
         "median_ci": {"value": median, "ci_low": 0.98 * median, "ci_high": 1.02 * median, "level": 0.95},
-        "ratio": {k: [v] * D for k, v in zip(("value", "ci_low", "ci_high"), ratio)},
+        "ratio": {k: [v] * D for k, v in zip(T.RATIO_KEYS, ratio)},
     }
 
 
-def _sweep(gamma=0.52, growth=1.0, ratio=(1.0, 0.9, 1.1)):
-    """n = 16 and 64: √n·dev's median grows by ``growth`` (1: the deviation decays like n^{-1/2}; 2: it
-    does not decay); at n = 64 the quantiles are ``ratio`` × the limit's."""
-    return [_row("ball", 16, gamma, 0.52), _row("ball", 64, gamma, 0.52, median=growth, ratio=ratio)]
+def _model(rho=0.5, gamma=0.52, growth=1.0, ratio=(1.0, 0.9, 1.1), model=0, contexts=100_000):
+    """One model's row, n = 16 and 64: √n·dev's median grows by ``growth`` (1: the deviation decays like
+    n^{-1/2}; 2: it does not decay); at n = 64 the quantiles are ``ratio`` × the limit's."""
+    return {
+        "config": {"law": "ball", "model": model, "rho": rho, "tail_samples": contexts},
+        "rho": rho,
+        "floor": 0.0,
+        "deltas": list(T.TAIL_DELTAS),
+        "sizes": [_size(16, gamma, 0.52), _size(64, gamma, 0.52, median=growth, ratio=ratio)],
+    }
 
 
-HAVE = {"contexts": 100_000}
+HAVE = {"contexts per model": 100_000}
+
+
+def _line(*models, have=HAVE):
+    return T.exponent_line(list(models), "ball", have)
 
 
 def test_exponent_line_verdicts():
-    assert T.exponent_line(_sweep(), "ball", HAVE).verdict == HOLDS
-    assert T.exponent_line(_sweep(gamma=0.45), "ball", HAVE).verdict == HOLDS  # lighter than ½
-    assert T.exponent_line(_sweep(gamma=0.95), "ball", HAVE).verdict == REFUTED
-    assert T.exponent_line(_sweep(gamma=0.95), "ball", {"contexts": 20_000}).verdict == BELOW_STABLE_SIZES
+    assert _line(_model()).verdict == HOLDS
+    assert _line(_model(gamma=0.45)).verdict == HOLDS  # lighter than ½
+    assert _line(_model(gamma=0.95)).verdict == REFUTED
+    assert _line(_model(gamma=0.95), have={"contexts per model": 10_000}).verdict == BELOW_STABLE_SIZES
 
 
 def test_a_deviation_that_does_not_decay_is_refuted():
     """Light-tailed and at the limit at the largest n, but √n·dev's median doubles from n = 16 to 64: the
     deviation itself does not decay (exponent 0 in n, above the −1/4 a decay needs): refuted; a median's
     exponent whose interval reaches across −1/4 is undecided."""
-    line = T.exponent_line(_sweep(growth=2.0), "ball", HAVE)
+    line = _line(_model(growth=2.0))
     assert line.verdict == REFUTED and "+0.00 [" in line.measured, line.measured
-    slow = T.exponent_line(_sweep(growth=2.0**0.5), "ball", HAVE)  # exponent −1/4: the boundary itself
+    slow = _line(_model(growth=2.0**0.5))  # exponent −1/4: the boundary itself
     assert slow.verdict == UNDECIDED and "-0.25 [" in slow.measured
 
 
 def test_a_deviation_far_from_its_limit_is_refuted():
     """Light-tailed and decaying like n^{-1/2}, but 6 × the linearised limit (the β = 16 regime): refuted;
     a ratio interval reaching across the band's edge is undecided."""
-    assert T.exponent_line(_sweep(ratio=(6.0, 5.0, 7.0)), "ball", HAVE).verdict == REFUTED
-    assert T.exponent_line(_sweep(ratio=(0.3, 0.25, 0.35)), "ball", HAVE).verdict == REFUTED
-    assert T.exponent_line(_sweep(ratio=(1.8, 1.5, 2.4)), "ball", HAVE).verdict == UNDECIDED
+    assert _line(_model(ratio=(6.0, 5.0, 7.0))).verdict == REFUTED
+    assert _line(_model(ratio=(0.3, 0.25, 0.35))).verdict == REFUTED
+    assert _line(_model(ratio=(1.8, 1.5, 2.4))).verdict == UNDECIDED
 
 
 def test_the_light_tail_that_neither_decays_nor_meets_its_limit():
     """γ = 0.05 (far lighter than ½: the one-sided exponent rule reads *holds*), 6 × the limit and no decay."""
-    line = T.exponent_line(_sweep(gamma=0.05, growth=2.0, ratio=(6.0, 5.5, 6.5)), "ball", HAVE)
+    assert _line(_model(gamma=0.05, growth=2.0, ratio=(6.0, 5.5, 6.5))).verdict == REFUTED
+
+
+def test_a_middle_model_that_does_not_decay_refutes_the_line():
+    """Three models over ρ; the middle one (in the list and in ρ) has a light tail
+    (γ = 0.3) but a deviation that does not decay: the line is refuted and says which model; each model
+    alone, or the two others together, hold."""
+    mild, bad, heavy = _model(0.5, model=0), _model(2.5, gamma=0.3, growth=2.0, model=1), _model(4.0, model=2)
+    line = _line(heavy, bad, mild)  # the line orders its models by ρ
     assert line.verdict == REFUTED
+    parts = line.measured.split("; ρ = ")
+    assert len(parts) == 3 and parts[1].startswith("2.50") and parts[1].endswith(": refuted at these sizes")
+    assert parts[0].endswith(": holds") and parts[2].endswith(": holds")
+    assert _line(mild, heavy).verdict == HOLDS and _line(mild, _model(2.5, model=1), heavy).verdict == HOLDS
+    far = _line(mild, _model(2.5, gamma=0.3, ratio=(6.0, 5.0, 7.0), model=1), heavy)
+    assert far.verdict == REFUTED
+    assert T.model_verdict(bad) == REFUTED and T.model_verdict(mild) == HOLDS
+
+
+def test_the_line_withholds_what_one_model_withholds():
+    """One model's straddling interval (the others holding) leaves the line undecided, not holding."""
+    assert _line(_model(0.5), _model(2.5, ratio=(1.8, 1.5, 2.4), model=1), _model(4.0, model=2)).verdict == UNDECIDED
 
 
 def test_one_size_cannot_show_a_decay():
-    assert T.exponent_line(_sweep()[1:], "ball", HAVE).verdict == NOT_MEASURED
+    row = _model()
+    row["sizes"] = row["sizes"][1:]
+    assert _line(row).verdict == NOT_MEASURED
 
 
 def test_decay_joins_the_medians_intervals_at_their_far_ends():
-    rows = _sweep(growth=2.0)
-    d = T.decay(rows)
+    sizes = _model(growth=2.0)["sizes"]
+    d = T.decay(sizes[::-1])  # in any order: from the smallest n to the largest
     assert d is not None
     assert d.value == pytest.approx(0.0, abs=1e-12)
     assert d.ci_low == pytest.approx(np.log(2 * 0.98 / 1.02) / np.log(4) - 0.5)
