@@ -32,6 +32,7 @@ def test_the_command_and_its_parts():
         "tail_exponent",
         "bounds",
         "curvature",
+        "token_sample",
     ]
     assert [p.name for p in cmd.default_parts()][-1] == "tail_exponent"  # the OGD parts are optional
     assert "constants" not in COMMANDS

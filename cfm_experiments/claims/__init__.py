@@ -23,7 +23,10 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`):
   linearised limiting Gaussian process;
 - ``bounds`` and ``curvature`` (optional; :data:`cfm_experiments.ogd.CLAIM_PARTS`, also parts of
   ``cfm-jax ogd``): the paper's online-gradient-descent claims against the exact limit, and the
-  ridge threshold where curvature makes it act.
+  ridge threshold where curvature makes it act;
+- ``token_sample`` (optional): another paper's measurement (Bohbot et al.'s token sample complexity
+  of one attention layer) redone against the exact Gaussian limit, beside the Monte-Carlo
+  reference it used.
 
 Docs: ``docs/claims.md``.
 """
@@ -37,9 +40,20 @@ from .scales import Scales
 from .suprema import Suprema
 from .tail_exponent import TailExponent
 from .tails import Tails
+from .token_sample import TokenSample
 from .uniform import Uniform
 
 #: the parts of ``cfm-jax claims``, in order.
-PARTS = (Prefactors(), Scales(), Tails(), Suprema(), Uniform(), Rho(), TailExponent(), *CLAIM_PARTS)
+PARTS = (
+    Prefactors(),
+    Scales(),
+    Tails(),
+    Suprema(),
+    Uniform(),
+    Rho(),
+    TailExponent(),
+    *CLAIM_PARTS,
+    TokenSample(),
+)
 
-__all__ = ["PARTS", "Prefactors", "Rho", "Scales", "Suprema", "TailExponent", "Tails", "Uniform"]
+__all__ = ["PARTS", "Prefactors", "Rho", "Scales", "Suprema", "TailExponent", "Tails", "TokenSample", "Uniform"]

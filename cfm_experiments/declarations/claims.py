@@ -215,7 +215,54 @@ TAIL_EXPONENT = Declaration(
     ),
 )
 
-PARTS = (PREFACTORS, SCALES, TAILS, SUPREMA, UNIFORM, RHO, TAIL_EXPONENT, *CLAIM_PARTS)
+#: the peer's attention scales (Bohbot et al.'s Gaussian experiment): 12 from 0.05 to 50, log-spaced.
+TOKEN_SCALES = (0.05, 0.0937, 0.176, 0.329, 0.616, 1.16, 2.16, 4.06, 7.6, 14.2, 26.7, 50.0)
+TOKEN_SAMPLE = Declaration(
+    "token_sample",
+    (
+        Option(
+            "token_scales",
+            TOKEN_SCALES,
+            "attention scales s of the one-layer sweep (Q, K ← √s·Q, √s·K)",
+            kind="real",
+            many=True,
+            low=0,
+            quick=(0.05, 1.16, 50.0),
+        ),
+        Option(
+            "token_ns",
+            (300, 475, 753, 1194, 1892, 3000),
+            "context sizes n of the one-layer sweep",
+            many=True,
+            low=2,
+            quick=(300, 753, 1892),
+            min_count=3,
+            why="a slope and its spread need three sizes",
+        ),
+        Option("token_contexts", 8, "contexts per n and seed (the output moments' errors averaged over them)", low=1),
+        Option(
+            "token_seeds",
+            6,
+            "repetitions of the one-layer sweep, each with its own contexts and Monte-Carlo reference",
+            low=2,
+            quick=3,
+            why=INTERVAL,
+        ),
+        Option("token_n_ref", 10_000, "tokens of the Monte-Carlo reference", low=2),
+        Option("token_dim", 50, "token dimension d of the one-layer sweep", low=1),
+        Option("token_rho", 0.1, "the context law N(0, ρI)", kind="real", low=0),
+        Option(
+            "token_paper_grid",
+            False,
+            "the paper's sizes: 12 n from 1000 to 30000, 200 contexts per n (instead of --token-ns and "
+            "--token-contexts; a GPU's job)",
+            kind="flag",
+        ),
+    ),
+    optional=True,
+)
+
+PARTS = (PREFACTORS, SCALES, TAILS, SUPREMA, UNIFORM, RHO, TAIL_EXPONENT, *CLAIM_PARTS, TOKEN_SAMPLE)
 
 __all__ = [
     "LAYERS",
@@ -232,5 +279,7 @@ __all__ = [
     "SUP_STEPS",
     "TAILS",
     "TAIL_EXPONENT",
+    "TOKEN_SAMPLE",
+    "TOKEN_SCALES",
     "UNIFORM",
 ]
