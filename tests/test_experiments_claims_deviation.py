@@ -85,7 +85,9 @@ def test_programs_hold_no_host_callback():
     texts = [
         D.deviations_program.lower(params, x0, z, refs, ns).as_text(),
         D.references.lower(params, x0, 1.0, None).as_text(),
-        ascent.evaluate.lower(params, f((1, d), dt), f((2, N, d), dt), f((d, d), dt), ns).as_text(),
+        ascent.evaluate.lower(
+            params, {"m": f((B, d), dt), "F": f((B, d, d), dt)}, f((1, d), dt), f((2, N, d), dt), 1.0, f((d,), dt), ns
+        ).as_text(),
     ]
     for text in texts:
         assert "callback" not in text

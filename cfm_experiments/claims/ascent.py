@@ -1,39 +1,67 @@
-"""Worst-case parameters: projected gradient ascent of the deviation over a ball of operator norms.
+"""Worst cases searched: projected gradient ascent of the deviation over parameters and context laws.
 
-The paper's constant is a supremum over parameters of given norms. For a Gaussian context
-μ = N(0, Σ) with its exact infinite-context flow, one target token x0 = e₁ and M fixed n-point
-contexts z_m ~ μ (common random numbers), we maximise
+The paper's constant is a supremum over parameters of given norms and over the contexts its bound
+admits. With Gaussian contexts μ = N(m, Σ) (their infinite-context flow is exact) the support
+radius R becomes an energy budget B on the second-moment matrix S = Σ + mmᵀ:
 
-    J(θ) = √n · mean_m sup_s ‖x_s(θ; z_m) − x̂_s(θ)‖
+    E‖z‖² = tr S ≤ B   and   E(u·z)² = uᵀSu ≤ 1 for every unit u   (S ≼ I, :data:`DIRECTION_BOUND`).
 
-over θ = (Q_lh, K_lh, V_lh) in the set Θ of every layer's ‖Q_lh‖ ≤ √b, ‖K_lh‖ ≤ √b (so
-‖Q_lh‖‖K_lh‖ ≤ b) and ‖[V_l1 … V_lH]‖ ≤ v (the heads' concatenated value map) or Σ_h ‖V_lh‖ ≤ v.
-Both systems are differentiated by the library itself (the n-point system's hand adjoint, the
-Gaussian limit by autodiff). Each step is an Adam step followed by the projection onto Θ
-(:func:`project`: singular values clipped, the Euclidean projection onto an operator-norm ball;
-for the Σ_h‖V_lh‖ ball, a rescaling onto it); the best iterate is kept. Starts (:func:`starts`):
-random fixed-norm models and two structured constructions,
+At B = 1 the second condition follows from the first. At B = d (N(0, I) is the isotropic member)
+it keeps the energy growing through the dimensions: without it the ascent puts the whole budget
+on one direction, where the logits' scale ‖Q‖‖K‖σ₁² grows like d (the ``scales`` part's β, with
+its exponential growth; at d = 8 the deviation found reached 10¹⁶).
+
+For one target token x0 = e₁ and M fixed standard normal draws ε_m ``(n, d)`` (common random
+numbers) the contexts are reparametrised through the law, z_m = m + ε_m Lᵀ with L the Cholesky
+factor of Σ, and we maximise
+
+    J(θ, μ) = √n · mean_m sup_s ‖x_s(θ; z_m) − x̂_s(θ; μ)‖
+
+over θ = (Q_lh, K_lh, V_lh) in Θ (every layer's ‖Q_lh‖ ≤ √b, ‖K_lh‖ ≤ √b, so ‖Q_lh‖‖K_lh‖ ≤ b,
+and ‖[V_l1 … V_lH]‖ ≤ v, the heads' concatenated value map, or Σ_h ‖V_lh‖ ≤ v) and over the law:
+Σ = FFᵀ + τI with a free factor F and mean m, G = [F m] with ‖G‖²_F ≤ (1 − :data:`JITTER`)B and
+singular values at most √(1 − τ), the floor τ = :data:`JITTER`·B/d keeping Σ positive definite
+(so L is differentiable). Both systems are differentiated by the library itself (the n-point
+system's hand adjoint, the Gaussian limit by autodiff). Each step is a normalised gradient step,
+the gradient of θ and that of the law each scaled to unit Frobenius norm and moved by the rate
+(heavy-ball momentum :data:`MOMENTUM`, the rate decaying along a cosine to a tenth so that the last
+steps refine), then the projections (:func:`project`: singular values clipped, the Euclidean
+projection onto an operator-norm ball, or for Σ_h‖V_lh‖ a rescaling onto it; :func:`project_law`);
+the best iterate is kept, the start included. Normalised rather than Adam: the gradient's scale
+varies by orders of magnitude between a random start and a worst case, and Adam's per-coordinate
+normalisation moves every coordinate by the rate, the many with a vanishing gradient too, which
+leaves a sharp maximum at once (the aligned construction on a one-dimensional law never improved
+under Adam at rates from 5·10⁻⁴ to 0.05; the normalised step raises it).
+``learn_law`` (static) False keeps the law at its start and builds no gradient in it (only θ moves).
+
+Starts (:func:`starts`) pair a parameter start with a law start. Parameters: random fixed-norm
+models and three constructions,
 
 - **aligned**: Q_lh = K_lh = √b e₁e₁ᵀ (every logit b (x·e₁)(z·e₁): the largest spread the norms
-  allow along the context's main direction) and identical heads V_lh = v I/√H (concatenated norm
-  v; Σ_h V_lh = √H v I) or v I/H (Σ_h ‖V_lh‖ = v);
+  allow along e₁) and identical heads V_lh = v I/√H (concatenated norm v) or v I/H (Σ_h ‖V_lh‖ = v);
 - **identical heads**: one random fixed-norm head (Q_l, K_l, W_l) copied H times with V_lh = W_l/√H
-  (the concatenated norm of one head of value √H W_l) or W_l/H.
+  (the concatenated norm of one head of value √H W_l) or W_l/H;
+- **trivial**: Q = K = 0 (uniform attention: the token moves by the context's mean) with the
+  aligned construction's values, the largest ‖Σ_h V_lh‖ the norm allows.
 
-The value found is a lower bound of the supremum over Θ, and an upward-biased estimate of
-E_z √n·dev at the θ found (it was maximised on those M contexts): :data:`evaluate` measures the
-θ found on independent contexts, at several n. :data:`ascend_each` maximises each context's own
-deviation (one θ per context): E_z sup_θ, the uniform-in-θ quantity.
+Laws (:func:`law_start`, energy B): isotropic N(0, B I/d), or low- or one-dimensional with its
+energy in the plane (e₁, e₂) or on the line e₁ (its variances clipped at the direction bound).
+The value found is a lower bound of the supremum, and an upward-biased estimate of E_z √n·dev at
+the (θ, μ) found (it was maximised on those M draws): :data:`evaluate` measures it on independent
+draws at several n. :data:`ascend_each` maximises each context's own deviation (one θ per
+context, the law fixed): E_z sup_θ, the uniform-in-θ quantity.
 
 One compiled program serves several problems: a problem in dimension d with H heads can be
-embedded in a larger D and H_max (tokens and contexts zero beyond d, parameters zero outside the
-d × d block and beyond head H, kept so by the projection's masks; the law's covariance is the
-identity there, where nothing reads it), which leaves its dynamics unchanged. The parts embed a
-d-sweep's dimensions in groups spanning at most a factor 4, and keep each head count its own. The random starts
-and contexts of these parts are NumPy draws (no old numbers to reproduce, and nothing to compile).
+embedded in a larger D and H_max (tokens, draws and the law's m, F zero beyond d, parameters zero
+outside the d × d block and beyond head H, kept so by the projections' masks; the covariance is
+the identity beyond d, where nothing reads it), which leaves its dynamics unchanged. B is an
+argument, so the energies share programs too. The random starts and draws are NumPy draws (no old
+numbers to reproduce, and nothing to compile).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -47,21 +75,47 @@ from .deviation import sup_deviation, token_trajectory
 
 #: the share of the context's second moment off the plane (e₁, e₂) in the low-dimensional law.
 LOW_DIM_SPREAD = 0.05
-#: the names of the structured starts, in the order of :func:`starts` (then the random ones).
-STRUCTURED = ("aligned", "identical heads")
+#: the momentum of the normalised gradient ascent (module docstring).
+MOMENTUM = 0.5
+#: the bound on every direction's second moment E(u·z)² (module docstring).
+DIRECTION_BOUND = 1.0
+#: the share of the energy budget kept as the isotropic floor τI of Σ (module docstring).
+JITTER = 1e-3
+#: the parameter starts built by hand, and the law starts.
+CONSTRUCTIONS = ("aligned", "identical heads", "trivial")
+LAWS = ("isotropic", "low-dimensional", "one-dimensional")
+#: the starts (parameters, law) of the supremum's ascent besides the random ones.
+STRUCTURED: tuple[tuple[str, str], ...] = (
+    ("aligned", "one-dimensional"),
+    ("aligned", "isotropic"),
+    ("identical heads", "low-dimensional"),
+    ("trivial", "isotropic"),
+)
 
 
-def law_cov(dim: int, low_dim: bool) -> np.ndarray:
-    """``(d, d)`` covariance with trace 1 (E‖z‖² = 1): isotropic I/d, or low-dimensional
-    (1 − η)(e₁e₁ᵀ + e₂e₂ᵀ)/2 + η I/d, η = :data:`LOW_DIM_SPREAD` (the energy in one plane, whatever
-    d; the same as the isotropic law in d <= 2). Its largest variance σ₁² ≈ 1/2 keeps ρ = 2‖QᵀK‖σ₁²
-    ≈ b out of the heavy-tail regime of the context's self-attention at b = 1 (the ``rho`` part)."""
+def law_cov(dim: int, name: str, energy: float = 1.0) -> np.ndarray:
+    """``(d, d)`` covariance of the law ``name`` (:data:`LAWS`) with trace ``energy`` (E‖z‖² = B):
+    isotropic B I/d, or B[(1 − η)P + η I/d] with η = :data:`LOW_DIM_SPREAD` and P the projection
+    onto the plane (e₁, e₂) halved (low-dimensional) or onto e₁ (one-dimensional): the energy in a
+    plane or on a line, whatever d. In d <= 2 the low-dimensional law is the isotropic one."""
+    if name not in LAWS:
+        raise ValueError(f"law_cov: `name` must be one of {LAWS}, got {name!r}.")
     eye = np.eye(dim) / dim
-    if not low_dim or dim <= 2:
-        return eye
-    plane = np.zeros((dim, dim))
-    plane[0, 0] = plane[1, 1] = 0.5
-    return (1 - LOW_DIM_SPREAD) * plane + LOW_DIM_SPREAD * eye
+    rank = {"isotropic": dim, "low-dimensional": 2, "one-dimensional": 1}[name]
+    if rank >= dim:
+        return energy * eye
+    plane = np.diag((np.arange(dim) < rank) / rank)
+    return energy * ((1 - LOW_DIM_SPREAD) * plane + LOW_DIM_SPREAD * eye)
+
+
+def law_start(dim: int, name: str, energy: float) -> dict:
+    """The law ``name`` (:data:`LAWS`) of energy B as the ascent's variables, inside the law set:
+    m = 0 ``(d,)`` and F ``(d, d)`` with FFᵀ + τI the covariance of :func:`law_cov`, its variances
+    clipped at the direction bound (the low-dimensional law at B > 2)."""
+    tau = JITTER * energy / dim
+    lam, vecs = np.linalg.eigh(law_cov(dim, name, energy))
+    lam = np.clip(lam - tau, 0.0, DIRECTION_BOUND - tau)
+    return {"m": np.zeros(dim), "F": vecs * np.sqrt(lam)}
 
 
 def _op(a):
@@ -89,6 +143,12 @@ def aligned(dim: int, heads: int, layers: int, qk: float, v: float, v_sum: bool)
     }
 
 
+def trivial(dim: int, heads: int, layers: int, v: float, v_sum: bool) -> dict:
+    """Q = K = 0 with the aligned construction's values (uniform attention)."""
+    out = aligned(dim, heads, layers, 0.0, v, v_sum)
+    return out | {"Q": np.zeros_like(out["Q"]), "K": np.zeros_like(out["K"])}
+
+
 def identical(one: dict, heads: int, v_sum: bool) -> dict:
     """One head (H = 1 parameters) copied ``heads`` times, values W/√H (concatenated norm kept) or W/H."""
     div = heads if v_sum else np.sqrt(heads)
@@ -99,23 +159,48 @@ def identical(one: dict, heads: int, v_sum: bool) -> dict:
     }
 
 
-def starts(rng, dim: int, heads: int, layers: int, restarts: int, v_sum: bool, qk: float = 1.0, v: float = 1.0) -> dict:
-    """The ascent's starts, stacked ``(2 + restarts, L, H, d, d)``: aligned, identical heads, random."""
-    chosen = [
-        aligned(dim, heads, layers, qk, v, v_sum),
-        identical(random_params(rng, dim, 1, layers, qk, v, False), heads, v_sum),
-        *(random_params(rng, dim, heads, layers, qk, v, v_sum) for _ in range(restarts)),
-    ]
-    return stack(chosen)
+def construction(rng, name: str, dim: int, heads: int, layers: int, qk: float, v: float, v_sum: bool) -> dict:
+    """The parameter start ``name``: one of :data:`CONSTRUCTIONS`, or ``"random"``."""
+    if name == "aligned":
+        return aligned(dim, heads, layers, qk, v, v_sum)
+    if name == "identical heads":
+        return identical(random_params(rng, dim, 1, layers, qk, v, False), heads, v_sum)
+    if name == "trivial":
+        return trivial(dim, heads, layers, v, v_sum)
+    if name == "random":
+        return random_params(rng, dim, heads, layers, qk, v, v_sum)
+    raise ValueError(f"construction: `name` must be one of {(*CONSTRUCTIONS, 'random')}, got {name!r}.")
+
+
+def starts(
+    rng,
+    dim: int,
+    heads: int,
+    layers: int,
+    energy: float,
+    pairs: Sequence[tuple[str, str]],
+    restarts: int,
+    v_sum: bool,
+    qk: float = 1.0,
+    v: float = 1.0,
+) -> tuple[dict, dict, list[str]]:
+    """The ascent's starts: ``pairs`` (parameter start, law start), then ``restarts`` random models
+    on the isotropic and low-dimensional laws in turn. Returns θ ``(S, L, H, d, d)``, the laws
+    ``m (S, d)``, ``F (S, d, d)`` and the names ``"<parameters> · <law>"``."""
+    chosen = [*pairs, *(("random", LAWS[i % 2]) for i in range(restarts))]
+    thetas = [construction(rng, p, dim, heads, layers, qk, v, v_sum) for p, _ in chosen]
+    laws = [law_start(dim, law, energy) for _, law in chosen]
+    names = [f"{p}{f' {i + 1 - len(pairs)}' if p == 'random' else ''} · {law}" for i, (p, law) in enumerate(chosen)]
+    return stack(thetas), stack(laws), names
 
 
 def stack(params: list[dict]) -> dict:
-    return {k: np.stack([p[k] for p in params]) for k in ("Q", "K", "V")}
+    return {k: np.stack([p[k] for p in params]) for k in params[0]}
 
 
-def contexts(rng, count: int, n: int, cov) -> np.ndarray:
-    """``(count, n, d)`` i.i.d. points of N(0, cov)."""
-    return rng.standard_normal((count, n, cov.shape[0])) @ np.linalg.cholesky(cov).T
+def normals(rng, count: int, n: int, dim: int) -> np.ndarray:
+    """``(count, n, d)`` standard normal draws (the contexts before the law's reparametrisation)."""
+    return rng.standard_normal((count, n, dim))
 
 
 def token(dim: int) -> np.ndarray:
@@ -135,15 +220,16 @@ def embed(a, size: int, axes) -> np.ndarray:
 
 
 class Problem:
-    """A problem of dimension ``dim`` with ``heads`` heads embedded in ``D`` and ``H_max`` (module
-    docstring): the embedded token, covariance (identity beyond d) and masks, and embedders."""
+    """A problem of dimension ``dim`` with ``heads`` heads and energy budget ``energy`` embedded in
+    ``D`` and ``H_max`` (module docstring): the embedded token and masks, and embedders."""
 
-    def __init__(self, dim: int, heads: int, D: int, H_max: int, cov):
-        self.dim, self.heads, self.D, self.H_max = dim, heads, D, H_max
+    def __init__(self, dim: int, heads: int, D: int, H_max: int, energy: float = 1.0):
+        if not (1 <= dim <= D and 1 <= heads <= H_max):
+            raise ValueError(f"Problem: need 1 <= dim <= D and 1 <= heads <= H_max, got {dim, D, heads, H_max}.")
+        if not energy > 0:
+            raise ValueError(f"Problem: `energy` must be > 0, got {energy}.")
+        self.dim, self.heads, self.D, self.H_max, self.energy = dim, heads, D, H_max, float(energy)
         self.x0 = embed(token(dim), D, (1,))
-        full = np.eye(D)
-        full[:dim, :dim] = cov
-        self.cov = full
         self.mask_d = (np.arange(D) < dim).astype(float)
         self.mask_h = (np.arange(H_max) < heads).astype(float)
 
@@ -151,6 +237,11 @@ class Problem:
         """Stacked parameters ``(..., L, H, d, d)`` embedded as ``(..., L, H_max, D, D)``."""
         nd = params["Q"].ndim
         return {k: embed(embed(a, self.D, (nd - 2, nd - 1)), self.H_max, (nd - 3,)) for k, a in params.items()}
+
+    def law(self, law: dict) -> dict:
+        """Stacked laws ``m (..., d)``, ``F (..., d, d)`` embedded in D."""
+        nd = law["F"].ndim
+        return {"m": embed(law["m"], self.D, (nd - 2,)), "F": embed(law["F"], self.D, (nd - 2, nd - 1))}
 
     def points(self, z) -> np.ndarray:
         return embed(z, self.D, (np.ndim(z) - 1,))
@@ -181,65 +272,114 @@ def project(theta: dict, qk, v, v_sum, mask_d, mask_h) -> dict:
     return {"Q": _clip(Qm, root), "K": _clip(Km, root), "V": jnp.where(v_sum, rescaled, clipped)}
 
 
+def project_law(law: dict, energy, mask_d) -> dict:
+    """(m, F) into the law set (module docstring), zero beyond d: the singular values of G = [F m]
+    ``(d, d + 1)`` (S = GGᵀ + τI) clipped at √(1 − τ), then G rescaled to ‖G‖²_F ≤ (1 − JITTER)·energy.
+    The Euclidean projection when one of the two constraints binds (the direction bound never
+    binds at energy 1), a point of the set always."""
+    block = mask_d[:, None] * mask_d[None, :]
+    G = jnp.concatenate([law["F"] * block, (law["m"] * mask_d)[:, None]], axis=1)
+    tau = JITTER * energy / jnp.sum(mask_d)
+    G = _clip(G, jnp.sqrt(DIRECTION_BOUND - tau))
+    scale = jnp.sqrt((1 - JITTER) * energy) / jnp.maximum(jnp.sqrt(jnp.sum(G**2)), 1e-30)
+    G = G * jnp.minimum(1.0, scale)
+    return {"m": G[:, -1], "F": G[:, :-1]}
+
+
+def covariance(law: dict, energy, mask_d):
+    """Σ = FFᵀ + τI on the problem's block (τ = JITTER·energy/d), the identity beyond it: ``(D, D)``."""
+    tau = JITTER * energy / jnp.sum(mask_d)
+    return law["F"] @ law["F"].T + jnp.diag(tau * mask_d + (1 - mask_d))
+
+
+def contexts_of(law: dict, eps, energy, mask_d):
+    """The draws ``eps (..., n, D)`` as points of N(m, Σ): m + ε Lᵀ (L Σ's Cholesky factor), zero beyond d."""
+    chol = jnp.linalg.cholesky(covariance(law, energy, mask_d))
+    return (law["m"] + eps @ chol.T) * mask_d
+
+
+def gaussian(law: dict, energy, mask_d) -> GaussianMeasure:
+    return GaussianMeasure.unchecked(law["m"], covariance(law, energy, mask_d))
+
+
 def model_of(theta: dict) -> Transformer:
     return Transformer(Q=theta["Q"], K=theta["K"], V=theta["V"], activation=linear)
 
 
-def objective(theta, x0, contexts, cov):
-    """J(θ) = √n · mean over ``contexts (M, n, d)`` of the sup deviation from the exact limit N(0, cov)."""
+def objective(theta, law, x0, eps, energy, mask_d):
+    """J(θ, μ) = √n · mean over the draws ``eps (M, n, D)`` of the sup deviation from the exact limit μ."""
     model = model_of(theta)
-    law = GaussianMeasure.unchecked(jnp.zeros(cov.shape[:1], cov.dtype), cov)
-    ref = token_trajectory(model, x0, law)
-    devs = map_seeds(lambda z: sup_deviation(token_trajectory(model, x0, EmpiricalMeasure(z)), ref), contexts)
-    return jnp.sqrt(jnp.asarray(contexts.shape[1], cov.dtype)) * jnp.mean(devs)
+    ref = token_trajectory(model, x0, gaussian(law, energy, mask_d))
+    z = contexts_of(law, eps, energy, mask_d)
+    devs = map_seeds(lambda c: sup_deviation(token_trajectory(model, x0, EmpiricalMeasure(c)), ref), z)
+    return jnp.sqrt(jnp.asarray(eps.shape[1], eps.dtype)) * jnp.mean(devs)
 
 
-def _ascend(theta0, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, steps: int):
-    """(best θ, best J, J at every step ``(steps,)``) of projected Adam ascent from ``theta0``."""
-    opt = optax.adam(lr)
-    grad = jax.value_and_grad(objective)
-    proj = lambda t: project(t, qk, v, v_sum, mask_d, mask_h)  # noqa: E731
+def _unit(tree):
+    """``tree`` divided by its Frobenius norm, its non-finite entries zeroed (an overflowing
+    objective moves nothing)."""
+    tree = jax.tree.map(lambda a: jnp.where(jnp.isfinite(a), a, 0.0), tree)
+    norm = jnp.sqrt(sum(jnp.sum(a**2) for a in jax.tree.leaves(tree)))
+    return jax.tree.map(lambda a: a / jnp.maximum(norm, 1e-30), tree)
+
+
+def _ascend(theta0, law0, x0, eps, energy, qk, v, v_sum, lr, mask_d, mask_h, learn_law: bool, steps: int):
+    """(best θ, best law, best J, J at every step ``(steps,)``) of the projected normalised ascent
+    (module docstring) from ``theta0``, ``law0``."""
+    opt = optax.sgd(optax.cosine_decay_schedule(1.0, steps, alpha=0.1), momentum=MOMENTUM)
+    if learn_law:
+        grad = jax.value_and_grad(lambda p: objective(p[0], p[1], x0, eps, energy, mask_d))
+        proj = lambda p: (project(p[0], qk, v, v_sum, mask_d, mask_h), project_law(p[1], energy, mask_d))  # noqa: E731
+    else:  # the law's gradient (through the n-point adjoint's context branch) not built at all
+
+        def grad(p):
+            value, g = jax.value_and_grad(lambda t: objective(t, p[1], x0, eps, energy, mask_d))(p[0])
+            return value, (g, jax.tree.map(jnp.zeros_like, p[1]))
+
+        proj = lambda p: (project(p[0], qk, v, v_sum, mask_d, mask_h), p[1])  # noqa: E731
 
     def step(carry, _):
-        theta, state, best, best_theta = carry
-        value, g = grad(theta, x0, contexts, cov)
+        params, state, best, best_params = carry
+        value, g = grad(params)
         better = value > best
-        best_theta = jax.tree.map(lambda a, b: jnp.where(better, a, b), theta, best_theta)
+        best_params = jax.tree.map(lambda a, b: jnp.where(better, a, b), params, best_params)
         best = jnp.maximum(value, best)
-        updates, state = opt.update(jax.tree.map(jnp.negative, g), state, theta)
-        return (proj(optax.apply_updates(theta, updates)), state, best, best_theta), value
+        # ascent: each group's gradient as a unit direction, moved by lr (the law's by 0 unless learnt)
+        rates = (lr, lr if learn_law else 0.0)
+        direction = tuple(jax.tree.map(lambda a, r=r: -r * a, _unit(h)) for h, r in zip(g, rates))
+        updates, state = opt.update(direction, state, params)
+        return (proj(optax.apply_updates(params, updates)), state, best, best_params), value
 
-    theta0 = proj(theta0)
-    init = (theta0, opt.init(theta0), jnp.asarray(-jnp.inf, cov.dtype), theta0)
-    (_, _, best, best_theta), history = jax.lax.scan(step, init, None, length=steps)
-    return best_theta, best, history
-
-
-def _ascend_shared(theta0, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, *, steps: int):
-    one = lambda t: _ascend(t, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, steps)  # noqa: E731
-    return map_seeds(one, theta0)
+    params0 = (project(theta0, qk, v, v_sum, mask_d, mask_h), project_law(law0, energy, mask_d))
+    init = (params0, opt.init(params0), jnp.asarray(-jnp.inf, eps.dtype), params0)
+    (_, _, best, (theta, law)), history = jax.lax.scan(step, init, None, length=steps)
+    return theta, law, best, history
 
 
-def _ascend_each(theta0, x0, contexts, cov, qk, v, v_sum, lr, mask_d, mask_h, *, steps: int):
-    one = lambda t, z: _ascend(t, x0, z, cov, qk, v, v_sum, lr, mask_d, mask_h, steps)  # noqa: E731
-    return map_seeds(lambda a: one(*a), (theta0, contexts))
+def _ascend_shared(theta0, law0, x0, eps, energy, qk, v, v_sum, lr, mask_d, mask_h, *, learn_law: bool, steps: int):
+    one = lambda t, w: _ascend(t, w, x0, eps, energy, qk, v, v_sum, lr, mask_d, mask_h, learn_law, steps)  # noqa: E731
+    return map_seeds(lambda a: one(*a), (theta0, law0))
 
 
-#: ``ascend(theta0 (S, …), x0, contexts (M, n, D), cov, qk, v, v_sum, lr, mask_d, mask_h, *, steps)``:
-#: the ascent from each of S starts on the same M contexts (common random numbers): best θ, best
-#: J ``(S,)``, J at every step ``(S, steps)``.
-ascend = jax.jit(_ascend_shared, static_argnames="steps")
-
-#: ``ascend_each(theta0 (P, …), x0, contexts (P, 1, n, D), …, *, steps)``: one ascent per context
-#: (each its own θ): the supremum over θ of each context's deviation.
-ascend_each = jax.jit(_ascend_each, static_argnames="steps")
+def _ascend_each(theta0, law0, x0, eps, energy, qk, v, v_sum, lr, mask_d, mask_h, *, learn_law: bool, steps: int):
+    one = lambda t, w, e: _ascend(t, w, x0, e, energy, qk, v, v_sum, lr, mask_d, mask_h, learn_law, steps)  # noqa: E731
+    return map_seeds(lambda a: one(*a), (theta0, law0, eps))
 
 
-def _evaluate(theta, x0, contexts, cov, ns):
+#: ``ascend(theta0 (S, …), law0 (S, …), x0, eps (M, n, D), energy, qk, v, v_sum, lr, mask_d, mask_h, *,
+#: learn_law, steps)``: the ascent from each of S starts on the same M draws (common random numbers):
+#: best θ, best law, best J ``(S,)``, J at every step ``(S, steps)`` (the first: the start's).
+ascend = jax.jit(_ascend_shared, static_argnames=("learn_law", "steps"))
+
+#: ``ascend_each(theta0 (P, …), law0 (P, …), x0, eps (P, 1, n, D), …, *, steps)``: one ascent per
+#: draw (each its own θ, and law when learnt): the supremum of each context's own deviation.
+ascend_each = jax.jit(_ascend_each, static_argnames=("learn_law", "steps"))
+
+
+def _evaluate(theta, law, x0, eps, energy, mask_d, ns):
     model = model_of(theta)
-    law = GaussianMeasure.unchecked(jnp.zeros(cov.shape[:1], cov.dtype), cov)
-    ref = token_trajectory(model, x0, law)
-    size = contexts.shape[1]
+    ref = token_trajectory(model, x0, gaussian(law, energy, mask_d))
+    size = eps.shape[1]
 
     def one(z):
         def at(n):
@@ -248,34 +388,46 @@ def _evaluate(theta, x0, contexts, cov, ns):
 
         return jax.lax.map(at, ns)
 
-    return map_seeds(one, contexts)
+    return map_seeds(one, contexts_of(law, eps, energy, mask_d))
 
 
-def _evaluate_all(thetas, x0, contexts, cov, ns):
-    return map_seeds(lambda t: _evaluate(t, x0, contexts, cov, ns), thetas)
+def _evaluate_all(thetas, laws, x0, eps, energy, mask_d, ns):
+    return map_seeds(lambda a: _evaluate(a[0], a[1], x0, eps, energy, mask_d, ns), (thetas, laws))
 
 
-#: ``evaluate(thetas (P, …), x0, contexts (M, N, D), cov, ns (K,))``: √n · sup deviation of each θ
-#: on each context's first n points, ``(P, M, K)``.
+#: ``evaluate(thetas (P, …), laws (P, …), x0, eps (M, N, D), energy, mask_d, ns (K,))``: √n · sup
+#: deviation of each (θ, law) on each draw's first n points, ``(P, M, K)``.
 evaluate = jax.jit(_evaluate_all)
 
 __all__ = [
+    "CONSTRUCTIONS",
+    "DIRECTION_BOUND",
+    "JITTER",
+    "LAWS",
     "LOW_DIM_SPREAD",
+    "MOMENTUM",
     "STRUCTURED",
     "Problem",
     "aligned",
     "ascend",
     "ascend_each",
-    "contexts",
+    "construction",
+    "contexts_of",
+    "covariance",
     "embed",
     "evaluate",
+    "gaussian",
     "identical",
     "law_cov",
+    "law_start",
     "model_of",
+    "normals",
     "objective",
     "project",
+    "project_law",
     "random_params",
     "stack",
     "starts",
     "token",
+    "trivial",
 ]

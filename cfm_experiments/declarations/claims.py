@@ -108,7 +108,12 @@ SUPREMA = Declaration(
             min_count=2,
         ),
         SUP_AT_DIM,
-        Option("sup_restarts", 2, "random starts of each ascent (besides the two structured ones)", low=0),
+        Option(
+            "sup_restarts",
+            2,
+            "random starts of each ascent (besides the constructions: 3 with one head, 4 with more)",
+            low=0,
+        ),
         Option("sup_randoms", 8, "random fixed-norm models of the mean beside the supremum", low=2, why=INTERVAL),
         Option(
             "sup_eval_ns",
