@@ -166,7 +166,7 @@ def _sizes(name: str, value, need: int, what: str) -> np.ndarray:
 def fit_loglog(
     x: ArrayLike, y: ArrayLike, *, n_boot: IntegerLike = 1000, level: RealLike = 0.95, seed: IntegerLike = 0
 ) -> RateFit:
-    """Fit a power law ``y ≈ C x^slope`` to deviations ``y`` at sizes ``x``.
+    r"""Fit a power law ``y ≈ C x^slope`` to deviations ``y`` at sizes ``x``.
 
     The fit is least squares of the mean over seeds of ``log y`` against ``log x``. Its interval:
 

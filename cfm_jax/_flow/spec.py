@@ -84,7 +84,7 @@ class SaveAt(eqx.Module):
     @property
     def emit(self) -> Emit:
         """What the loop must return per layer for these outputs (``ts`` is resolved by
-        :func:`flow_spec` into ``layers`` or ``steps`` first)."""
+        ``flow_spec`` into ``layers`` or ``steps`` first)."""
         return "steps" if self.steps else "ends" if self.layers else "none"
 
     def grid(self, num_layers: int, steps: int, fixed: bool) -> tuple[SaveAt, tuple[int, ...] | None]:
