@@ -99,6 +99,7 @@ def test_continuous_backsolve_converges(continuous_problem):
     assert _rel(gb, ref) < 1e-3
 
 
+@pytest.mark.slow  # a convergence order over several step sizes
 def test_saved_layer_cotangents_converge_at_the_solver_order():
     """A loss of the SaveAt(layers=True) trajectory (cotangents injected at the layer boundaries):
     the continuous adjoint's gradient in (θ, x0, z0, w) converges to the continuous one at Heun's order 2."""
@@ -128,6 +129,7 @@ def test_saved_layer_cotangents_converge_at_the_solver_order():
     assert 1.7 <= slope <= 2.5, (errs, slope)
 
 
+@pytest.mark.slow  # one program per step count
 def test_piecewise_linear_path_at_awkward_step_counts():
     """On a piecewise-linear path (kinks at the L = 3 nodes) the continuous adjoint converges at Heun's
     order over step counts that are odd multiples of L (no step straddles a node); a count that is not

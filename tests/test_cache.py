@@ -57,6 +57,7 @@ def _compiled_by_a_fresh_process(cache) -> list[str]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # two fresh interpreters compiling the README's example
 def test_a_second_process_compiles_nothing(tmp_path):
     first = _compiled_by_a_fresh_process(tmp_path / "cache")
     assert "jit(forward)" in first and "jit(loss_and_grad)" in first  # the count sees the entry points

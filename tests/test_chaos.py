@@ -38,6 +38,7 @@ def test_token_rate_is_parametric(d):
         assert fit.contains(-0.5) and fit.ci_high - fit.ci_low < 0.6, (q, fit)
 
 
+@pytest.mark.slow  # a rate fitted over a sweep
 def test_control_rate_is_slower_in_d4():
     """The W1-Lipschitz control field drives its tokens at W1(μ_n, P) ~ n^{-1/d}: −1/4 in d = 4.
 

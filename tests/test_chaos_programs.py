@@ -12,9 +12,8 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from jax.experimental.compilation_cache import compilation_cache
+from _compiles import lowered_programs
 
-from cfm_experiments.compiles import recording
 from cfm_jax import HeavyTailWarning, chaos
 
 _EXACT: dict[str, Any] = dict(n_ref=32, layers=2, heads=1, mlp_width=4, batch=2, num_probes=3, w1_size=32)
@@ -37,7 +36,10 @@ def test_full_reference_deviation_is_exactly_zero(field):
         assert (res[q][:, 0] > 1e-4).all(), q
 
 
-@pytest.mark.parametrize("field,dim", [("attention", 2), ("control", 1)])
+@pytest.mark.parametrize(
+    "field,dim",
+    [pytest.param("attention", 2, marks=pytest.mark.slow), ("control", 1)],  # attention: every quantity's program
+)
 def test_padded_contexts_equal_unpadded(field, dim):
     """One padded n-system per bucket (zero-weight atoms, n an argument) = one unpadded system per n,
     to round-off; so does the single-seed loop."""
@@ -67,26 +69,13 @@ def test_padded_contexts_equal_unpadded(field, dim):
             np.testing.assert_allclose(loop[q], padded[q], rtol=1e-10, atol=1e-14, err_msg=q)
 
 
-def _compiled(stats) -> int:
-    """The sweep programs XLA compiled while ``stats`` recorded."""
-    return sum(name in _PROGRAMS for name in stats.names)
+def _compiled(names: list[str]) -> int:
+    """How many of the programs ``names`` are the sweep's."""
+    return sum(name in _PROGRAMS for name in names)
 
 
-@pytest.fixture
-def no_persistent_cache():
-    """Every program compiled here, none loaded from the persistent cache (so each is counted).
-
-    JAX decides once per process whether it uses the cache, at its first compile: the decision is
-    reset on both sides, else a session that compiled before this test still loads from the cache.
-    """
-    jax.config.update("jax_enable_compilation_cache", False)
-    compilation_cache.reset_cache()
-    yield
-    jax.config.update("jax_enable_compilation_cache", True)
-    compilation_cache.reset_cache()
-
-
-def test_programs_are_one_per_bucket_for_every_seed_quantity_and_configuration(no_persistent_cache):
+@pytest.mark.slow  # compiles every bucket's program
+def test_programs_are_one_per_bucket_for_every_seed_quantity_and_configuration():
     """The compile counter: a sweep compiles its reference program and one program per bucket, the
     number chaos.program_count states, and
 
@@ -95,29 +84,27 @@ def test_programs_are_one_per_bucket_for_every_seed_quantity_and_configuration(n
     - a second seed adds none; nor a second configuration of the same shapes (other n in the same
       buckets); a second configuration with other model constants adds only its reference program.
 
-    The shapes are this test's own (d = 3, L = 1), so every program starts cold."""
+    The shapes are this test's own (d = 3, L = 1), so every program is lowered here (counted whether
+    or not the persistent cache then serves its binary)."""
     base = chaos.ChaosSpec(field="attention", dim=3, ns=(3, 6, 24), n_ref=24, layers=1, heads=1, mlp_width=2)
     base = dataclasses.replace(base, batch=3, num_probes=2, w1_size=24, relative_epsilon=0.05)
     token_only = dataclasses.replace(base, adjoint=False, w1=False)
     assert [b.ns for b in chaos.buckets(base)] == [b.ns for b in chaos.buckets(token_only)] == [(3, 6), (24,)]
     assert chaos.program_count(base) == chaos.program_count(token_only) == 3
-    with recording() as few:
+    with lowered_programs() as few:
         chaos.run_seeds(token_only, seeds=2)
-    with recording() as every:
+    with lowered_programs() as every:
         res = chaos.run_seeds(base, seeds=2)
     assert set(res) >= {"token", "context", "adjoint", "grad_phi", "w1"}
-    assert _compiled(few) == _compiled(every) == 3, (few.names, every.names)
-    with recording() as seed:
+    assert _compiled(few) == _compiled(every) == 3, (few, every)
+    with lowered_programs() as seed:
         chaos.run_seeds(base, seeds=2, base_seed=7)
-    with recording() as same_shapes:
+    with lowered_programs() as same_shapes:
         chaos.run_seeds(dataclasses.replace(base, ns=(2, 6, 24)), seeds=2)
-    assert seed.programs == seed.cache_loads == same_shapes.programs == same_shapes.cache_loads == 0, (
-        seed.names,
-        same_shapes.names,
-    )
-    with recording() as constants:
+    assert seed == same_shapes == [], (seed, same_shapes)
+    with lowered_programs() as constants:
         chaos.run_seeds(dataclasses.replace(base, qk_scale=0.5, v_scale=2.0), seeds=2)
-    assert constants.names == ["jit(reference_program)"], constants.names
+    assert constants == ["jit(reference_program)"], constants
 
 
 def test_seed_count_and_base_seed_are_checked():
@@ -155,6 +142,7 @@ _SEEDS_ON_DEVICES = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a second device layout compiles every program again
 def test_seeds_split_across_devices_equal_one_device():
     """With 4 (forced host) devices, 8 seeds split across all 4 and 6 seeds across 3; every seed's
     deviations (adjoints and the exact 1-D W1 included) equal the single-device run's to round-off."""
@@ -166,6 +154,7 @@ def test_seeds_split_across_devices_equal_one_device():
     assert "SEEDS_SPLIT_OK" in out.stdout
 
 
+@pytest.mark.slow  # the sweep compiled twice, vmapped and mapped
 def test_run_seeds_is_the_same_vmapped_or_mapped():
     """The sweep's seeds vmapped all at once or one at a time: the same numbers
     (adjoints, W1 and floors included) to round-off; a bad ``batch_size`` is named."""

@@ -35,6 +35,7 @@ def _seed_draws(spec, key, n):
     return chaos.build_model(spec, k_model), law(k_x, spec.batch), law(k_ctx, n)
 
 
+@pytest.mark.slow  # each reference's sweep programs
 def test_gaussian_reference_token_deviation_is_the_direct_one():
     """Against the Gaussian limit: the token deviation of each n equals ‖forward(first n i.i.d.
     points) − gaussian_flow‖ computed directly (an unpadded forward per n), the exact floors are 0
@@ -55,6 +56,7 @@ def test_gaussian_reference_token_deviation_is_the_direct_one():
         np.testing.assert_allclose(res["token"][i], direct, rtol=1e-9)
 
 
+@pytest.mark.slow  # each reference's sweep programs
 def test_gaussian_and_qmc_references_agree():
     """A QMC reference of n_ref = 1024 points stands in for the exact limit: the n-point deviations
     (same i.i.d. contexts) agree to a few per cent of their size, and the QMC floors are small."""
@@ -66,6 +68,7 @@ def test_gaussian_and_qmc_references_agree():
     assert np.all(q["floor_token"] < 0.2 * g["token"][:, -1])
 
 
+@pytest.mark.slow  # each reference's programs for two quantities
 def test_gaussian_rows_w1_and_grad_phi_references():
     """Gaussian row in d = 1: W1 is the exact quantile formula against the limit's law N(m_s, Σ_s) at
     every n (= a direct computation, floor 0); ∇φ is measured only at n <= grad_phi_max_n, against a
@@ -91,6 +94,7 @@ def test_gaussian_rows_w1_and_grad_phi_references():
         np.testing.assert_allclose(res["w1"][i], direct, rtol=1e-9)
 
 
+@pytest.mark.slow  # QMC and i.i.d. references at several sizes
 def test_grad_phi_qmc_reference_floor_is_below_an_iid_one():
     """∇φ has no closed form on Gaussian rows, so its reference is a QMC one of n_ref points, and its
     floor (two such references) must sit well below that of two i.i.d. references of the same size

@@ -79,6 +79,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # two JAX processes and a single-process reference
 def test_two_processes_match_one_process(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)

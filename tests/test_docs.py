@@ -7,10 +7,11 @@ names are ``cfm_jax.__all__`` and the ``__all__`` of every public submodule list
 re-exported in several places is covered by one entry of the same object. The strict build
 (``mkdocs build --strict``: a broken link, an unresolved cross-reference or a docstring role that
 does not resolve is an error) needs the ``docs`` extra; without it the tests that need the site are
-skipped, except in CI, where a missing extra is a failure. The site is built once for the module.
+skipped, except in CI, where a missing extra is a failure. The site is built once for the module,
+and only by the slow tests (``pytest -m slow``, CI's slow step): the build takes a dozen seconds.
 On the built HTML, without a browser: no TeX-like maths outside maths delimiters and code
 (``n^{-1/2}``, ``δ_{z_j}``, ``w_j`` show raw), and no link to, or naming, a private module.
-``docs/check_site.py`` (slow test) looks at the built site in headless Chromium.
+``docs/check_site.py`` (also slow) looks at the built site in headless Chromium.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ def _pages(site: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow  # the strict site build (mkdocs, every page and notebook converted)
 def test_strict_build_offline(site):
     html = _pages(site)
     remote = [
@@ -222,6 +224,7 @@ def test_undelimited_tex_detector(html, raw):
     assert bool(check_site.undelimited_tex(check_site.visible_text(html))) is raw
 
 
+@pytest.mark.slow  # the strict site build (mkdocs, every page and notebook converted)
 def test_no_undelimited_tex_in_the_site(site):
     """No page shows raw TeX: topic pages, notebooks' markdown and API docstrings alike (except the
     sections of check_site.PENDING_TEX, whose text is written outside docs/)."""
@@ -232,6 +235,7 @@ def test_no_undelimited_tex_in_the_site(site):
     assert not raw, "undelimited maths (put it between $...$): " + "; ".join(f"{k}: {v}" for k, v in raw.items())
 
 
+@pytest.mark.slow  # the strict site build (mkdocs, every page and notebook converted)
 def test_tex_check_fails_on_a_planted_fragment(site):
     """An undelimited n^{-1/2} in a rendered page is caught, in the section it sits in."""
     html = (site / "getting-started" / "index.html").read_text()
@@ -276,6 +280,7 @@ def test_untyped_parameter_check_catches_an_empty_type_cell():
     assert untyped_parameters(html.replace("<td> </td>", "<td><code>int</code></td>")) == {}
 
 
+@pytest.mark.slow  # the strict site build (mkdocs, every page and notebook converted)
 def test_api_parameter_tables_have_types(site):
     """Every parameter of the API reference shows its type (except the entries of PENDING_UNTYPED)."""
     found = {}
@@ -318,6 +323,7 @@ def test_private_link_check_catches_a_private_link():
     )
 
 
+@pytest.mark.slow  # the strict site build (mkdocs, every page and notebook converted)
 def test_api_links_are_public(site):
     """No link of the site points at, or names, a private module (cfm_jax._measures, ...)."""
     bad = {page: links[:3] for page, html in _pages(site).items() if (links := private_links(html))}

@@ -54,6 +54,7 @@ def test_help_lists_every_part_and_the_large_size_option():
     assert "40960 163840" in text  # the GPU sizes, one option away
 
 
+@pytest.mark.slow  # one interpreter per refused command line
 def test_bad_input_is_one_line(tmp_path):
     for args, needle in (
         (["--parts", "nope"], "--parts"),

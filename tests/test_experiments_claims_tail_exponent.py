@@ -64,6 +64,7 @@ def _config(law, model, rho):
     }
 
 
+@pytest.mark.slow  # a row's contexts and the linearised limit
 def test_a_row_runs_its_model_at_its_rho():
     """Model i is drawn at unit norms and rescaled to its ρ (that of the rho part, recomputed here),
     the same model on both laws, another model for another i; the row keeps every n's statistics at

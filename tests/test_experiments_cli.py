@@ -146,6 +146,7 @@ def test_help_offers_parts_only_to_commands_that_have_several(name):
     assert f"(default: {default_out(cmd, cmd.default_parts())}" in text  # the driver's own default
 
 
+@pytest.mark.slow  # one interpreter per refused command line
 def test_errors_are_one_line_without_traceback(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -158,6 +159,7 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     _one_line_error(_run("nope"))
 
 
+@pytest.mark.slow  # a whole tiny sweep through main()
 def test_rates_writes_valid_json_and_names_every_file(tmp_path, capsys):
     out = tmp_path / "rates"
     assert cli.main([*TINY_RATES, "--out", str(out)]) == 0
@@ -170,6 +172,7 @@ def test_rates_writes_valid_json_and_names_every_file(tmp_path, capsys):
     assert all(strict(line) for line in (out / "rows.jsonl").read_text().splitlines())
 
 
+@pytest.mark.slow  # several tiny sweeps, each in its own interpreter
 def test_results_cannot_be_mixed_or_destroyed(tmp_path):
     """Real subprocesses on one output folder: a rerun without --resume, a --resume with another seed
     and a --resume of another experiment all refuse with one line naming both runs, before any work
@@ -207,6 +210,7 @@ def test_results_cannot_be_mixed_or_destroyed(tmp_path):
     assert str(out / "rows.jsonl") in line and "line 1 is corrupt" in line
 
 
+@pytest.mark.slow  # one interpreter per refused command line
 def test_options_are_checked_before_any_work(tmp_path):
     """Bad values of any subcommand's options end in one line naming the option, before JAX runs
     anything (no folder is made)."""

@@ -127,6 +127,7 @@ def _cli(args, env=None):
     )
 
 
+@pytest.mark.slow  # three commands, each in its own interpreter
 def test_the_command_line_runs_it_and_errors_are_one_line(tmp_path):
     proc = _cli(["--out", str(tmp_path / "o"), "--sizes", "2", "3", "--no-progress"])
     out, err = proc.communicate(timeout=900)
@@ -140,6 +141,7 @@ def test_the_command_line_runs_it_and_errors_are_one_line(tmp_path):
     assert proc.returncode == 2 and err.strip() == "cfm-jax planted: error: --sizes must be an integer >= 1, got 0."
 
 
+@pytest.mark.slow  # a command in its own interpreter, interrupted and resumed
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_ctrl_c_exits_130_with_finished_rows_on_disk_and_resume_completes(tmp_path):
     out = tmp_path / "o"

@@ -2,12 +2,15 @@
 
 import json
 
+import pytest
+
 from cfm_experiments.cli import main
 from cfm_experiments.gradcheck import FD_LEVEL, ROUND_OFF, GradCheck
 from cfm_experiments.protocol import resolve
 from cfm_experiments.results import read_rows
 
 
+@pytest.mark.slow  # every gradient method's programs, run, interrupted and resumed
 def test_gradcheck_methods_match_their_references_and_resume(tmp_path):
     out = tmp_path / "gc"
     argv = [

@@ -20,6 +20,7 @@ def report(tmp_path_factory):
     return cfm_experiments.run("ogd", out=out, quick=True, **TINY)
 
 
+@pytest.mark.slow  # the module's ablation run (pilots and three ridges)
 def test_each_seeds_ridges_are_its_pilots_lambda_c_over_8_and_1_5(report):
     """λ_c = 2C with C from the seed's own λ = 0 run on the region it visited (written out here: 2C,
     not C); weak = λ_c/8, strong = min(1.5·λ_c, 0.9/η); the zero row's region C is the pilot's."""
@@ -34,6 +35,7 @@ def test_each_seeds_ridges_are_its_pilots_lambda_c_over_8_and_1_5(report):
         np.testing.assert_array_equal(r["C_pilot"], C)
 
 
+@pytest.mark.slow  # the module's ablation run (pilots and three ridges)
 def test_the_table_reads_lambda_c_as_twice_the_pilots_C(report):
     """The summary table's λ_c is 2C of each seed's pilot (written out here), so the weak ridge sits at
     λ/λ_c = 1/8 exactly."""
@@ -43,6 +45,7 @@ def test_the_table_reads_lambda_c_as_twice_the_pilots_C(report):
     assert table["weak"]["lambda_over_lambda_c"] == pytest.approx(1 / 8, rel=1e-12)
 
 
+@pytest.mark.slow  # the module's ablation run (pilots and three ridges)
 def test_the_strong_ridge_is_closest_and_larger_contexts_are_closer(report):
     """The ridge contracts the coupled pair at rate 1 − ηλ per step: on the same streams the strong
     ridge's sup_k deviation is below the unregularised one for every seed and n; in every regime it
@@ -57,6 +60,7 @@ def test_the_strong_ridge_is_closest_and_larger_contexts_are_closer(report):
     assert "95 % t half-width" in text and "λ/2C,run" in text and "nan" not in text
 
 
+@pytest.mark.slow  # the module's ablation run (pilots and three ridges)
 def test_outputs_are_strict_json_and_resume_reruns_nothing(report):
     strict = lambda s: json.loads(s, parse_constant=lambda c: pytest.fail(c))  # noqa: E731
     strict((report.folder / "summary.json").read_text())

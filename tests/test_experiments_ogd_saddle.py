@@ -68,6 +68,7 @@ def test_the_saddle_is_stationary_for_the_exact_limit_and_not_for_n_points():
     assert float(jnp.abs(sampled.K).max()) == 0.0 and float(jnp.abs(exact.K).max()) == 0.0
 
 
+@pytest.mark.slow  # the curvature part's runs at two ridges
 def test_growth_at_lambda_zero_is_one_plus_eta_c_per_step(tiny):
     """λ = 0: the finite-time Lyapunov exponent and the deviation's growth rate over the second half
     are log(1 + ηc), c the saddle's negative curvature from jax.hessian; the pilot's C is of that size."""
@@ -89,6 +90,7 @@ def test_growth_at_lambda_zero_is_one_plus_eta_c_per_step(tiny):
         assert 0.3 * c < zero["C_pilot"][s] < 2.5 * c
 
 
+@pytest.mark.slow  # the module's curvature runs above the threshold
 def test_above_the_threshold_the_map_contracts_and_the_deviation_is_bounded(tiny):
     """λ = 4·λ_c: log σ_max of the OGD map grows like log(1 + η(c − λ)) < 0, the deviation does not grow."""
     zero, above = tiny

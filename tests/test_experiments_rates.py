@@ -4,6 +4,8 @@ at small size, against the exact limit and with a floor-limited i.i.d. reference
 import json
 from typing import Any
 
+import pytest
+
 import cfm_experiments
 from cfm_experiments.driver import execute, load_summary, open_folder
 from cfm_experiments.protocol import resolve
@@ -29,6 +31,7 @@ def _rows(out):
     return [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # a sweep through the driver
 def test_rates_run_through_the_driver(tmp_path):
     out = tmp_path / "o"
     report = cfm_experiments.run("rates", out=out, **TINY)
@@ -95,6 +98,7 @@ def test_exact_reference_rates_and_floor_flag():
     assert not ctok["meaningful"] and ctok["reference"] == "sample", ctok
 
 
+@pytest.mark.slow  # a second part's sweep through the driver
 def test_sample_part_runs_beside_the_exact_one(tmp_path):
     """--parts exact sample: both parts' rows in one folder, each its own table and figure; the sample
     rows compare with i.i.d. references (no exact floor)."""

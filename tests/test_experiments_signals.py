@@ -73,6 +73,7 @@ def uninterrupted_rows(tmp_path_factory):
     return _rows(tmp / "full" / "rows.jsonl")
 
 
+@pytest.mark.slow  # three sweeps in their own interpreters, interrupted and resumed
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_sweep_resumes_to_the_same_rows(tmp_path, sig, uninterrupted_rows):
     """A signal mid-row: SIGINT exits with 130 at once (:data:`PROMPT_S`), no traceback or crash; SIGKILL loses only

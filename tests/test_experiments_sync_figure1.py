@@ -32,6 +32,7 @@ def _final(act, seed, n=8, layers=3000, horizon=60.0, width=64):
     return float(polar), float(nematic), float(mincos)
 
 
+@pytest.mark.slow  # the figure's two long runs
 def test_figure1_outcomes_small():
     """Figure 1's outcomes at a small size run long enough to reach the attractor (n = 8 on S³, m = 64,
     Δt = 0.02, T = 60; λ₁T = −7.5 (ReLU), −12 (tanh)): ReLU ends in one cluster (polar order ≈ 1) and never

@@ -78,6 +78,7 @@ def test_decay_rate_is_the_hand_bootstrap_it_replaces():
     assert np.isnan(single.ci_low) and np.isnan(single.ci_high)
 
 
+@pytest.mark.slow  # the appendix grid's cells
 def test_cells_energy_signs_and_the_theorem_bound():
     """No MLP, no attention: the state never moves, E_β is constant and the rate is exactly 0. No MLP:
     attractive attention (V = I) lowers E_β, repulsive (V = −I) raises it. Sigmoid at d = 5 satisfies

@@ -56,6 +56,7 @@ def test_the_exact_output_is_the_limit_of_sampled_contexts():
     assert -0.7 < fit.ci_low and fit.ci_high < -0.3, fit
 
 
+@pytest.mark.slow  # a rate fitted over many sampled contexts
 def test_the_exact_moments_are_the_limit_of_the_sampled_output_law():
     """The mean and covariance of the n output tokens approach (c + Mm, MΣMᵀ) as n^{-1/2}."""
     params, mu = _layer(), _mu()

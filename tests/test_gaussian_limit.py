@@ -63,6 +63,7 @@ def test_attention_closed_form_vs_large_n():
     assert fit.ci_high - fit.ci_low < 0.4, fit
 
 
+@pytest.mark.slow  # a sampled forward at several n
 def test_recursion_vs_sampled_forward(linear_mlp_model):
     """L = 4 layers (attention + linear MLP): cfm_jax.forward on n Gaussian samples approaches
     the moment recursion's token as n^{-1/2} over almost two decades, with no floor. One compiled
@@ -282,6 +283,7 @@ def _tame_attention(L=2, dtype=jnp.float64):
     return cfm_jax.Transformer.init(jax.random.key(7), D, heads=1, layers=L, v_scale=0.3, dtype=dtype)
 
 
+@pytest.mark.slow  # an adaptive solve of the moment ODE and its gradient
 def test_adaptive_moment_ode_through_the_one_loop():
     """An adaptive controller works on a Gaussian context as on atoms (it used to fail on the default
     solver with an AttributeError): it agrees with a fine fixed-step solve, reports its steps, and a too

@@ -129,6 +129,7 @@ def test_weight_gradient_is_the_centred_first_variation():
     assert _rel(gw, gw_auto) <= 1e-10 and _rel(gw, sol.weight_grads) <= 1e-10
 
 
+@pytest.mark.slow  # every gradient program at two context sizes
 def test_zero_weight_padding_atoms_change_nothing():
     """A context padded with zero-weight atoms gives the same tokens, gradients and probe values."""
     model, x0, ctx, y = _problem(18)
@@ -211,6 +212,7 @@ def test_targets_are_checked_inside_jit(wrap):
     assert np.isnan(np.asarray(unchecked(bad)))
 
 
+@pytest.mark.slow  # adaptive solves and their gradients under three strategies
 def test_a_failed_adaptive_solve_is_never_a_finite_gradient():
     """An adaptive solve capped at max_steps = 3 per layer (Tsit5, PID controller): at a tight
     tolerance it fails, which forward reports in ``result`` with finite tokens, and throw=False

@@ -3,11 +3,13 @@
 import equinox as eqx
 import jax
 import numpy as np
+import pytest
 from _ogd_problem import CK_LAM, ETA, _short_run
 
 from cfm_jax import ogd
 
 
+@pytest.mark.slow  # a run interrupted and restored
 def test_checkpoint_restore_is_bitwise(setup, tmp_path):
     _, student, stream = setup
     opt = ogd.ridge_sgd(ETA, CK_LAM)

@@ -61,6 +61,7 @@ def _windows(dev):
     return [dev[i * K // 3 : (i + 1) * K // 3].max(0) for i in range(3)]
 
 
+@pytest.mark.slow  # the regimes: K steps of three coupled runs over every n (~20 s)
 def test_strong_ridge_keeps_the_coupled_deviation_bounded(regimes):
     early, mid, late = _windows(regimes["strong"][0])
     print(
@@ -78,6 +79,7 @@ def test_strong_ridge_keeps_the_coupled_deviation_bounded(regimes):
     assert np.all(np.isfinite(regimes["strong"]))
 
 
+@pytest.mark.slow  # the regimes: K steps of three coupled runs over every n (~20 s)
 def test_no_ridge_is_worse_than_the_ridge_and_within_the_worst_case_bound(regimes):
     """λ = 0 against λ > λ_c on the same stream and seed: the ridge regime orders below the free one
     at every n in the late window and grows less over the second half (theory: only the ridge
@@ -97,6 +99,7 @@ def test_no_ridge_is_worse_than_the_ridge_and_within_the_worst_case_bound(regime
     assert np.all(growth <= worst)
 
 
+@pytest.mark.slow  # the regimes: K steps of three coupled runs over every n (~20 s)
 def test_sup_deviation_rate_in_n(regimes):
     """The bounded ridge-regime deviation ~ n^{-1/2}: the bootstrap CI over seeds of the late-window
     (last third of the horizon, past the initial transient) sup's slope contains −1/2.

@@ -115,6 +115,7 @@ def test_qmc_bad_option():
         gaussian(2)(KEY, 8, qmc="yes")  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
+@pytest.mark.slow  # a rate fitted over many sample sizes
 def test_qmc_reference_error_falls_faster_than_iid():
     """The n_ref-point reference of the infinite-context token, against the exact Gaussian limit:
     i.i.d. references err as n_ref^{-1/2}; QMC references at equal n_ref fall faster (fitted

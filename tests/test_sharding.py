@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import jax, jax.numpy as jnp, numpy as np
@@ -62,6 +64,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # the programs again for a second device layout
 def test_sharded_forward_and_gradient_match_single_device():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)

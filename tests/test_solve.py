@@ -45,11 +45,11 @@ CASES = [
     ("x1", loss_x1, SaveAt(), None),
     ("context", loss_context, SaveAt(), None),
     ("layers", loss_layers, SaveAt(layers=True), 8),
-    ("steps", loss_layers, SaveAt(steps=True), 8),
+    pytest.param("steps", loss_layers, SaveAt(steps=True), 8, marks=pytest.mark.slow),  # three memories' programs
 ]
 
 
-@pytest.mark.parametrize("name,loss,saveat,steps", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,loss,saveat,steps", CASES, ids=["x1", "context", "layers", "steps"])
 def test_jax_grad_through_the_hand_adjoint_equals_autodiff(name, loss, saveat, steps):
     """Gradients with respect to θ, x0, z0 and w together, for losses of x1, of (z1, w), of saved
     states (two Euler steps per layer for the saved trajectories)."""
@@ -97,6 +97,7 @@ def test_default_forward_is_differentiated_by_the_hand_adjoint(monkeypatch):
     assert rel(g_hand, g_auto) <= 1e-10
 
 
+@pytest.mark.slow  # the gradient programs vmapped and through jax.vjp
 def test_vmap_over_samples_and_jax_vjp():
     model, x0, ctx, y = problem(3)
     zb = jnp.stack([ctx.points, ctx.points[::-1]])

@@ -51,6 +51,7 @@ def test_estimators_detect_a_wrong_formula():
     assert abs(est.estimate - wrong) > 3 * est.ci_half_width
 
 
+@pytest.mark.slow  # deep models over many samples
 def test_discrete_statistics_approach_sde_as_depth_grows():
     """Weak convergence in L (width m = 64, two tokens, d = 3, T = 1, R = 4000 runs each).
 
@@ -90,6 +91,7 @@ def test_attention_top_exponent_is_the_noise_exponent():
     assert abs(est.estimate - k.lyapunov(d)) < est.ci_half_width, (est.estimate, est.ci_half_width)
 
 
+@pytest.mark.slow  # two estimator runs per method
 @pytest.mark.parametrize("method", ["benettin", "twin"])
 def test_burn_in_drops_exactly_the_first_steps(method):
     """With attention on (N = 3 tokens, 10 steps), burn_in = 0.3 must average the log growth of
