@@ -8,19 +8,25 @@ uniformly in depth, by
 with a constant that depends on the support radius R and the parameter norms only, not on the
 dimension d nor the parameter count p. Each part measures one piece of that statement against an
 exact infinite-context limit (or a QMC reference with its floor), with claimed-vs-measured lines
-whose verdicts state the sizes at which they are stable (:mod:`.verdicts`):
+whose verdicts state the sizes at which they are stable (:mod:`.verdicts`; the vocabulary is
+:mod:`cfm_experiments.verdicts`):
 
 - ``prefactors``: the typical constant (mean over random fixed-norm models) vs d, the heads and a
   linear MLP's width (a code check), and the n^{-1/2} rate;
 - ``scales``: C vs the context scale and ‖Q‖‖K‖ through β (the homogeneity code check; the growth
   in β against the bound's e^{2β});
 - ``tails``: the tail quantiles' n^{-1/2} decay over 512 contexts;
-- ``suprema``: the paper's constant as a supremum over fixed-norm parameters (projected gradient
-  ascent through the n-point system and the exact limit; structured constructions) vs d and H;
-- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H;
-- ``rho``: the Gaussian rate's local slope at n ≥ 10⁴ against ρ = 2‖QᵀK‖σ²/d;
-- ``tail_exponent``: the tail exponent with 10⁵ contexts down to δ = 10⁻⁴, against the
-  linearised limiting Gaussian process;
+- ``suprema``: the paper's constant as a supremum searched over θ within the norm ball and over
+  Gaussian context laws within an energy budget (E‖z‖² ≤ 1, and ≤ d so that √d growth could show),
+  by projected ascent through the n-point system and the exact limit from the constructions, the
+  trivial model and random starts, vs d and H; each row reports the ascent's gain over its start
+  and the best trivial model, and a "supremum" that does not beat them withholds its verdict;
+- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H, on N(0, I/d)
+  and on N(0, I), beside the best fixed start;
+- ``rho``: the Gaussian rate's local slope at n ≥ 10⁴ against ρ = 2‖QᵀK‖σ²/d, with models drawn to
+  fill every ρ bin;
+- ``tail_exponent``: the tail exponent with 25000 contexts per model down to δ = 10⁻³, for models
+  spanning ρ, against the linearised limiting Gaussian process (exponent and quantiles, two-sided);
 - ``bounds`` and ``curvature`` (optional; :data:`cfm_experiments.ogd.CLAIM_PARTS`, also parts of
   ``cfm-jax ogd``): the paper's online-gradient-descent claims against the exact limit, and the
   ridge threshold where curvature makes it act;
