@@ -99,16 +99,16 @@ BUILTIN: dict[str, Command] = {
             "claims",
             "cfm_experiments.claims",
             "the first paper's claims (constants, rates, tails) against exact limits",
-            times="2-core CPU, otherwise idle: 59 s with an empty compilation cache, 34 s with it filled; "
-            "the default run 5 min 05 s and 4 min 19 s",
+            times="2-core CPU, otherwise idle: 69 s with an empty compilation cache, 46 s with it filled; "
+            "the default run 5 min 44 s and 4 min 46 s",
             declares="cfm_experiments.declarations.claims",
         ),
         Command(
             "ogd",
             "cfm_experiments.ogd",
             "ridge-regularised OGD: the ablation, the paper's claims, curvature",
-            times="2-core CPU, otherwise idle: 20 s with an empty compilation cache, 10 s with it filled; "
-            "the default run 67 s and 58 s",
+            times="2-core CPU, otherwise idle: 22 s with an empty compilation cache, 11 s with it filled; "
+            "the default run 58 s and 59 s",
             declares="cfm_experiments.declarations.ogd",
         ),
     )
