@@ -17,6 +17,7 @@ MLP field; :class:`CFM` takes any field and any stacked parameter mapping;
 from __future__ import annotations
 
 import abc
+import operator
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
@@ -27,6 +28,7 @@ from jaxtyping import Array, Float
 
 from . import _random
 from ._fields import AbstractField, AttentionField, mlp_field
+from ._measures import EmpiricalMeasure
 from ._validation import check_finite
 
 
@@ -270,6 +272,33 @@ class Transformer(AbstractPiecewiseConstantCFM):
         return jax.tree.map(lambda a: a.astype(dtype), self)
 
 
+def _check_dim(field: AbstractField, params: dict[str, Array], dim) -> int:
+    """``dim`` as an int, refused (naming ``dim``) when ``field`` cannot take tokens of that size
+    with the first layer's ``params``: the field is traced once on shapes alone (``jax.eval_shape``,
+    no computation), as the solve would call it, and must return one velocity of size ``dim``."""
+    try:
+        d = operator.index(dim)  # ints and NumPy integers; not 3.5 or "3"
+    except TypeError:
+        d = 0
+    if d < 1:
+        raise ValueError(f"`dim` must be a positive integer, got {dim!r}.")
+    layer = {k: v[0] for k, v in params.items()}
+    dtype = jnp.result_type(*[v.dtype for v in layer.values()])
+
+    def velocity(layer):
+        x = jnp.zeros((1, d), dtype)
+        return field(x, EmpiricalMeasure(x), layer)
+
+    try:
+        out = jax.eval_shape(velocity, layer)
+    except (TypeError, ValueError, IndexError) as e:  # the shapes of `params` do not fit `dim`
+        raise ValueError(f"`dim` = {d} is not the token dimension of `params`: {type(e).__name__}: {e}") from None
+    leaves = jax.tree.leaves(out)
+    if len(leaves) != 1 or leaves[0].shape != (1, d):
+        raise ValueError(f"`dim` = {d} is not the token dimension of `params`: the field returns {out!r} at (1, {d}).")
+    return d
+
+
 class AbstractStackedCFM(AbstractCFM):
     """Any field with its parameter path stored as a stacked mapping ``name -> (L + nodes, ...)``:
     what :class:`CFM` and :class:`PiecewiseLinearCFM` share (they differ in how a segment reads it)."""
@@ -287,7 +316,7 @@ class AbstractStackedCFM(AbstractCFM):
             raise ValueError(
                 f"`params` need at least {1 + self._extra} entries on their leading axis (L + {self._extra})."
             )
-        self._dim = int(dim)
+        self._dim = _check_dim(self.field, self.params, dim)
 
     @property
     def num_layers(self) -> int:

@@ -368,16 +368,7 @@ def _cfm():
         cfm_jax.CFM(3, model.stacked_params(), D)  # pyright: ignore[reportArgumentType]
 
 
-@row(
-    "cfm_jax.CFM::dim",
-    marks=(
-        pytest.mark.xfail(
-            strict=True,
-            reason="CFM accepts a `dim` that is not the d of its parameters (refused only later, at forward, "
-            "naming `x0`); fix in cfm_jax/_paths.py: CFM.__init__ checks dim against the params' d",
-        ),
-    ),
-)
+@row("cfm_jax.CFM::dim")
 def _cfm_dim():
     model = tiny()[0]
     with pytest.raises(ValueError, match="`dim`"):

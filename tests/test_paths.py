@@ -49,3 +49,30 @@ def test_init_validation(arg, value):
     kwargs[arg] = value
     with pytest.raises(ValueError, match=arg):
         Transformer.init(jax.random.key(0), **kwargs)
+
+
+def test_stacked_paths_refuse_a_dim_their_parameters_do_not_take():
+    """CFM and PiecewiseLinearCFM check ``dim`` against the field and its parameters at construction
+    (traced on shapes only), naming ``dim``, instead of failing later at ``forward`` on ``x0``; a
+    non-integer ``dim`` is refused, a NumPy integer taken, and the check runs under ``jax.jit``."""
+    import jax.numpy as jnp
+
+    from cfm_jax import CFM, EmpiricalMeasure, MLPField, PiecewiseLinearCFM, forward
+
+    model = Transformer.init(jax.random.key(0), dim=3, layers=2, heads=1, mlp_width=4)
+    params = model.stacked_params()
+    assert CFM(model.field, params, np.int64(3)).dim == 3  # pyright: ignore[reportArgumentType]
+    for dim in (2, 4, 3.0, "3", 0):
+        with pytest.raises(ValueError, match="`dim`"):
+            CFM(model.field, params, dim)  # pyright: ignore[reportArgumentType]
+    mlp: dict[str, Any] = dict(W1=np.zeros((3, 5, 3)), b1=np.zeros((3, 5)), W2=np.zeros((3, 3, 5)), b2=np.zeros((3, 3)))
+    assert PiecewiseLinearCFM(MLPField(), mlp, 3).num_layers == 2
+    with pytest.raises(ValueError, match="`dim` = 5"):
+        PiecewiseLinearCFM(MLPField(), mlp, 5)
+
+    @jax.jit
+    def x1(params):
+        ctx = EmpiricalMeasure(jnp.ones((4, 3)))
+        return forward(CFM(model.field, params, 3), jnp.ones((2, 3)), ctx, throw=False).x1
+
+    assert x1(params).shape == (2, 3)
