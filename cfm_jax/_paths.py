@@ -17,6 +17,7 @@ MLP field; :class:`CFM` takes any field and any stacked parameter mapping;
 from __future__ import annotations
 
 import abc
+import functools
 import operator
 from collections.abc import Callable, Mapping
 from typing import ClassVar
@@ -24,6 +25,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from . import _random
@@ -223,16 +225,14 @@ class Transformer(AbstractPiecewiseConstantCFM):
         L, H, d, m = layers, heads, dim, mlp_width
         # drawn flat and through one kernel (the same numbers as jax.random.normal): an (L, H, d, d)
         # draw compiles 5-7x slower on a CPU, and every draw is a kernel of ~0.1 s of compiling
-        shapes = [(L, H, d, d)] * 3 + ([(L, m, d), (L, d, m)] if m else [])
-        Q, K, V, *mlp = _random.normals(keys[: len(shapes)], shapes, dtype)
-        kwargs = dict(Q=(qk_scale / d**0.5) * Q, K=(qk_scale / d**0.5) * K, V=(v_scale / (H * d) ** 0.5) * V)
-        if m:
-            kwargs.update(
-                W1=(mlp_scale / d**0.5) * mlp[0],
-                b1=jnp.zeros((L, m), dtype),
-                W2=(mlp_scale / m**0.5) * mlp[1],
-                b2=jnp.zeros((L, d), dtype),
-            )
+        shapes = ((L, H, d, d),) * 3 + (((L, m, d), (L, d, m)) if m else ())
+        scales = (qk_scale / d**0.5, qk_scale / d**0.5, v_scale / (H * d) ** 0.5)
+        scales += (mlp_scale / d**0.5, mlp_scale / m**0.5) if m else ()
+        Q, K, V, *mlp = _scaled_normals(keys[: len(shapes)], shapes, jnp.dtype(dtype), scales)
+        kwargs = dict(Q=Q, K=K, V=V)
+        if m:  # zeros from NumPy: an eager jnp.zeros would compile a program per shape
+            b1, b2 = jnp.asarray(np.zeros((L, m), Q.dtype)), jnp.asarray(np.zeros((L, d), Q.dtype))
+            kwargs.update(W1=mlp[0], b1=b1, W2=mlp[1], b2=b2)
         return cls(**kwargs, activation=activation, chunk_size=chunk_size, key_chunk_size=key_chunk_size)
 
     @property
@@ -297,6 +297,14 @@ def _check_dim(field: AbstractField, params: dict[str, Array], dim) -> int:
     if len(leaves) != 1 or leaves[0].shape != (1, d):
         raise ValueError(f"`dim` = {d} is not the token dimension of `params`: the field returns {out!r} at (1, {d}).")
     return d
+
+
+@functools.partial(jax.jit, static_argnames=("shapes", "dtype"))
+def _scaled_normals(keys, shapes: tuple[tuple[int, ...], ...], dtype, scales: tuple[float, ...]) -> list[Array]:
+    """``scale · N(0, 1)`` draws of ``shapes`` (:func:`cfm_jax._random.normals`' numbers), as one
+    compiled program: a model built eagerly at a new shape compiles this alone, not an eager
+    multiply per weight."""
+    return [s * w for s, w in zip(scales, _random.normals(keys, shapes, dtype))]
 
 
 class AbstractStackedCFM(AbstractCFM):

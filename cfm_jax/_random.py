@@ -26,6 +26,7 @@ public function that takes a key passes it through :func:`as_key` first.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -111,10 +112,17 @@ def normals(keys, shapes: Sequence[tuple[int, ...]], dtype=None) -> list[Array]:
     )
     if not batchable:
         return [normal(k, s, dtype) for k, s in zip(keys, shapes)]
+    return list(_flat_normals(jax.random.key_data(keys), tuple(shapes), dtype))
+
+
+@functools.partial(jax.jit, static_argnames=("shapes", "dtype"))
+def _flat_normals(data: Array, shapes: tuple[tuple[int, ...], ...], dtype) -> tuple[Array, ...]:
+    """The draws of :func:`normals` from their keys' data ``(K, 2)``, as one compiled program (called
+    eagerly, each operation would be a program of its own, one per shape: ~25 of them)."""
+    sizes = [math.prod(s) for s in shapes]
     # every element's key word by a gather from the (K, 2) key data: cheaper to compile than a
     # concatenation of broadcasts
     owner = np.repeat(np.arange(len(sizes)), sizes)
-    data = jax.random.key_data(keys)
     lo = jnp.asarray(np.concatenate([np.arange(n, dtype=np.uint32) for n in sizes]))  # each draw's flat index
     b1, b2 = threefry2x32_p.bind(data[owner, 0], data[owner, 1], jnp.zeros_like(lo), lo)  # high word 0 below 2**32
     # jax.random.uniform's bits -> [lo, 1) map, then normal's sqrt(2)·erfinv, operation for operation
@@ -131,7 +139,7 @@ def normals(keys, shapes: Sequence[tuple[int, ...]], dtype=None) -> list[Array]:
     u = jax.lax.max(jnp.asarray(low), floats * (jnp.asarray(high) - jnp.asarray(low)) + jnp.asarray(low))
     z = jnp.asarray(np.sqrt(2), dtype) * jax.lax.erf_inv(u)
     ends = np.cumsum([0, *sizes])
-    return [z[a:b].reshape(s) for a, b, s in zip(ends[:-1], ends[1:], shapes)]
+    return tuple(z[a:b].reshape(s) for a, b, s in zip(ends[:-1], ends[1:], shapes))
 
 
 __all__ = ["as_key", "normal", "normals", "uniform"]
