@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import abc
 import functools
-import operator
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
@@ -31,7 +30,7 @@ from jaxtyping import Array, Float
 from . import _random
 from ._fields import AbstractField, AttentionField, mlp_field
 from ._measures import EmpiricalMeasure
-from ._validation import check_finite
+from ._validation import check_finite, static_int
 
 
 class AbstractCFM(eqx.Module):
@@ -276,12 +275,7 @@ def _check_dim(field: AbstractField, params: dict[str, Array], dim) -> int:
     """``dim`` as an int, refused (naming ``dim``) when ``field`` cannot take tokens of that size
     with the first layer's ``params``: the field is traced once on shapes alone (``jax.eval_shape``,
     no computation), as the solve would call it, and must return one velocity of size ``dim``."""
-    try:
-        d = operator.index(dim)  # ints and NumPy integers; not 3.5 or "3"
-    except TypeError:
-        d = 0
-    if d < 1:
-        raise ValueError(f"`dim` must be a positive integer, got {dim!r}.")
+    d = static_int("dim", dim)  # ints and NumPy integers; not 3.5, "3" or a bool
     layer = {k: v[0] for k, v in params.items()}
     dtype = jnp.result_type(*[v.dtype for v in layer.values()])
 

@@ -3,10 +3,12 @@
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from _compiles import lowered_programs
 
-from cfm_jax import Transformer
+from cfm_jax import CFM, EmpiricalMeasure, MLPField, PiecewiseLinearCFM, Transformer, forward
 
 
 @pytest.mark.parametrize(
@@ -55,10 +57,6 @@ def test_stacked_paths_refuse_a_dim_their_parameters_do_not_take():
     """CFM and PiecewiseLinearCFM check ``dim`` against the field and its parameters at construction
     (traced on shapes only), naming ``dim``, instead of failing later at ``forward`` on ``x0``; a
     non-integer ``dim`` is refused, a NumPy integer taken, and the check runs under ``jax.jit``."""
-    import jax.numpy as jnp
-
-    from cfm_jax import CFM, EmpiricalMeasure, MLPField, PiecewiseLinearCFM, forward
-
     model = Transformer.init(jax.random.key(0), dim=3, layers=2, heads=1, mlp_width=4)
     params = model.stacked_params()
     assert CFM(model.field, params, np.int64(3)).dim == 3  # pyright: ignore[reportArgumentType]
@@ -81,8 +79,6 @@ def test_stacked_paths_refuse_a_dim_their_parameters_do_not_take():
 def test_a_model_built_eagerly_compiles_one_program_for_its_weights():
     """Transformer.init outside jit at a new shape compiles its draws and their scaling as one
     program (with an MLP: five draws), not an eager program per operation (~40 before)."""
-    from _compiles import lowered_programs
-
     with lowered_programs() as names:
         Transformer.init(jax.random.key(3), dim=5, heads=3, mlp_width=7, layers=2)
     assert names.count("jit(_scaled_normals)") == 1, names
