@@ -64,8 +64,7 @@ class Population(eqx.Module):
         n = _check_n(n)
         if not isinstance(qmc, bool):
             raise ValueError(f"`qmc` must be True or False, got {qmc!r}.")
-        key = as_key(key)
-        return self._sample_qmc(key, n) if qmc else self._sample(key, n)
+        return _draw(self, as_key(key), n, qmc)
 
     @abc.abstractmethod
     def _sample(self, key, n: int) -> Array:
@@ -74,6 +73,12 @@ class Population(eqx.Module):
     @abc.abstractmethod
     def _sample_qmc(self, key, n: int) -> Array:
         """``(n, dim)`` scrambled-Sobol points of the same law."""
+
+
+@eqx.filter_jit
+def _draw(population: Population, key, n: int, qmc: bool) -> Array:
+    # one program per (law, n): eagerly each operation of a draw would be its own XLA program
+    return population._sample_qmc(key, n) if qmc else population._sample(key, n)
 
 
 class _Gaussian(Population):

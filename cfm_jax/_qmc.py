@@ -46,9 +46,20 @@ def sobol(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
         raise ValueError(f"`n` must be a positive int (number of points), got {n!r}.")
     if not isinstance(d, (int, np.integer)) or int(d) < 1:
         raise ValueError(f"`d` must be a positive int (dimension), got {d!r}.")
-    dtype = jnp.dtype(dtype or jnp.result_type(float))
-    x = jnp.asarray(_sobol_ints(int(n), int(d)))
-    k_lms, k_shift = jax.random.split(as_key(key))
+    return _scrambled(as_key(key), int(n), int(d), jnp.dtype(dtype or jnp.result_type(float)))
+
+
+def sobol_normal(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
+    """``(n, d)`` randomised-QMC standard normal points: the inverse normal CDF of :func:`sobol`."""
+    return _inverse_normal(sobol(key, n, d, dtype))
+
+
+# Compiled, one program per (n, d, dtype): called eagerly, the scramble and the inverse CDF would
+# dispatch and compile one XLA program per operation at every new (n, d).
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _scrambled(key, n: int, d: int, dtype) -> Array:
+    x = jnp.asarray(_sobol_ints(n, d))
+    k_lms, k_shift = jax.random.split(key)
     shift = 31 - jnp.arange(_BITS, dtype=jnp.uint32)  # digit b (b = 0 most significant) sits at bit 31 − b
     one = jnp.uint32(1)
     # column k of L (unit diagonal, random strictly-lower part): digit k plus random less-significant digits
@@ -62,9 +73,7 @@ def sobol(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
     return ((y >> 8).astype(dtype) + 0.5) * 2.0**-24
 
 
-def sobol_normal(key, n: int, d: int, dtype=None) -> Float[Array, "n d"]:
-    """``(n, d)`` randomised-QMC standard normal points: the inverse normal CDF of :func:`sobol`."""
-    return jax.scipy.special.ndtri(sobol(key, n, d, dtype))
+_inverse_normal = jax.jit(jax.scipy.special.ndtri)
 
 
 __all__ = ["sobol", "sobol_normal"]

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _compiles import lowered_programs
 from _problems import residual_network
 
 from cfm_jax._populations import (
@@ -150,3 +151,14 @@ def test_qmc_reference_error_falls_faster_than_iid():
     assert iid.contains(-0.5), iid
     assert qmc.ci_high < iid.ci_low, (qmc, iid)
     assert qmc.slope < -0.65, qmc
+
+
+@pytest.mark.parametrize("qmc", [False, True])
+def test_a_draw_outside_jit_compiles_one_program(qmc):
+    """A mixture's draw at a new n is one compiled program (its scramble, inverse CDFs and component
+    choice inside), not one XLA program per operation."""
+    mixture = gaussian_mixture(np.array([[0.0, 0.0], [2.0, 1.0]]), weights=np.array([0.3, 0.7]))
+    key = jax.random.key(3)
+    with lowered_programs() as names:
+        z = mixture(key, 37, qmc=qmc)
+    assert names == ["jit(_draw)"] and z.shape == (37, 2), names

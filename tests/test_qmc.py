@@ -4,6 +4,7 @@ faster than Monte Carlo on a smooth integrand."""
 import jax
 import numpy as np
 import pytest
+from _compiles import lowered_programs
 
 from cfm_jax._qmc import sobol, sobol_normal
 from cfm_jax.stats import fit_loglog
@@ -69,3 +70,15 @@ def test_each_point_is_uniform_on_the_cube():
         se = prod.std(0) / np.sqrt(prod.shape[0])
         assert np.all(np.abs(prod.mean(0) - 0.25) < 5 * se), (j, k, prod.mean(0), se)
     np.testing.assert_allclose(u.mean(0), 0.5, atol=5 * np.sqrt(1 / 12 / 2048))
+
+
+def test_points_outside_jit_are_two_programs_per_shape():
+    """``sobol_normal`` at a new (n, d): the scramble and the inverse CDF, each compiled once; again at
+    that shape, nothing."""
+    key = jax.random.key(4)
+    with lowered_programs() as names:
+        first = sobol_normal(key, 19, 3)
+    assert names == ["jit(_scrambled)", "jit(ndtri)"], names
+    with lowered_programs() as names:
+        again = sobol_normal(jax.random.key(5), 19, 3)
+    assert names == [] and not np.array_equal(first, again)

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _compiles import lowered_programs
 
 from cfm_jax.stochastic import (
     NoiseKernel,
@@ -158,3 +159,16 @@ def test_energy_rate_function_small_beta_and_r_branches(activation):
     near_one = k.energy_rate_function(jnp.array(1.0 - 1e-13), 5, 1.0)
     np.testing.assert_allclose(at_one, near_one, rtol=1e-5)
     assert float(at_one) == pytest.approx(-k.dissipation(5), rel=1e-12)
+
+
+def test_evaluations_outside_jit_compile_one_program_per_shape():
+    """κ, κ', the deficit and the energy-rate function, called eagerly, are one compiled program
+    each per shape (a Python float made an array, not a static value), not a program per operation."""
+    kernel = NoiseKernel("tanh", grid=33, order=8)
+    rho, r = jnp.linspace(-1.0, 1.0, 13), jnp.linspace(0.0, 2.0, 13)
+    with lowered_programs() as names:
+        kernel(rho), kernel.derivative(rho), kernel.deficit(r), kernel.energy_rate_function(rho, 4, 1.0)
+    assert names == ["jit(__call__)", "jit(derivative)", "jit(deficit)", "jit(_energy_rate_values)"], names
+    with lowered_programs() as names:
+        kernel(0.3), kernel(0.7)
+    assert names.count("jit(__call__)") == 1, names

@@ -33,6 +33,7 @@ evaluated by cubic Hermite interpolation (values *and* slopes from quadrature, s
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Literal
@@ -74,6 +75,20 @@ def _get_activation(name: Activation) -> Callable:
     if name not in ACTIVATIONS:
         raise ValueError(f"`activation` must be one of {sorted(ACTIVATIONS)}, got {name!r}.")
     return ACTIVATIONS[name]
+
+
+def _compiled(method):
+    """``method(self, x, *static)`` as one compiled program per shape of ``x`` (made an array
+    first: a Python float would be a static argument, compiled once per value). Called eagerly these
+    evaluations would otherwise dispatch one XLA program per operation, each compiled at every new
+    shape."""
+    jitted = eqx.filter_jit(method)
+
+    @functools.wraps(method)
+    def wrapper(self, x, *args, **kwargs):
+        return jitted(self, jnp.asarray(x, dtype=jnp.result_type(x, float)), *args, **kwargs)
+
+    return wrapper
 
 
 def _gauss_hermite(order: int):
@@ -144,15 +159,14 @@ class NoiseKernel(eqx.Module):
         self.method, self.order = method, int(order)
         with jax.ensure_compile_time_eval():  # plain floats even if built under a trace
             self._moments = self._compute_moments()
+        self._nodes = self._values = self._slopes = None  # every field set: the quadratures take self
         if method == "table" or (method == "auto" and activation not in _CLOSED_FORM):
             # Chebyshev–Lobatto nodes: dense near ρ = ±1 where the kernel is least smooth.
             nodes = -np.cos(np.linspace(0.0, np.pi, int(grid)))
             nodes[0], nodes[-1] = -1.0, 1.0
-            self._nodes = jnp.asarray(nodes)
-            self._values = self.quadrature(self._nodes)
-            self._slopes = self.quadrature_derivative(self._nodes)
-        else:
-            self._nodes = self._values = self._slopes = None
+            table = jnp.asarray(nodes)
+            values, slopes = self.quadrature(table), self.quadrature_derivative(table)
+            self._nodes, self._values, self._slopes = table, values, slopes
 
     # ----------------------------------------------------------------- basic quantities
     @property
@@ -167,6 +181,7 @@ class NoiseKernel(eqx.Module):
     def _correlation(self, rho):
         return (self.s_b**2 * rho + self.s_c**2) / self.variance
 
+    @_compiled
     def __call__(self, rho: Float[Array, ...]) -> Float[Array, ...]:
         """κ(ρ), elementwise; ρ is clipped to [-1, 1]."""
         rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
@@ -183,6 +198,7 @@ class NoiseKernel(eqx.Module):
             jnp.sqrt(jnp.maximum(1 - c**2, 0.0)) + (jnp.pi - jnp.arccos(c)) * c
         ) + self.s_w**2
 
+    @_compiled
     def derivative(self, rho: Float[Array, ...]) -> Float[Array, ...]:
         """κ'(ρ), elementwise."""
         rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
@@ -195,6 +211,7 @@ class NoiseKernel(eqx.Module):
         c = jnp.clip(self._correlation(rho), -1.0, 1.0)
         return (self.s_a**2 * self.s_b**2 / (2 * jnp.pi)) * (jnp.pi - jnp.arccos(c))
 
+    @_compiled
     def deficit(self, r: Float[Array, ...]) -> Float[Array, ...]:
         """κ(1) − κ(1 − r) for r = ½‖x − y‖² ∈ [0, 2], with full relative precision as r → 0.
 
@@ -291,10 +308,12 @@ class NoiseKernel(eqx.Module):
         return float(p * (a + 2 * (p - 1) * (k1 + dk1)))
 
     # ------------------------------------------------------------------- quadrature paths
+    @_compiled
     def quadrature(self, rho: Float[Array, ...], order: int | None = None) -> Float[Array, ...]:
         """κ(ρ) by a tensor Gauss–Hermite rule (any activation; slow: order² points per ρ)."""
         return self._bivariate(rho, _get_activation(self.activation), self.s_a**2, order) + self.s_w**2
 
+    @_compiled
     def quadrature_derivative(self, rho, order: int | None = None):
         """$κ'(ρ) = s_a^2 s_b^2 E[σ'(u) σ'(u')]$ by the same rule (Price's theorem)."""
         dsig = jnp.vectorize(jax.grad(_get_activation(self.activation)))
@@ -333,7 +352,12 @@ def _energy_rate_function(kernel: NoiseKernel, u: Float[Array, ...], d: int, bet
     _check_dim(d)
     if not (math.isfinite(float(beta)) and float(beta) >= 0):
         raise ValueError(f"`beta` must be finite and >= 0, got {beta!r}.")
-    u = jnp.clip(jnp.asarray(u, dtype=jnp.result_type(u, float)), -1.0, 1.0)
+    return _energy_rate_values(kernel, u, int(d), float(beta))
+
+
+@_compiled
+def _energy_rate_values(kernel: NoiseKernel, u, d: int, beta: float):
+    u = jnp.clip(u, -1.0, 1.0)
     r = 1.0 - u
     k1 = kernel.kappa1
     safe = jnp.where(r > 0, r, 1.0)
@@ -376,8 +400,11 @@ def kappa_monte_carlo(key, kernel: NoiseKernel, rho, samples: int = 100_000):
     key = as_key(key, "key")
     if isinstance(samples, bool) or int(samples) != samples or int(samples) < 2:
         raise ValueError(f"`samples` must be an integer >= 2, got {samples!r}.")
-    samples = int(samples)
-    rho = jnp.atleast_1d(jnp.asarray(rho, dtype=float))
+    return _monte_carlo(kernel, jnp.atleast_1d(jnp.asarray(rho, dtype=float)), key, int(samples))
+
+
+@eqx.filter_jit
+def _monte_carlo(kernel: NoiseKernel, rho, key, samples: int):
     sig = _get_activation(kernel.activation)
     k1, k2 = jax.random.split(key)
     z1 = jax.random.normal(k1, (samples, 1), rho.dtype)
