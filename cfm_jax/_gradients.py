@@ -30,7 +30,7 @@ from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
 from ._solve import check_solved, checked_inputs, forward, prepare
-from ._validation import compiled, finite
+from ._validation import as_array, compiled, finite
 
 
 class AdjointSolution(eqx.Module):
@@ -82,7 +82,7 @@ def _check_loss(loss, x0, y, throw: bool = True):
     if loss is not None and not callable(loss):
         raise ValueError(f"`loss` must be None or a callable loss(x1, y) -> scalar, got {loss!r}.")
     if loss is None:
-        y = jnp.asarray(y)
+        y = as_array("y", y)
         if y.shape != jnp.shape(x0):
             raise ValueError(f"`y` must have the shape of `x0` {jnp.shape(x0)} for the default loss, got {y.shape}.")
         y = finite("y", y) if throw else y

@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._qmc import sobol_normal
 from ._random import as_key
-from ._validation import check, check_finite, is_concrete
+from ._validation import as_array, check, check_finite, is_concrete
 
 
 def weight_sum_tolerance(dtype) -> float:
@@ -48,7 +48,7 @@ class EmpiricalMeasure(eqx.Module):
     weights: Float[Array, " n"]
 
     def __init__(self, points: ArrayLike, weights: ArrayLike | None = None):
-        points = jnp.asarray(points)
+        points = as_array("points", points)
         if points.ndim != 2:
             raise ValueError(f"EmpiricalMeasure: `points` must have shape (n, d), got shape {points.shape}.")
         n, d = points.shape
@@ -258,7 +258,7 @@ def as_measure(context) -> EmpiricalMeasure:
     """Accept an `EmpiricalMeasure` or an `(n, d)` array (uniform weights)."""
     if isinstance(context, EmpiricalMeasure):
         return context
-    return EmpiricalMeasure(context)
+    return EmpiricalMeasure(as_array("context", context))
 
 
 def split_atom(measure: EmpiricalMeasure, index: int, fraction: float = 0.5) -> EmpiricalMeasure:

@@ -72,7 +72,7 @@ from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
 from ._measures import GaussianMeasure, as_measure
 from ._paths import AbstractCFM
 from ._regime import notice_heavy_tail
-from ._validation import check, compiled, finite, finite_params
+from ._validation import as_array, check, compiled, finite, finite_params
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""
@@ -124,7 +124,7 @@ def prepare(model: AbstractCFM, x0, context, **options) -> Prepared:
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
     if not isinstance(context, GaussianMeasure):
         context = as_measure(context)
-    x0 = jnp.asarray(x0)
+    x0 = as_array("x0", x0)
     d = model.dim
     if x0.ndim not in (1, 2):
         raise ValueError(f"`x0` must have shape (d,) or (B, d), got {x0.shape}.")

@@ -182,6 +182,15 @@ def is_concrete(x) -> bool:
     return not isinstance(x, Tracer)
 
 
+def as_array(name: str, x) -> jax.Array:
+    """``jnp.asarray(x)``; what is not an array of numbers (a string, None, a dict…) raises
+    ``TypeError`` naming ``name`` rather than JAX's conversion error."""
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"`{name}` must be an array of numbers, got {type(x).__name__} {x!r:.60}.") from None
+
+
 def check_finite(name: str, x) -> None:
     """Raise `ValueError` naming `name` if a concrete array has nan/inf entries."""
     if is_concrete(x) and not bool(np.isfinite(np.asarray(x)).all()):

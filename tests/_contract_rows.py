@@ -469,6 +469,11 @@ def _forward():
         cfm_jax.forward(model, nan_at(x0), ctx)
     with pytest.raises(ValueError, match="`x0`"):
         cfm_jax.forward(model, x0[:, :1], ctx)
+    for junk in ("x0", None, {"x0": x0}):  # not arrays of numbers: the argument named, not JAX's conversion
+        with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+            cfm_jax.forward(model, junk, ctx)  # pyright: ignore[reportArgumentType]
+        with pytest.raises(TypeError, match="`context` must be an array of numbers"):
+            cfm_jax.forward(model, x0, junk)  # pyright: ignore[reportArgumentType]
     with pytest.raises(ValueError, match="`steps`"):
         cfm_jax.forward(model, x0, ctx, steps=3)
     with pytest.raises(ValueError, match="`adjoint`"):
@@ -488,6 +493,8 @@ def _loss_and_grad():
         cfm_jax.loss_and_grad(model, x0, ctx, nan_at(y))
     with pytest.raises(ValueError, match="`y`"):
         cfm_jax.loss_and_grad(model, x0, ctx, y[:, :1])
+    with pytest.raises(TypeError, match="`y` must be an array of numbers"):
+        cfm_jax.loss_and_grad(model, x0, ctx, "y")  # pyright: ignore[reportArgumentType]
     with pytest.raises(ValueError, match="`y`"):
         cfm_jax.mean_squared_loss(x0, y[:, :1])
     with pytest.raises(ValueError, match="`loss`"):
@@ -953,6 +960,10 @@ def _simulate():
         stochastic.simulate(stochastic.SphereSDE(KERNEL, steps=4), x, jax.random.key(0), save_every=3)
     with pytest.raises(TypeError, match="`keys`"):
         stochastic.simulate_many(stochastic.SphereSDE(KERNEL, steps=4), x, jax.random.key(0))
+    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+        stochastic.simulate(stochastic.SphereSDE(KERNEL, steps=4), "x0", jax.random.key(0))  # pyright: ignore
+    with pytest.raises(TypeError, match="`x0` must be an array of numbers"):
+        stochastic.simulate_many(stochastic.SphereSDE(KERNEL, steps=4), None, jax.random.split(jax.random.key(0), 2))
     with pytest.raises(ValueError, match="`steps`"):
         stochastic.SphereSDE(KERNEL, steps=0)
     with pytest.raises(ValueError, match="`width`"):

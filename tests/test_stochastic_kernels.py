@@ -167,8 +167,8 @@ def test_evaluations_outside_jit_compile_one_program_per_shape():
     kernel = NoiseKernel("tanh", grid=33, order=8)
     rho, r = jnp.linspace(-1.0, 1.0, 13), jnp.linspace(0.0, 2.0, 13)
     with lowered_programs() as names:
-        kernel(rho), kernel.derivative(rho), kernel.deficit(r), kernel.energy_rate_function(rho, 4, 1.0)
+        _ = kernel(rho), kernel.derivative(rho), kernel.deficit(r), kernel.energy_rate_function(rho, 4, 1.0)
     assert names == ["jit(__call__)", "jit(derivative)", "jit(deficit)", "jit(_energy_rate_values)"], names
     with lowered_programs() as names:
-        kernel(0.3), kernel(0.7)
+        _ = kernel(0.3), kernel(0.7)
     assert names.count("jit(__call__)") == 1, names

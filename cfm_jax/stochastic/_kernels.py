@@ -42,7 +42,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from .._random import as_key
 
@@ -182,7 +182,7 @@ class NoiseKernel(eqx.Module):
         return (self.s_b**2 * rho + self.s_c**2) / self.variance
 
     @_compiled
-    def __call__(self, rho: Float[Array, ...]) -> Float[Array, ...]:
+    def __call__(self, rho: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """κ(ρ), elementwise; ρ is clipped to [-1, 1]."""
         rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
         if self.method == "quadrature":
@@ -199,7 +199,7 @@ class NoiseKernel(eqx.Module):
         ) + self.s_w**2
 
     @_compiled
-    def derivative(self, rho: Float[Array, ...]) -> Float[Array, ...]:
+    def derivative(self, rho: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """κ'(ρ), elementwise."""
         rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
         if self.method == "quadrature" or self._nodes is not None:
@@ -212,7 +212,7 @@ class NoiseKernel(eqx.Module):
         return (self.s_a**2 * self.s_b**2 / (2 * jnp.pi)) * (jnp.pi - jnp.arccos(c))
 
     @_compiled
-    def deficit(self, r: Float[Array, ...]) -> Float[Array, ...]:
+    def deficit(self, r: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """κ(1) − κ(1 − r) for r = ½‖x − y‖² ∈ [0, 2], with full relative precision as r → 0.
 
         Closed forms are rearranged to avoid the cancellation κ(1) − κ(ρ); other kernels use

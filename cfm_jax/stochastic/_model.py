@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._fields.attention import attention_means
 from .._random import as_key
-from .._validation import check, check_save_every, compiled
+from .._validation import as_array, check, check_save_every, compiled
 from ._kernels import NoiseKernel
 from ._noise import _mlp_noise, _sample_mlp
 
@@ -198,7 +198,7 @@ class StochasticTransformer(AbstractSphereModel):
 def _check_tokens(x0, d: int | None = None, *, throw: bool = True) -> Array:
     """Tokens ``(N, d)`` on the unit sphere: shapes raise ``ValueError`` naming ``x0``; with ``throw``
     the values (finite, unit rows) are checked inside compiled code (``eqx.error_if``)."""
-    x0 = jnp.asarray(x0)
+    x0 = as_array("x0", x0)
     if x0.ndim != 2 or x0.shape[0] < 1 or x0.shape[1] < 2:
         raise ValueError(f"`x0` must have shape (N, d) with N >= 1, d >= 2, got {x0.shape}.")
     if d is not None and x0.shape[1] != d:
@@ -276,7 +276,7 @@ def simulate_many(model, x0, keys, *, save_every: int | None = None, throw: bool
     ``x0`` may be ``(N, d)`` (shared) or ``(R, N, d)`` (one start per realisation). Compiled.
     """
     keys = as_key(keys, "keys", batch=True)
-    x0 = jnp.asarray(x0)
+    x0 = as_array("x0", x0)
     if jnp.ndim(keys) < 1 or len(keys) < 1:
         raise ValueError(f"`keys` must be a non-empty batch of PRNG keys (R,), got shape {jnp.shape(keys)}.")
     model = _checked_model(model, throw)
