@@ -1,9 +1,10 @@
 """The compile budget of every command: cold and warm, full and ``--quick``.
 
-    python benchmarks/bench_compile.py [--commands rates claims ...] [--configs quick full]
-                                       [--xla-options] [--tests] [--merge] [--keep] [--notes TEXT]
+    python benchmarks/bench_compile.py [--commands [rates claims ...]] [--configs quick full]
+                                       [--xla-options [OPTION ...]] [--tests] [--merge] [--keep]
+                                       [--notes TEXT]
 
-For each command of the registry and each configuration (``--quick`` and the built-in defaults):
+For each command of the registry (or those named; ``--commands`` alone: none) and each configuration (``--quick`` and the built-in defaults):
 a **cold** run on an empty persistent compilation cache (a fresh ``CFM_JAX_CACHE_DIR``), then a
 **warm** run of the same command with the cache the cold run filled. Each run's ``summary.json``
 says what the compiler did (the driver records it: programs compiled, their total and largest
@@ -14,9 +15,10 @@ configuration: programs, total and largest compile time, the run time after comp
 compiles for more than 10 s; compilation at most a quarter of a cold run; the main job cold within
 1.3× of warm; ``claims --quick`` cold under 3 minutes).
 
-``--xla-options`` times ``rates --quick`` cold and warm under XLA's CPU compile options
-(``jax_disable_most_optimizations``, which the test suite uses, LLVM's expensive passes off, and
-those with LLVM's optimisation level 1).
+``--xla-options`` times ``rates --quick`` cold and warm under XLA's CPU compile options (all of
+them, or those named): ``jax_disable_most_optimizations``, LLVM's expensive passes off, LLVM's
+optimisation level 1, XLA:CPU's fusion emitters off, and the test suite's setting (the first and
+the fourth together).
 ``--tests`` also times the default test suite, cold then warm. Writes
 ``benchmarks/results/compile.{json,md}`` with the machine, after every command (``--merge``: keep
 the entries of the committed file that this run does not repeat). ``--keep``: the warm run of each
@@ -54,7 +56,25 @@ XLA_OPTIONS = {
     "LLVM optimisation level 1, expensive passes off": {
         "XLA_FLAGS": "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true"
     },
+    "fusion emitters off": {"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=false"},
+    "the tests' setting: JAX_DISABLE_MOST_OPTIMIZATIONS=1, fusion emitters off": {
+        "JAX_DISABLE_MOST_OPTIMIZATIONS": "1",
+        "XLA_FLAGS": "--xla_cpu_use_fusion_emitters=false",
+    },
 }
+
+
+def module_seconds(report: Path) -> dict[str, float]:
+    """Seconds per test module (its tests' set-up, call and tear-down, summed over both workers) from
+    pytest's JUnit XML report, largest first."""
+    import xml.etree.ElementTree as ET
+
+    per: dict[str, float] = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        parts = case.get("classname", "?").split(".")  # tests.test_x (or tests.test_x.TestClass)
+        module = parts[1] if parts[0] == "tests" and len(parts) > 1 else parts[-1]
+        per[module] = per.get(module, 0.0) + float(case.get("time", 0.0))
+    return dict(sorted(per.items(), key=lambda kv: -kv[1]))
 
 
 def _peak_kb() -> int:
@@ -165,6 +185,17 @@ def markdown(res: dict) -> str:
     if res.get("tests"):
         t = res["tests"]
         lines += ["", f"Test suite (`python -m pytest`): cold {_fmt_s(t['cold_s'])}, warm {_fmt_s(t['warm_s'])}."]
+        if t.get("modules_cold_s"):
+            cold, warm = t["modules_cold_s"], t["modules_warm_s"]
+            lines += [
+                "",
+                f"Where the time goes: seconds per test module, summed over both workers (all {len(cold)} modules: "
+                f"{sum(cold.values()):.0f} s cold, {sum(warm.values()):.0f} s warm); the ten largest cold:",
+                "",
+                "| module | cold | warm |",
+                "|---|---|---|",
+                *[f"| `{m}` | {c:.0f} s | {warm.get(m, 0.0):.0f} s |" for m, c in list(cold.items())[:10]],
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -188,9 +219,15 @@ def write(res: dict) -> None:
 def main(argv=None):
     assert __doc__ is not None
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--commands", nargs="+", default=None, help="commands to time (default: every registered one)")
+    p.add_argument("--commands", nargs="*", default=None, help="commands to time (default: every registered one)")
     p.add_argument("--configs", nargs="+", choices=("quick", "full"), default=["quick", "full"])
-    p.add_argument("--xla-options", action="store_true", help="compare XLA's CPU compile options on rates --quick")
+    p.add_argument(
+        "--xla-options",
+        nargs="*",
+        choices=list(XLA_OPTIONS),
+        default=None,
+        help="compare XLA's CPU compile options on rates --quick (default: all of them)",
+    )
     p.add_argument("--tests", action="store_true", help="also time the default test suite, cold and warm")
     p.add_argument("--merge", action="store_true", help="keep the committed entries this run does not repeat")
     p.add_argument("--keep", action="store_true", help="the default runs become the committed results folders")
@@ -198,7 +235,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     from cfm_experiments.registry import COMMANDS
 
-    names = args.commands or list(COMMANDS)
+    names = list(COMMANDS) if args.commands is None else args.commands
     res: dict = {"machine": machine(), "notes": args.notes, "commands": {}}
     committed = RESULTS / "compile.json"
     if args.merge and committed.exists():
@@ -214,20 +251,29 @@ def main(argv=None):
             res["commands"][f"{name} {config}"] = e
             write(res)
             print(f"{name} {config}: {json.dumps({k: v for k, v in e.items() if k not in ('cold', 'warm')})}")
-    if args.xla_options:
-        res["xla_options"] = {}
-        for label, env in XLA_OPTIONS.items():
+    if args.xla_options is not None:
+        res["xla_options"] = res.get("xla_options", {}) if args.merge else {}
+        for label in args.xla_options or list(XLA_OPTIONS):
+            env = XLA_OPTIONS[label]
             with tempfile.TemporaryDirectory() as tmp:
                 res["xla_options"][label] = cold_and_warm(["rates", "--quick"], Path(tmp), env)
     if args.tests:
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "CFM_JAX_CACHE_DIR": str(Path(tmp) / "cache")}
-            times = []
-            for _ in range(2):
+            times, modules = [], []
+            for run in ("cold", "warm"):
+                report = Path(tmp) / f"{run}.xml"
+                cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
                 t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=env)
+                subprocess.run(cmd, cwd=ROOT, env=env)
                 times.append(time.perf_counter() - t0)
-            res["tests"] = {"cold_s": times[0], "warm_s": times[1]}
+                modules.append(module_seconds(report))
+            res["tests"] = {
+                "cold_s": times[0],
+                "warm_s": times[1],
+                "modules_cold_s": modules[0],
+                "modules_warm_s": modules[1],
+            }
     write(res)
     print(markdown(res))
 

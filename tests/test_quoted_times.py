@@ -130,3 +130,20 @@ def test_a_re_measured_benchmark_makes_the_quotes_stale(field):
     assert any(s.startswith("README.md, rates") for s in found)
     if field == "cold":
         assert any(s.startswith("docs/chaos.md") for s in found)
+
+
+def suite_phrase(bench: dict) -> str:
+    """The README's sentence on the default test suite's times, from the benchmark's ``--tests`` run."""
+    t = bench["tests"]
+    return (
+        f"the tests take {fmt(t['warm_s'])} with the compilation cache filled (`benchmarks/results/compile.md`) "
+        f"and {fmt(t['cold_s'])} with it empty"
+    )
+
+
+def test_the_readme_quotes_the_test_suites_measured_times():
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert suite_phrase(BENCH) in readme
+    bench = json.loads(json.dumps(BENCH))
+    bench["tests"]["cold_s"] += 7.0
+    assert suite_phrase(bench) not in readme
