@@ -78,8 +78,9 @@ def _get_activation(name: Activation) -> Callable:
 
 
 def _compiled(method):
-    """``method(self, x, *static)`` as one compiled program per shape of ``x`` (made an array
-    first: a Python float would be a static argument, compiled once per value). Called eagerly these
+    """``method(self, x, *static)`` as one compiled program per shape of ``x``, which it receives as a
+    floating array (made one first: a Python float would be a static argument, compiled once per
+    value). Called eagerly these
     evaluations would otherwise dispatch one XLA program per operation, each compiled at every new
     shape."""
     jitted = eqx.filter_jit(method)
@@ -184,7 +185,7 @@ class NoiseKernel(eqx.Module):
     @_compiled
     def __call__(self, rho: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """κ(ρ), elementwise; ρ is clipped to [-1, 1]."""
-        rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
+        rho = jnp.clip(rho, -1.0, 1.0)
         if self.method == "quadrature":
             return self.quadrature(rho)
         if self._nodes is not None:
@@ -201,7 +202,7 @@ class NoiseKernel(eqx.Module):
     @_compiled
     def derivative(self, rho: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """κ'(ρ), elementwise."""
-        rho = jnp.clip(jnp.asarray(rho, dtype=jnp.result_type(rho, float)), -1.0, 1.0)
+        rho = jnp.clip(rho, -1.0, 1.0)
         if self.method == "quadrature" or self._nodes is not None:
             if self.method == "quadrature":
                 return self.quadrature_derivative(rho)
@@ -218,7 +219,7 @@ class NoiseKernel(eqx.Module):
         Closed forms are rearranged to avoid the cancellation κ(1) − κ(ρ); other kernels use
         κ'(1) r − ½κ''(1) r² below r = 1e-3 (relative error O(r²)).
         """
-        r = jnp.clip(jnp.asarray(r, dtype=jnp.result_type(r, float)), 0.0, 2.0)
+        r = jnp.clip(r, 0.0, 2.0)
         if self.closed_form and self.activation == "linear":
             return self.s_a**2 * self.s_b**2 * r
         if self.closed_form:
@@ -321,7 +322,6 @@ class NoiseKernel(eqx.Module):
 
     def _bivariate(self, rho, f, scale, order):
         z, w = _gauss_hermite(order or self.order)
-        rho = jnp.asarray(rho, dtype=jnp.result_type(rho, float))
         z1 = jnp.asarray(z, rho.dtype)[:, None]
         z2 = jnp.asarray(z, rho.dtype)[None, :]
         ww = jnp.asarray(np.outer(w, w), rho.dtype)
