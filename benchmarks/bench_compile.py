@@ -177,7 +177,10 @@ def markdown(res: dict) -> str:
             "| option | programs | compile | cold | warm |",
             "|---|---|---|---|---|",
         ]
-        for name, e in res["xla_options"].items():
+        # in XLA_OPTIONS' order, whichever run measured each row (--merge)
+        order = {name: i for i, name in enumerate(XLA_OPTIONS)}
+        rows = sorted(res["xla_options"].items(), key=lambda kv: order.get(kv[0], len(order)))
+        for name, e in rows:
             lines.append(
                 f"| {name} | {e.get('programs', '—')} | {e.get('compile_s', float('nan')):.1f} s | "
                 f"{_fmt_s(e['cold']['wall_s'])} | {_fmt_s(e['warm']['wall_s'])} |"
