@@ -75,40 +75,40 @@ BUILTIN: dict[str, Command] = {
             "rates",
             "cfm_experiments.rates",
             "finite vs infinite context: fitted rates in n and d",
-            times="2-core CPU, otherwise idle: 58 s with an empty compilation cache, 34 s with it filled; "
-            "the default run 3 min 52 s and 112 s",
+            times="2-core CPU, otherwise idle: 53 s with an empty compilation cache, 20 s with it filled; "
+            "the default run 2 min 58 s and 79 s",
             declares="cfm_experiments.declarations.rates",
         ),
         Command(
             "gradcheck",
             "cfm_experiments.gradcheck",
             "compare gradient methods and finite differences",
-            times="2-core CPU, otherwise idle: 40 s with an empty compilation cache, 16 s with it filled; "
-            "the default run 43 s and 16 s",
+            times="2-core CPU, otherwise idle: 25 s with an empty compilation cache, 11 s with it filled; "
+            "the default run 24 s and 11 s",
             declares="cfm_experiments.declarations.gradcheck",
         ),
         Command(
             "sync",
             "cfm_experiments.sync",
             "stochastic transformer: synchronisation, Lyapunov exponents, rates",
-            times="2-core CPU, otherwise idle: 77 s with an empty compilation cache, 15 s with it filled; "
-            "the default run 3 min 33 s and 99 s",
+            times="2-core CPU, otherwise idle: 51 s with an empty compilation cache, 12 s with it filled; "
+            "the default run 2 min 43 s and 72 s",
             declares="cfm_experiments.declarations.sync",
         ),
         Command(
             "claims",
             "cfm_experiments.claims",
             "the first paper's claims (constants, rates, tails) against exact limits",
-            times="2-core CPU, otherwise idle: 69 s with an empty compilation cache, 46 s with it filled; "
-            "the default run 5 min 44 s and 4 min 46 s",
+            times="2-core CPU, otherwise idle: 68 s with an empty compilation cache, 46 s with it filled; "
+            "the default run 5 min 19 s and 4 min 07 s",
             declares="cfm_experiments.declarations.claims",
         ),
         Command(
             "ogd",
             "cfm_experiments.ogd",
             "ridge-regularised OGD: the ablation, the paper's claims, curvature",
-            times="2-core CPU, otherwise idle: 22 s with an empty compilation cache, 11 s with it filled; "
-            "the default run 58 s and 59 s",
+            times="2-core CPU, otherwise idle: 21 s with an empty compilation cache, 9 s with it filled; "
+            "the default run 42 s and 37 s",
             declares="cfm_experiments.declarations.ogd",
         ),
     )

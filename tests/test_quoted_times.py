@@ -67,7 +67,9 @@ QUOTES = [
         "rates",
         [
             "takes {fc} cold (fresh compilation cache: {programs} programs, {compile} of XLA compiling,\n"
-            "the largest {largest}, and {trace} of tracing) and {fw} warm"
+            "the largest {largest}, and {trace} of tracing) and {fw} warm",
+            "`cfm-jax rates --quick` ({qc} with an empty compilation\ncache, {qw} with it filled), "
+            "and no options at all the default sweep ({fc} and {fw})",
         ],
     ),
     ("README.md", "sync", ["default: {fc} cold, {fw} warm ({programs} programs compiled in {compile})"]),
