@@ -172,3 +172,6 @@ def test_evaluations_outside_jit_compile_one_program_per_shape():
     with lowered_programs() as names:
         _ = kernel(0.3), kernel(0.7)
     assert names.count("jit(__call__)") == 1, names
+    with lowered_programs() as names:  # d and β are values of the program, not compiled in
+        _ = kernel.energy_rate_function(rho, 5, 2.5), kernel.energy_rate_function(rho, 3, 0.0)
+    assert names == [], names

@@ -80,9 +80,8 @@ def _get_activation(name: Activation) -> Callable:
 def _compiled(method):
     """``method(self, x, *static)`` as one compiled program per shape of ``x``, which it receives as a
     floating array (made one first: a Python float would be a static argument, compiled once per
-    value). Called eagerly these
-    evaluations would otherwise dispatch one XLA program per operation, each compiled at every new
-    shape."""
+    value). Called eagerly these evaluations would otherwise dispatch one XLA program per operation,
+    each compiled at every new shape."""
     jitted = eqx.filter_jit(method)
 
     @functools.wraps(method)
@@ -352,11 +351,14 @@ def _energy_rate_function(kernel: NoiseKernel, u: Float[Array, ...], d: int, bet
     _check_dim(d)
     if not (math.isfinite(float(beta)) and float(beta) >= 0):
         raise ValueError(f"`beta` must be finite and >= 0, got {beta!r}.")
-    return _energy_rate_values(kernel, u, int(d), float(beta))
+    return _energy_rate_values(kernel, u, jnp.asarray(int(d)), jnp.asarray(float(beta)))
 
 
 @_compiled
-def _energy_rate_values(kernel: NoiseKernel, u, d: int, beta: float):
+def _energy_rate_values(kernel: NoiseKernel, u, d, beta):
+    # d and β arrive as arrays, so one program serves every d and β (as Python numbers they would be
+    # static: a program per value); taken in u's precision, as Python numbers would be
+    d, beta = d.astype(u.dtype), beta.astype(u.dtype)
     u = jnp.clip(u, -1.0, 1.0)
     r = 1.0 - u
     k1 = kernel.kappa1
