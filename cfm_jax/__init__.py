@@ -44,6 +44,7 @@ _EXPORTS = {
     "ball_probes": "_adjoint",
     "CFM": "_paths",
     "chaos": "chaos",
+    "compiled": "_validation",
     "context_mesh": "_sharding",
     "ContinuousAdjoint": "_adjoint",
     "coupled_run": "ogd",
@@ -131,6 +132,7 @@ __all__ = [
     "ball_probes",
     "CFM",
     "chaos",
+    "compiled",
     "context_mesh",
     "ContinuousAdjoint",
     "coupled_run",
@@ -267,6 +269,7 @@ if TYPE_CHECKING:  # the same names, for static analysers
     from ._sharding import context_mesh, gather, replicate, shard_inputs
     from ._solve import default_adjoint, forward, gaussian_flow
     from ._streams import AbstractStream, ArrayStream, FunctionStream, Sample, TeacherStudentStream
+    from ._validation import compiled
     from ._wasserstein import wasserstein1
     from .ogd import (
         LipschitzEstimate,

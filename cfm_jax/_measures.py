@@ -67,21 +67,21 @@ class EmpiricalMeasure(eqx.Module):
                     f"EmpiricalMeasure: `weights` must have shape (n,) = ({n},) to match "
                     f"`points` {points.shape}, got {weights.shape}."
                 )
-        if is_concrete(points):
-            if not bool(np.isfinite(np.asarray(points)).all()):
-                raise ValueError("EmpiricalMeasure: `points` contains non-finite values (nan/inf).")
+        if is_concrete(points):  # given values: checked now (traced ones by the entry point, `checked`)
+            points = check(points, ~np.isfinite(np.asarray(points)).all(), _NONFINITE_POINTS)
         if is_concrete(weights):
             w = np.asarray(weights, dtype=np.float64)
-            if not np.isfinite(w).all():
-                raise ValueError("EmpiricalMeasure: `weights` contains non-finite values.")
-            if (w < 0).any():
-                raise ValueError(f"EmpiricalMeasure: `weights` must be non-negative (min weight {w.min():.3g}).")
+            weights = check(weights, ~np.isfinite(w).all(), "EmpiricalMeasure: `weights` contains non-finite values.")
+            weights = check(
+                weights, (w < 0).any(), f"EmpiricalMeasure: `weights` must be non-negative (min weight {w.min():.3g})."
+            )
             total = w.sum()
-            if abs(total - 1.0) > weight_sum_tolerance(weights.dtype):
-                raise ValueError(
-                    f"EmpiricalMeasure: `weights` must sum to 1 (a probability vector), "
-                    f"they sum to {total:.8g}. Normalise them, e.g. weights / weights.sum()."
-                )
+            weights = check(
+                weights,
+                abs(total - 1.0) > weight_sum_tolerance(weights.dtype),
+                f"EmpiricalMeasure: `weights` must sum to 1 (a probability vector), they sum to {total:.8g}. "
+                "Normalise them, e.g. weights / weights.sum().",
+            )
         self.points = points
         self.weights = weights
 
@@ -192,19 +192,20 @@ class GaussianMeasure(eqx.Module):
             )
         dtype = jnp.result_type(mean, cov, float)
         mean, cov = mean.astype(dtype), cov.astype(dtype)
-        if is_concrete(mean):
+        if is_concrete(mean):  # given values: checked now (traced ones by the entry point, `checked`)
             check_finite("mean", mean)
         if is_concrete(cov):
             check_finite("cov", cov)
             c = np.asarray(cov, dtype=np.float64)
-            if np.abs(c - c.T).max() > _symmetry_tolerance(dtype) * max(np.abs(c).max(), np.finfo(np.float64).tiny):
-                raise ValueError("GaussianMeasure: `cov` must be symmetric.")
+            asym = np.abs(c - c.T).max() > _symmetry_tolerance(dtype) * max(np.abs(c).max(), np.finfo(np.float64).tiny)
+            cov = check(cov, asym, "GaussianMeasure: `cov` must be symmetric.")
             eig = np.linalg.eigvalsh(0.5 * (c + c.T))
-            if eig.min() <= _definiteness_tolerance(dtype, d) * np.abs(eig).max():
-                raise ValueError(
-                    f"GaussianMeasure: `cov` must be positive definite (its smallest eigenvalue is {eig.min():.3g}, "
-                    f"its largest {eig.max():.3g})."
-                )
+            cov = check(
+                cov,
+                eig.min() <= _definiteness_tolerance(dtype, d) * np.abs(eig).max(),
+                f"GaussianMeasure: `cov` must be positive definite (its smallest eigenvalue is {eig.min():.3g}, "
+                f"its largest {eig.max():.3g}).",
+            )
         self.mean, self.cov = _checked_values(mean, cov, "GaussianMeasure: ", traced_only=True)
 
     @classmethod
@@ -235,6 +236,9 @@ class GaussianMeasure(eqx.Module):
         dtype = self.mean.dtype
         g = sobol_normal(key, n, self.dim, dtype) if qmc else jax.random.normal(key, (n, self.dim), dtype)
         return self.mean + g @ jnp.linalg.cholesky(self.cov).T
+
+
+_NONFINITE_POINTS = "EmpiricalMeasure: `points` contains non-finite values (nan/inf)."
 
 
 def _checked_values(mean, cov, prefix: str, *, traced_only: bool):

@@ -1,50 +1,62 @@
-"""Input checks shared by the public API: clear errors at the boundary, not NaNs inside XLA.
+"""Input checks shared by the public API: clear errors at the boundary, never a silent NaN.
 
-Types, shapes and options are checked in Python when a function is traced (``ValueError`` naming
-the argument). Values — finite tokens and parameters, weights that sum to one, a covariance that is
-positive definite, a solve that did not fail — can only be known inside the compiled program; they
-are checked with :func:`check`, in one of two ways:
+Types, shapes and options are checked in Python when a function is traced (``ValueError`` or
+``TypeError`` naming the argument). Values — finite tokens and parameters, weights that sum to one,
+a covariance that is positive definite, a solve that did not fail — are checked by one function,
+:func:`check`, whichever way the library was called. A failed value check raises
+``equinox.EquinoxRuntimeError`` whose message names the argument:
 
-- **Called at top level** (eagerly, the usual case): every compiled public entry point
-  (:func:`compiled`) returns, beside its result, one boolean per check of its program, and raises
-  ``equinox.EquinoxRuntimeError`` with the first failed check's message after the call, in Python,
-  from the caller's own line. The program holds no host callback, so JAX's persistent compilation
-  cache stores it and a new process compiles it no more (the error-code design of
-  ``jax.experimental.checkify``, for the checks this library makes).
-- **Inside a caller's own transformation** (``jax.jit``, ``eqx.filter_jit``, ``vmap``, ``grad``,
-  ``lax.scan``): the flags are traced values there, so they are attached to the result with
-  ``eqx.branched_error_if``, a host callback that raises the same message when the caller's program
-  runs — the only way a check can fail from inside a program it does not own. Under
-  ``eqx.filter_jit`` that is an ``equinox.EquinoxRuntimeError``; under a plain ``jax.jit`` the message
-  arrives inside ``jax.errors.JaxRuntimeError: INTERNAL: CpuCallback error …``, after JAX's own
-  frames, ending with Equinox's advice to wrap the program in ``eqx.filter_jit``. JAX also logs the
-  failed callback's traceback before raising; that log only repeats the exception that follows, so
-  it is filtered out for Equinox's checks (:class:`_RepeatedCheckLog`, as ``eqx.filter_jit`` does for
-  the duration of its calls).
+- **Called at top level** (eagerly, the usual case): every compiled entry point (:func:`compiled`,
+  public as ``cfm_jax.compiled``) is traced under ``jax.experimental.checkify.checkify``: each check
+  is a functional ``checkify.check``, its outcome is data returned beside the result, and the first
+  failed check is raised after the call, in Python, from the caller's own line. The checks hold
+  through every ``lax.scan``, ``vmap``, ``grad`` or nested entry point inside the program, and the
+  program holds no host callback, so JAX's persistent compilation cache stores it. The same holds
+  for a user's own step wrapped in ``cfm_jax.compiled`` (a drop-in for ``eqx.filter_jit``).
+- **Inside a caller's ``checkify.checkify``**: the checks are that ``checkify``'s functional checks
+  (``err.throw()`` raises the library's message), with no host callback either.
+- **Inside a caller's own ``jax.jit``/``eqx.filter_jit``/``vmap``/``grad``/``scan``**: the outcome is a
+  traced value there, so the check is an ``eqx.branched_error_if`` host callback (the only way a
+  check can fail from inside a program it does not own), tied both to the result and — through the
+  tangent — to the gradient, so ``jax.jit(jax.grad(loss))`` raises even when the caller keeps only
+  the gradient. Under ``eqx.filter_jit`` the error is ``equinox.EquinoxRuntimeError``; under a plain
+  ``jax.jit`` JAX reports it as ``jax.errors.JaxRuntimeError`` carrying the same message. Such a
+  program has host callbacks, which the persistent cache does not store: wrap the step in
+  ``cfm_jax.compiled`` (or ``checkify``) instead.
+- **Called eagerly outside any entry point** (a constructor given arrays): the check fails at once.
 
-``throw=False`` (where an entry point has it) leaves the checks out of the program altogether.
+``EQX_ON_ERROR`` (equinox's variable, read when a check fails or is traced) is honoured everywhere:
+``raise`` (default), ``nan`` (the result, or the gradient, filled with NaN, nothing raised), ``off``
+(no check), ``breakpoint`` (equinox's debugger, where a host callback runs; raised otherwise).
+
+``throw=False`` is offered only where a solve can fail (``forward``, the SDE solves): it leaves the
+checks out and reports the solve's outcome as ``result``.
 
 Advice that is not an error — a warning that depends on values, such as the heavy-tail regime of a
-model at a Gaussian context — travels the same way (:func:`notice`): arrays returned beside the
-result and a host function called with their values after a top-level call. Inside a caller's own
-transformation there are no values to warn about and no warning is given (the diagnostic the warning
-comes from can be called outside it).
+model at a Gaussian context — travels beside the result (:func:`notice`) and is given after a
+top-level call; inside a caller's own transformation there are no values to warn about and no
+warning is given (the diagnostic the warning comes from can be called outside it).
 """
 
 from __future__ import annotations
 
 import contextvars
+import enum
 import functools
 import logging
 import numbers
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar, cast
 
 import equinox as eqx
 import jax
+import jax.extend.core as jex_core
 import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
+from jax.experimental import checkify
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -73,27 +85,142 @@ def _static(value):
     return int(value) if isinstance(value, np.integer) else value
 
 
-#: the checks of the program being traced by :func:`compiled`: ``(flag, message)`` pairs, a flag
-#: True when the check failed; None outside such a trace (a check is then a host callback)
-_CHECKS: contextvars.ContextVar[list[tuple[jax.Array, str]] | None] = contextvars.ContextVar("checks", default=None)
+def _on_error() -> str:
+    """What a failed check does: equinox's ``EQX_ON_ERROR`` (raise, nan, off, breakpoint)."""
+    return os.environ.get("EQX_ON_ERROR", "raise")
+
+
+class _Mode(enum.Enum):
+    #: traced under checkify (ours at top level, or a caller's): checks are ``checkify.check``
+    FUNCTIONAL = enum.auto()
+
+
+class _Flags:
+    """The checks made at the top level of a program traced by :func:`compiled` inside a caller's
+    own transformation: ``(flag, message)`` pairs returned beside its result (a flag True when its
+    check failed). ``trace`` is that top level: a check traced deeper (a ``scan`` body) is attached
+    where it is instead (its flag could not leave)."""
+
+    def __init__(self):
+        self.checks: list[tuple[jax.Array, str]] = []
+        self.trace = jex_core.get_opaque_trace_state()
+
+
+#: how a check is made in the program being traced: FUNCTIONAL under checkify, flags returned
+#: beside the result inside a caller's transformation; None elsewhere
+_MODE: contextvars.ContextVar[_Mode | _Flags | None] = contextvars.ContextVar("mode", default=None)
+
+#: checkify's traced function: its frame on the stack means a caller's ``checkify.checkify`` is tracing
+_CHECKIFY_CODE = checkify.checkify(lambda: None).__wrapped__.__code__  # pyright: ignore[reportFunctionMemberAccess]
+
+#: the suffix checkify adds to a failed check's message
+_CHECKIFY_SUFFIX = " (`check` failed)"
+
+
+def _functional() -> bool:
+    """Whether a check traced here is functionalised: inside an entry point traced under checkify,
+    or anywhere under a caller's ``checkify.checkify``."""
+    if _MODE.get() is _Mode.FUNCTIONAL:
+        return True
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _CHECKIFY_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _top_level() -> bool:
+    """Whether no transformation is tracing here (an eager call)."""
+    return jex_core.get_opaque_trace_state() == _TOP_LEVEL
+
+
+_TOP_LEVEL = jex_core.get_opaque_trace_state()
+
+
+def _escape(message: str) -> str:
+    """``message`` as a ``str.format`` template that prints itself (checkify formats its messages)."""
+    return message.replace("{", "{{").replace("}", "}}")
+
+
+def _nan_like(x):
+    """``x`` filled with NaN (inexact), the largest value (integers) or True, as ``EQX_ON_ERROR=nan``."""
+    if not eqx.is_array(x):
+        return x
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        return jnp.full_like(x, jnp.nan)
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return jnp.full_like(x, jnp.iinfo(x.dtype).max)
+    return jnp.ones_like(x) if x.dtype == bool else x
+
+
+def _fail(out, message: str):
+    """A check failed where its outcome is known (an eager call): raise, or ``EQX_ON_ERROR``'s answer."""
+    on_error = _on_error()
+    if on_error == "off":
+        return out
+    if on_error == "nan":
+        return jax.tree.map(_nan_like, out)
+    raise eqx.EquinoxRuntimeError(message)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _tied(x, pred, index, messages: tuple[str, ...]):
+    """``eqx.branched_error_if(x, pred, index, messages)`` whose check also guards the tangent, so a
+    caller that keeps only a gradient (``jax.jit(jax.grad(f))``) still runs it: the tangent (and so,
+    transposed, the cotangent) is multiplied by a checked one."""
+    return eqx.branched_error_if(x, pred, index, messages)
+
+
+@_tied.defjvp
+def _tied_jvp(messages, primals, tangents):
+    x, pred, index = primals
+    one = eqx.branched_error_if(jnp.ones(()), pred, index, messages)
+    tx = jax.tree.map(lambda t: t * one.astype(t.dtype), tangents[0])
+    return _tied(x, pred, index, messages), tx
+
+
+def _attach(x, pred, index, messages: Sequence[str]):
+    """``x`` carrying the traced check ``pred`` (message ``messages[index]``) inside a caller's
+    transformation: a functional check under a caller's checkify, else a host callback tied to ``x``
+    and to its tangent (module docstring)."""
+    messages = tuple(messages)
+    if _functional():
+        for i, message in enumerate(messages):
+            checkify.check(~(pred & (index == i)), _escape(message))
+        return x
+    pred, index = jnp.any(pred), jnp.asarray(index, jnp.int32)
+    inexact, rest = eqx.partition(x, eqx.is_inexact_array)
+    if jax.tree.leaves(inexact):
+        inexact = _tied(inexact, pred, index, messages)
+    if jax.tree.leaves(rest):  # integer and boolean arrays: no tangent to guard
+        rest = eqx.branched_error_if(rest, pred, index, messages)
+    return eqx.combine(inexact, rest)
 
 
 def check(x, failed, message: str):
     """``x``, with the value check ``failed`` (a boolean array: any True fails) raising ``message``.
 
-    Inside a program traced by :func:`compiled` the flag becomes one of its outputs and the error is
-    raised after the call (module docstring); anywhere else it is ``eqx.error_if``. Only for checks
-    at the top level of such a program, not inside a ``lax.scan`` body or a ``vmap``/``grad`` it
-    makes itself (a flag traced there could not leave it).
+    One function for every value check, whatever traces it (module docstring): a functional check
+    under checkify (every entry point's own program, and a caller's ``checkify``), the failure raised
+    at once when the values are known, a host callback tied to ``x`` and its gradient inside a
+    caller's own ``jit``/``vmap``/``grad``.
     """
-    checks = _CHECKS.get()
-    if checks is None:
-        return eqx.error_if(x, failed, message)
-    checks.append((jnp.any(failed), message))
-    return x
+    if _on_error() == "off":
+        return x
+    if _functional():
+        checkify.check(~jnp.any(failed), _escape(message))
+        return x
+    mode = _MODE.get()
+    if isinstance(mode, _Flags) and mode.trace == jex_core.get_opaque_trace_state():
+        mode.checks.append((jnp.any(failed), message))
+        return x
+    if not isinstance(failed, Tracer) and not any(isinstance(a, Tracer) for a in jax.tree.leaves(x)):
+        return _fail(x, message) if bool(np.any(np.asarray(failed))) else x
+    return _attach(x, jnp.any(failed), 0, (message,))
 
 
-#: the notices of the program being traced by :func:`compiled`: ``(values, advise)`` pairs
+#: the notices of the program being traced by :func:`compiled` at top level: ``(values, advise)`` pairs
 _NOTICES: contextvars.ContextVar[list[tuple[object, Callable]] | None] = contextvars.ContextVar("notices", default=None)
 
 
@@ -115,66 +242,134 @@ def _advise(values, advise: Callable) -> None:
         advise(values)
 
 
-def _flagged(fn):
-    """``fn`` returning ``(out, (flags, messages), (values, advice))``: the flags of its checks
-    ``(k,)`` and their messages, the values of its notices and their host functions (messages and
-    functions static: the same for every trace of one structure)."""
+def _checkified(fn):
+    """``fn`` traced under ``checkify.checkify`` with its checks functional, returning
+    ``(error, out, (values, advice))``: checkify's error value, ``fn``'s result and its notices (the
+    values and their host functions). Arrays pass through checkify; the rest of the result (static
+    fields, the advice functions) is carried around it."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        checks: list[tuple[jax.Array, str]] = []
-        notices: list[tuple[object, Callable]] = []
-        token, notice_token = _CHECKS.set(checks), _NOTICES.set(notices)
-        try:
-            out = fn(*args, **kwargs)
-        finally:
-            _CHECKS.reset(token)
-            _NOTICES.reset(notice_token)
-        flags = jnp.stack([f for f, _ in checks]) if checks else jnp.zeros((0,), bool)
-        return out, (flags, tuple(m for _, m in checks)), (tuple(v for v, _ in notices), tuple(a for _, a in notices))
+        static: list = []
+
+        def arrays_only():
+            notices: list[tuple[object, Callable]] = []
+            mode, notice_token = _MODE.set(_Mode.FUNCTIONAL), _NOTICES.set(notices)
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                _MODE.reset(mode)
+                _NOTICES.reset(notice_token)
+            result = (out, (tuple(v for v, _ in notices), tuple(a for _, a in notices)))
+            dynamic, rest = eqx.partition(result, eqx.is_array)
+            static.append(rest)
+            return dynamic
+
+        error, dynamic = checkify.checkify(arrays_only)()
+        out, notices = eqx.combine(dynamic, static[0])
+        return error, out, notices
 
     return run
 
 
-def raise_failed(out, flags, messages: tuple[str, ...]):
-    """``out`` if no flag is set; the first failed check's message as ``equinox.EquinoxRuntimeError``
-    when the flags have values (eagerly, and under an eager ``grad``), the same error attached to
-    ``out`` (``eqx.branched_error_if``) when they are abstract (inside a caller's ``jit``/``vmap``)."""
-    if not messages:
-        return out
-    if isinstance(flags, Tracer):
+def _in_functional(fn):
+    """``fn`` traced with its checks functional, for an outer checkify (an enclosing entry point's or
+    the caller's) to collect; no notices (module docstring)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        mode, notice_token = _MODE.set(_Mode.FUNCTIONAL), _NOTICES.set(None)
         try:
-            flags = np.array([bool(f) for f in flags])  # a tracer that carries values (an eager grad)
-        except jax.errors.ConcretizationTypeError:  # abstract: inside a caller's jit or vmap
-            return eqx.branched_error_if(out, jnp.any(flags), jnp.argmax(flags), messages)
-    failed = np.flatnonzero(np.asarray(flags))
-    if failed.size:
-        raise eqx.EquinoxRuntimeError(messages[int(failed[0])])
-    return out
+            return fn(*args, **kwargs)
+        finally:
+            _MODE.reset(mode)
+            _NOTICES.reset(notice_token)
+
+    return run
+
+
+def _message(error) -> str | None:
+    """The library's message of checkify's concrete ``error``, None if no check failed."""
+    text = error.get()
+    if text is None:
+        return None
+    return text[: -len(_CHECKIFY_SUFFIX)] if text.endswith(_CHECKIFY_SUFFIX) else text
 
 
 def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``eqx.filter_jit(fn)``: arrays traced, everything else static, one program per structure; its
-    value checks (:func:`check`) returned as flags and raised after the call, its notices
-    (:func:`notice`) given after that (module docstring).
+    """``eqx.filter_jit(fn)`` whose value checks are data: arrays traced, everything else static, one
+    program per structure; a failed check (:func:`check`) raised as ``equinox.EquinoxRuntimeError``
+    after the call, notices (:func:`notice`) given after that (module docstring).
+
+    The decorator of every entry point of the library, public as ``cfm_jax.compiled`` for a user's
+    own step: the checks of the library's functions called inside (through ``scan``, ``vmap`` and
+    ``grad`` too) become the step's own data, with no host callback, so the persistent compilation
+    cache stores the step. Inside another ``compiled`` function or a caller's ``checkify`` its checks
+    join the enclosing ones; inside a caller's own ``jit``/``vmap``/``grad`` they are host callbacks
+    tied to the result and its gradient.
 
     Numpy integer and bool scalars among the top-level arguments are turned into Python values
     first, so that ``steps=np.int64(4)`` is static like ``steps=4`` (``eqx.filter_jit`` traces every
     numpy value).
     """
-    jitted = eqx.filter_jit(_flagged(fn))
+    top = eqx.filter_jit(_checkified(fn))
+    inner = eqx.filter_jit(_in_functional(fn))
+    traced = eqx.filter_jit(_flagged(fn))
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        out, (flags, messages), (values, advice) = jitted(
-            *map(_static, args), **{k: _static(v) for k, v in kwargs.items()}
-        )  # pyright: ignore[reportCallIssue]
-        out = raise_failed(out, flags, messages)
+        args, kwargs = tuple(map(_static, args)), {k: _static(v) for k, v in kwargs.items()}
+        if _functional():  # inside an entry point, or a caller's checkify: the checks join its own
+            return inner(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+        if not _top_level():  # inside a caller's own transformation: the checks as host callbacks
+            out, (flags, messages) = traced(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+            return _raise_flagged(out, flags, messages)
+        error, out, (values, advice) = top(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+        message = _message(error)
+        if message is not None:
+            out = _fail(out, message)
         for value, advise in zip(values, advice, strict=True):
             _advise(value, advise)
         return out
 
     return cast(Callable[_P, _R], call)
+
+
+def _flagged(fn):
+    """``fn`` returning ``(out, (flags, messages))``: the flags ``(k,)`` of the checks at the top
+    level of its program and their (static) messages (:class:`_Flags`)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        flags = _Flags()
+        mode, notice_token = _MODE.set(flags), _NOTICES.set(None)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _MODE.reset(mode)
+            _NOTICES.reset(notice_token)
+        stacked = jnp.stack([f for f, _ in flags.checks]) if flags.checks else jnp.zeros((0,), bool)
+        return out, (stacked, tuple(m for _, m in flags.checks))
+
+    return run
+
+
+def _raise_flagged(out, flags, messages: tuple[str, ...]):
+    """``out`` carrying the checks ``flags`` of a call inside a caller's transformation: joined to an
+    enclosing program's flags at the same level; raised at once when they carry values (an eager
+    ``grad``); else attached to ``out`` and its gradient (:func:`_attach`)."""
+    if not messages:
+        return out
+    mode = _MODE.get()
+    if isinstance(mode, _Flags) and mode.trace == jex_core.get_opaque_trace_state():
+        mode.checks.extend(zip(flags, messages, strict=True))
+        return out
+    try:
+        values = np.array([bool(f) for f in flags])  # a tracer that carries values (an eager grad)
+    except jax.errors.ConcretizationTypeError:  # abstract: inside a caller's jit or vmap
+        return _attach(out, jnp.any(flags), jnp.argmax(flags), messages)
+    failed = np.flatnonzero(values)
+    return _fail(out, messages[int(failed[0])]) if failed.size else out
 
 
 def is_concrete(x) -> bool:
@@ -192,9 +387,10 @@ def as_array(name: str, x) -> jax.Array:
 
 
 def check_finite(name: str, x) -> None:
-    """Raise `ValueError` naming `name` if a concrete array has nan/inf entries."""
-    if is_concrete(x) and not bool(np.isfinite(np.asarray(x)).all()):
-        raise ValueError(f"`{name}` contains non-finite values (nan/inf).")
+    """The finiteness check of :func:`finite` made now on a concrete array (a constructor given
+    values); a traced one is left to the entry point that receives it."""
+    if is_concrete(x):
+        check(x, ~np.isfinite(np.asarray(x)).all(), f"`{name}` contains non-finite values (nan/inf).")
 
 
 def finite(name: str, x):

@@ -1,14 +1,31 @@
-"""Value checks of the compiled entry points: raised after the call from flags the program returns
-(at top level), a host callback inside a caller's own transformation; the same message either way."""
+"""The one value-check path (``cfm_jax._validation``): every way a user calls the library raises a
+failed check naming the argument, and nothing comes back as a silent NaN.
 
+The matrix: a few of the library's checks (a NaN token, a NaN parameter, a NaN context point,
+weights that do not sum to one, a NaN target of the loss) × the ways a user calls an entry point
+(eagerly, inside ``jax.jit``, ``eqx.filter_jit``, ``jax.grad``, ``jax.jit(jax.grad)`` with a loss
+whose gradient does not need the primal output, ``jax.jit(jax.vmap(jax.grad))``, a ``lax.scan``
+body, the user's own ``cfm_jax.compiled`` step, a caller's ``checkify``). The cases with a clean
+input give finite values the same way (so a check that always fails cannot pass)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
 import traceback
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+from jax.experimental import checkify
 
 import cfm_jax
+from cfm_jax import _validation
 from cfm_jax._validation import check, compiled, notice
 
 MESSAGE = "`x` contains non-finite values (nan/inf)."
@@ -99,3 +116,218 @@ def test_a_notice_is_given_after_a_top_level_call_with_its_values():
     assert _SEEN == [2.0, 6.0]
     notice(jnp.array(5.0), _record)  # outside a compiled trace: at once
     assert _SEEN == [2.0, 6.0, 5.0]
+
+
+KEY_M, KEY_X, KEY_Z, KEY_Y = jax.random.split(jax.random.key(0), 4)
+MODEL = cfm_jax.Transformer.init(KEY_M, dim=3, heads=1, mlp_width=4, layers=2)
+X0 = jax.random.normal(KEY_X, (2, 3))
+Z = jax.random.normal(KEY_Z, (6, 3))
+Y = jax.random.normal(KEY_Y, (2, 3))
+
+
+def _nan_model(model):
+    """``model`` with one NaN entry in its first floating parameter."""
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    leaves, tree = jax.tree.flatten(params)
+    leaves[0] = leaves[0].reshape(-1).at[0].set(jnp.nan).reshape(leaves[0].shape)
+    return eqx.combine(jax.tree.unflatten(tree, leaves), static)
+
+
+#: a bad input, by the argument its message names: (model, tokens, context points, context weights,
+#: targets); the context is built inside the caller's function, so its own check names `points`
+BAD = {
+    "x0": (MODEL, X0.at[0, 1].set(jnp.nan), Z, None, Y),
+    "model": (_nan_model(MODEL), X0, Z, None, Y),
+    "points": (MODEL, X0, Z.at[2, 0].set(jnp.inf), None, Y),
+    "weights": (MODEL, X0, Z, jnp.full(6, 0.2), Y),
+    "y": (MODEL, X0, Z, None, Y.at[1, 1].set(jnp.nan)),
+}
+
+
+#: how each message names the argument: the context built inside the caller's function is checked
+#: by the entry point, as `context` points / weights
+NAMES = {"x0": "`x0`", "model": "`model`", "points": "points.? contain", "weights": "weights.? must sum", "y": "`y`"}
+
+
+def _measure(z, w):
+    return cfm_jax.EmpiricalMeasure(z) if w is None else cfm_jax.EmpiricalMeasure(z, w)
+
+
+def _loss(model, x0, z, w, y):
+    """A loss whose gradient does not need the primal output (linear in it), through
+    ``loss_and_grad`` for the target check and through ``forward`` otherwise."""
+    x1 = cfm_jax.forward(model, x0, _measure(z, w)).x1
+    return jnp.sum(x1 * y)
+
+
+def _loss_checked_y(model, x0, z, w, y):
+    return cfm_jax.loss_and_grad(model, x0, _measure(z, w), y)[0] + 0.0 * _loss(model, x0, z, w, y)
+
+
+def _scan(model, x0, z, w, y):
+    def body(carry, _):
+        return carry + _loss(model, x0, z, w, y), None
+
+    return jax.lax.scan(body, jnp.zeros(()), None, length=2)[0]
+
+
+def _under_checkify(fn):
+    def run(*args):
+        err, out = checkify.checkify(fn)(*args)
+        err.throw()
+        return out
+
+    return run
+
+
+def _batched(fn):
+    def run(model, x0, z, w, y):
+        return fn(model, jnp.stack([x0, x0]), z, w, y)
+
+    return run
+
+
+WAYS = {
+    "eager": lambda f: f,
+    "jax.jit": jax.jit,
+    "eqx.filter_jit": eqx.filter_jit,
+    "grad": lambda f: jax.grad(f),
+    "jit(grad)": lambda f: jax.jit(jax.grad(f)),
+    "jit(vmap(grad))": lambda f: _batched(jax.jit(jax.vmap(jax.grad(f), in_axes=(None, 0, None, None, None)))),
+    "scan": lambda f: jax.jit(lambda *a: _scan(*a)) if f is _loss else jax.jit(f),
+    "compiled": lambda f: cfm_jax.compiled(jax.grad(f)),
+    "compiled(vmap(grad))": lambda f: _batched(
+        cfm_jax.compiled(jax.vmap(jax.grad(f), in_axes=(None, 0, None, None, None)))
+    ),
+    "checkify": lambda f: _under_checkify(jax.jit(jax.grad(f))),
+}
+
+
+def _finite(tree) -> bool:
+    return all(bool(jnp.all(jnp.isfinite(a))) for a in jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array)))
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("name", BAD)
+def test_a_bad_value_raises_naming_the_argument_however_the_call_is_made(name, way):
+    loss = _loss_checked_y if name == "y" else _loss
+    fn = WAYS[way](loss)
+    with pytest.raises(Exception, match=NAMES[name]) as info:
+        jax.block_until_ready(fn(*BAD[name]))
+    # the message is the library's, whatever wraps it
+    assert any(word in str(info.value) for word in ("non-finite", "sum to 1", "nan/inf")), str(info.value)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_clean_inputs_run_and_give_finite_values_every_way(way):
+    out = WAYS[way](_loss_checked_y)(MODEL, X0, Z, None, Y)
+    assert _finite(out)
+
+
+def test_one_error_type_eagerly_compiled_and_under_filter_jit():
+    x0 = BAD["x0"][1]
+    for call in (
+        lambda: cfm_jax.forward(MODEL, x0, Z),
+        lambda: eqx.filter_jit(lambda x: cfm_jax.forward(MODEL, x, Z))(x0),
+        lambda: jax.grad(lambda x: _loss(MODEL, x, Z, None, Y))(x0),
+        lambda: cfm_jax.compiled(lambda x: cfm_jax.forward(MODEL, x, Z).x1)(x0),
+        lambda: cfm_jax.EmpiricalMeasure(Z.at[0, 0].set(jnp.nan)),
+    ):
+        with pytest.raises(eqx.EquinoxRuntimeError):
+            jax.block_until_ready(call())
+
+
+def test_a_compiled_entry_point_inside_another_joins_its_checks():
+    """The inner call's checks become the outer program's data (no host callback), raised after it."""
+    outer = cfm_jax.compiled(lambda x: cfm_jax.forward(MODEL, x, Z).x1)
+    text = eqx.filter_jit(_validation._checkified(lambda x: cfm_jax.forward(MODEL, x, Z).x1)).lower(X0).as_text()
+    assert "callback" not in text
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
+        outer(BAD["x0"][1])
+
+
+def test_a_users_step_has_no_host_callback_and_still_checks():
+    """``cfm_jax.compiled`` of a value-and-grad step through ``forward`` holds no host callback (the
+    persistent cache can store it), where the same step under ``eqx.filter_jit`` has them."""
+
+    def step(model, x0):
+        return eqx.filter_value_and_grad(lambda m: _loss(m, x0, Z, None, Y))(model)
+
+    ours = eqx.filter_jit(_validation._checkified(step)).lower(MODEL, X0).as_text()
+    theirs = eqx.filter_jit(step).lower(MODEL, X0).as_text()
+    assert "callback" not in ours
+    assert "callback" in theirs
+    value, grads = cfm_jax.compiled(step)(MODEL, X0)
+    assert _finite((value, grads))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
+        cfm_jax.compiled(step)(MODEL, BAD["x0"][1])
+
+
+def test_checks_under_a_callers_checkify_are_functional():
+    """Under ``checkify.checkify`` the library's checks are checkify's own: ``err.get()`` carries the
+    library's message, and the program has no host callback."""
+    fn = jax.jit(jax.grad(lambda x: _loss(MODEL, x, Z, None, Y)))
+    err, _ = checkify.checkify(fn)(BAD["x0"][1])
+    assert "`x0` contains non-finite values" in err.get()
+    err, _ = checkify.checkify(fn)(X0)
+    assert err.get() is None
+    text = jax.jit(checkify.checkify(jax.grad(lambda x: _loss(MODEL, x, Z, None, Y)))).lower(X0).as_text()
+    assert "callback" not in text
+
+
+def test_a_check_inside_the_callers_scan_inside_compiled_is_data():
+    text = eqx.filter_jit(_validation._checkified(lambda *a: _scan(*a))).lower(MODEL, X0, Z, None, Y).as_text()
+    assert "callback" not in text
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
+        cfm_jax.compiled(_scan)(*BAD["x0"])
+
+
+def test_a_check_tied_to_the_gradient_fails_where_only_the_gradient_is_kept():
+    """The host-callback path guards the tangent too: remove that and ``jit(grad)`` of a linear loss
+    returns NaN silently."""
+    fn = jax.jit(jax.grad(lambda x: _loss(MODEL, x, Z, None, Y)))
+    with pytest.raises(Exception, match="`x0`"):
+        jax.block_until_ready(fn(BAD["x0"][1]))
+
+
+def test_check_eagerly_outside_any_program():
+    x = jnp.ones(3)
+    assert _validation.check(x, jnp.array(False), "unused") is x
+    with pytest.raises(eqx.EquinoxRuntimeError, match="the message"):
+        _validation.check(x, jnp.array([False, True]), "the message")
+
+
+def test_messages_with_braces_survive_checkify():
+    fn = cfm_jax.compiled(lambda x: _validation.check(x, x < 0, "`x` must be in {0, 1}"))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=re.escape("`x` must be in {0, 1}")):
+        fn(jnp.array(-1.0))
+
+
+ON_ERROR = textwrap.dedent(
+    """
+    import jax, jax.numpy as jnp
+    import cfm_jax
+    model = cfm_jax.Transformer.init(jax.random.key(0), dim=2, heads=1, mlp_width=2, layers=1)
+    x0 = jnp.array([[jnp.nan, 0.0]])
+    context = jax.random.normal(jax.random.key(1), (4, 2))
+    x1 = cfm_jax.forward(model, x0, context).x1
+    g = jax.jit(jax.grad(lambda x: jnp.sum(cfm_jax.forward(model, x, context).x1)))(x0)
+    print("RESULT", bool(jnp.all(jnp.isnan(x1))), bool(jnp.all(jnp.isnan(g))))
+    """
+)
+
+
+@pytest.mark.slow  # a fresh interpreter: equinox reads EQX_ON_ERROR at import
+def test_eqx_on_error_nan_gives_nan_without_raising():
+    env = {**os.environ, "EQX_ON_ERROR": "nan"}
+    out = subprocess.run([sys.executable, "-c", ON_ERROR], capture_output=True, text=True, env=env, check=True)
+    assert "RESULT True True" in out.stdout, out.stdout + out.stderr
+
+
+def test_eqx_on_error_nan_at_top_level(monkeypatch):
+    monkeypatch.setenv("EQX_ON_ERROR", "nan")
+    x1 = cfm_jax.forward(MODEL, BAD["x0"][1], Z).x1
+    assert np.all(np.isnan(np.asarray(x1)))
+    monkeypatch.setenv("EQX_ON_ERROR", "raise")
+    with pytest.raises(eqx.EquinoxRuntimeError):
+        cfm_jax.forward(MODEL, BAD["x0"][1], Z)
