@@ -11,7 +11,12 @@ included). The target: the second process compiles nothing the first one compile
 
 Scripts: ``readme`` is the README's example as the page shows it; ``entry_points`` calls the
 library's compiled entry points with their defaults (``forward`` on atoms and on a Gaussian
-context, ``loss_and_grad``, ``token_adjoint``, ``jax.grad`` through ``forward``) at small sizes.
+context, ``loss_and_grad``, ``token_adjoint``, ``jax.grad`` through ``forward``) at small sizes;
+``user_step`` and ``user_step_filter_jit`` are a user's optax training step (``eqx.filter_value_and_grad``
+of a loss through ``forward``, defaults) wrapped in ``cfm_jax.compiled`` and in ``eqx.filter_jit``:
+the first holds the library's checks as data (the target: the second process compiles at most 10 %
+of the first one's seconds), the second as host callbacks, which the cache does not store. Each
+user step is then called with a NaN token, which must still raise naming ``x0``.
 Writes ``benchmarks/results/process.{json,md}`` with the machine.
 """
 
@@ -80,6 +85,37 @@ ENTRY_POINTS = textwrap.dedent(
 )
 
 
+USER_STEP = textwrap.dedent(
+    """
+    import equinox as eqx, jax, jax.numpy as jnp, optax
+
+    key_m, key_x, key_z, key_y = jax.random.split(jax.random.key(0), 4)
+    model = cfm_jax.Transformer.init(key_m, dim=8, heads=2, mlp_width=32, layers=12)
+    x0, y = jax.random.normal(key_x, (4, 8)), jax.random.normal(key_y, (4, 8))
+    context = cfm_jax.EmpiricalMeasure(jax.random.normal(key_z, (512, 8)))
+    optimiser = optax.adam(1e-3)
+    state = optimiser.init(eqx.filter(model, eqx.is_inexact_array))
+
+    @WRAP
+    def step(model, state, x0):
+        loss, grads = eqx.filter_value_and_grad(
+            lambda m: jnp.mean(jnp.sum((cfm_jax.forward(m, x0, context).x1 - y) ** 2, -1))
+        )(model)
+        updates, state = optimiser.update(grads, state, eqx.filter(model, eqx.is_inexact_array))
+        return eqx.apply_updates(model, updates), state, loss
+
+    for _ in range(3):
+        model, state, loss = step(model, state, x0)
+    try:
+        step(model, state, x0.at[0, 0].set(jnp.nan))
+        raised = "no error"
+    except Exception as e:
+        raised = type(e).__name__ + ": " + ("names x0" if "`x0`" in str(e) else str(e)[:200])
+    print("RAISED " + raised)
+    """
+)
+
+
 def readme_example() -> str:
     """The README's first Python block, as the page shows it."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -93,7 +129,9 @@ def run(script: str, cache: Path) -> dict:
     )
     wall = time.perf_counter() - start
     stats = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("STATS "))[6:])
+    raised = next((l[7:] for l in proc.stdout.splitlines() if l.startswith("RAISED ")), None)
     return {
+        "raised": raised,
         "programs": len(stats["compiled"]),
         "compile_s": stats["compile_s"],
         "loaded": stats["loaded"],
@@ -107,16 +145,27 @@ def main(argv=None) -> None:
     parser.add_argument("--notes", default="", help="how the machine was loaded")
     args = parser.parse_args(argv)
     rows = {}
-    for name, script in (("readme", readme_example()), ("entry_points", ENTRY_POINTS)):
+    scripts = (
+        ("readme", readme_example()),
+        ("entry_points", ENTRY_POINTS),
+        ("user_step", USER_STEP.replace("WRAP", "cfm_jax.compiled")),
+        ("user_step_filter_jit", USER_STEP.replace("WRAP", "eqx.filter_jit")),
+    )
+    for name, script in scripts:
         with tempfile.TemporaryDirectory() as cache:
             first, second = run(script, Path(cache)), run(script, Path(cache))
-        rows[name] = {"first": first, "second": second, "second_compiles_nothing": second["programs"] == 0}
+        rows[name] = {
+            "first": first,
+            "second": second,
+            "second_compiles_nothing": second["programs"] == 0,
+            "second_over_first_compile_s": second["compile_s"] / max(first["compile_s"], 1e-9),
+        }
         print(
             name,
             {
                 k: {m: v for m, v in r.items() if m != "compiled"}
                 for k, r in rows[name].items()
-                if k != "second_compiles_nothing"
+                if k in ("first", "second")
             },
         )
     out = {"machine": machine(notes=args.notes), "scripts": rows}
@@ -129,19 +178,28 @@ def main(argv=None) -> None:
         + (f"; {args.notes}" if args.notes else "")
         + ". `python benchmarks/bench_process.py`.",
         "",
-        "| script | process | programs compiled | compiling (s) | loaded from the cache | wall (s) |",
-        "|---|---|---|---|---|---|",
+        "| script | process | programs compiled | compiling (s) | second / first compiling | loaded from the cache | wall (s) | a NaN token |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
         for which in ("first", "second"):
             p = r[which]
+            ratio = f"{r['second_over_first_compile_s']:.0%}" if which == "second" else ""
             lines.append(
-                f"| {name} | {which} | {p['programs']} | {p['compile_s']:.1f} | {p['loaded']} | {p['wall_s']:.1f} |"
+                f"| {name} | {which} | {p['programs']} | {p['compile_s']:.1f} | {ratio} | {p['loaded']} "
+                f"| {p['wall_s']:.1f} | {p['raised'] or ''} |"
             )
     lines += [
         "",
-        "Target: the second process compiles nothing the first one compiled — "
-        + ("met for every script." if all(r["second_compiles_nothing"] for r in rows.values()) else "**not met**."),
+        "Targets: the second process compiles nothing the first one compiled for the library's own scripts, "
+        "and at most 10 % of the first one's compiling seconds for a user's step in `cfm_jax.compiled` — "
+        + (
+            "met."
+            if all(rows[n]["second_compiles_nothing"] for n in ("readme", "entry_points"))
+            and rows["user_step"]["second_over_first_compile_s"] <= 0.10
+            else "**not met**."
+        )
+        + " The same step under `eqx.filter_jit` holds the checks as host callbacks, which the cache does not store.",
     ]
     (RESULTS / "process.md").write_text("\n".join(lines) + "\n")
 

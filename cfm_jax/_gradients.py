@@ -52,6 +52,9 @@ class AdjointSolution(eqx.Module):
             piecewise constant (e.g. :class:`~cfm_jax.PiecewiseLinearCFM`) the plain node gradients.
         grads: model-shaped $∂L/∂θ_l$.
         loss: the scalar loss.
+        result: the outcome of the solves (``diffrax.RESULTS``): the forward's failure if it failed,
+            else the backward's (an adaptive ``ContinuousAdjoint``), else successful. With
+            ``throw=True`` (default) a failure is raised instead; ``throw=False`` reports it here.
     """
 
     ss: Array
@@ -65,6 +68,7 @@ class AdjointSolution(eqx.Module):
     functional_grads: AbstractCFM
     grads: AbstractCFM
     loss: Array
+    result: diffrax.RESULTS
 
 
 def mean_squared_loss(x1, y):
@@ -103,9 +107,7 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
     ``(loss, grads)``, ``grads`` model-shaped ($∂L/∂θ_l$ per layer).
     """
     loss, y = _check_loss(loss, x0, y, throw)
-    if throw:
-        # forward's checks made here, at this program's top level, where they are flags it returns:
-        # inside the gradient they could only be host callbacks (cfm_jax._validation)
+    if throw:  # forward's input checks, made once here: the solve below runs with throw=False
         model, x0, context = checked_inputs(model, x0, context)
 
     def value(m):
@@ -196,6 +198,11 @@ def adjoint_trajectories(
     if jnp.ndim(x0) == 1:
         xs, ps = xs[:, 0], ps[:, 0]
     fgrads = functional_gradient(model, res.grads) if model.piecewise_constant else res.grads
+    result = sol.result
+    if res.result is not None:  # the backward can fail too: the forward's failure comes first
+        result = diffrax.RESULTS.where(result == diffrax.RESULTS.successful, res.result, result)
+    if throw:
+        value = check_solved(value, result)
     return AdjointSolution(
         ss=ss,
         xs=xs,
@@ -208,6 +215,7 @@ def adjoint_trajectories(
         functional_grads=fgrads,
         grads=res.grads,
         loss=value,
+        result=result,
     )
 
 

@@ -72,7 +72,7 @@ from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
 from ._measures import GaussianMeasure, as_measure
 from ._paths import AbstractCFM
 from ._regime import notice_heavy_tail
-from ._validation import as_array, check, compiled, finite, finite_params
+from ._validation import as_array, check_solved, compiled, finite, finite_params
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""
@@ -162,17 +162,6 @@ def checked_inputs(model, x0, context):
     if not isinstance(context, GaussianMeasure):
         context = as_measure(context)
     return finite_params(model), finite("x0", x0), context.checked()
-
-
-def check_solved(x, result):
-    """``x`` with a check (:func:`~cfm_jax._validation.check`) that the solve reporting ``result``
-    succeeded: one flag per way diffrax can fail, raising diffrax's own message for it."""
-    result = jax.lax.stop_gradient(result)  # an integer code, not differentiated
-    # the enumeration's items, as diffrax declares them (eqx.Enumeration's class table)
-    for name, item in diffrax.RESULTS._name_to_item.items():
-        if name != "successful":
-            x = check(x, result == item, str(diffrax.RESULTS[item]))
-    return x
 
 
 def _names_the_forward_mode_fix(fn):

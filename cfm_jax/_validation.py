@@ -50,6 +50,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar, cast
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.extend.core as jex_core
@@ -208,6 +209,8 @@ def check(x, failed, message: str):
     """
     if _on_error() == "off":
         return x
+    if not isinstance(failed, Tracer):  # known now (given values, or decided by shapes)
+        return _fail(x, message) if bool(np.any(np.asarray(failed))) else x
     if _functional():
         checkify.check(~jnp.any(failed), _escape(message))
         return x
@@ -215,8 +218,6 @@ def check(x, failed, message: str):
     if isinstance(mode, _Flags) and mode.trace == jex_core.get_opaque_trace_state():
         mode.checks.append((jnp.any(failed), message))
         return x
-    if not isinstance(failed, Tracer) and not any(isinstance(a, Tracer) for a in jax.tree.leaves(x)):
-        return _fail(x, message) if bool(np.any(np.asarray(failed))) else x
     return _attach(x, jnp.any(failed), 0, (message,))
 
 
@@ -370,6 +371,18 @@ def _raise_flagged(out, flags, messages: tuple[str, ...]):
         return _attach(out, jnp.any(flags), jnp.argmax(flags), messages)
     failed = np.flatnonzero(values)
     return _fail(out, messages[int(failed[0])]) if failed.size else out
+
+
+def check_solved(x, result, prefix: str = ""):
+    """``x`` with a check (:func:`check`) that the solve reporting ``result`` (``diffrax.RESULTS``)
+    succeeded: one check per way diffrax can fail, raising diffrax's own message for it after
+    ``prefix``."""
+    result = jax.lax.stop_gradient(result)  # an integer code, not differentiated
+    # the enumeration's items, as diffrax declares them (eqx.Enumeration's class table)
+    for name, item in diffrax.RESULTS._name_to_item.items():
+        if name != "successful":
+            x = check(x, result == item, prefix + str(diffrax.RESULTS[item]))
+    return x
 
 
 def is_concrete(x) -> bool:

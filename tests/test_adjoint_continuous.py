@@ -154,3 +154,30 @@ def test_piecewise_linear_path_at_awkward_step_counts():
     for bad in (4, 2):
         with pytest.raises(ValueError, match="`steps`"):
             cfm_jax.forward(path, x0, ctx, solver=diffrax.Heun(), steps=bad, adjoint=ContinuousAdjoint())
+
+
+def test_a_backward_solve_that_fails_is_raised_however_the_gradient_is_taken():
+    """An adaptive backward solve that reaches ``max_steps`` is raised with diffrax's message, whether
+    the gradient is taken eagerly, under ``jax.jit`` or in ``cfm_jax.compiled``; the same problem with
+    room to step gives finite gradients (so the check is not always on)."""
+    import diffrax
+
+    key_m, key_x, key_z = jax.random.split(jax.random.key(3), 3)
+    model = cfm_jax.Transformer.init(key_m, dim=3, heads=1, mlp_width=4, layers=2)
+    x0, z = jax.random.normal(key_x, (2, 3)), jax.random.normal(key_z, (6, 3))
+
+    def loss(m, rtol):
+        adjoint = cfm_jax.ContinuousAdjoint(
+            solver=diffrax.Tsit5(), stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol)
+        )
+        controller = diffrax.PIDController(rtol=1e-3, atol=1e-3)
+        sol = cfm_jax.forward(
+            m, x0, z, solver=diffrax.Tsit5(), stepsize_controller=controller, max_steps=8, adjoint=adjoint
+        )
+        return jnp.sum(sol.x1)  # linear: the backward alone carries the check
+
+    for way in (jax.grad, lambda f: jax.jit(jax.grad(f)), lambda f: cfm_jax.compiled(jax.grad(f))):
+        with pytest.raises(Exception, match="backward solve failed: The maximum number of solver steps"):
+            jax.block_until_ready(way(lambda m: loss(m, 1e-12))(model))
+        grads = way(lambda m: loss(m, 1e-2))(model)
+        assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(eqx.filter(grads, eqx.is_inexact_array)))

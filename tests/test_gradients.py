@@ -272,3 +272,23 @@ def test_adjoint_solution_names_its_context_trajectory_as_flow_solution_does():
     assert flow.contexts is not None
     assert jnp.allclose(sol.contexts.points, flow.contexts.points, rtol=0, atol=1e-12)
     assert jnp.array_equal(sol.contexts.weights, flow.contexts.weights)
+
+
+def test_adjoint_trajectories_reports_the_solves_result():
+    """A forward that reaches ``max_steps`` is raised by default and reported in ``result`` with
+    ``throw=False``; a successful one reports success."""
+    import diffrax
+
+    key_m, key_x, key_z, key_y = jax.random.split(jax.random.key(4), 4)
+    model = cfm_jax.Transformer.init(key_m, dim=3, heads=1, mlp_width=4, layers=2)
+    x0, z, y = (jax.random.normal(k, s) for k, s in ((key_x, (2, 3)), (key_z, (6, 3)), (key_y, (2, 3))))
+    adjoint = cfm_jax.ContinuousAdjoint(solver=diffrax.Tsit5())
+    options = dict(solver=diffrax.Tsit5(), adjoint=adjoint)
+    tight = dict(stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-12), max_steps=4)
+    loose = dict(stepsize_controller=diffrax.PIDController(rtol=1e-2, atol=1e-2), max_steps=64)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
+        cfm_jax.adjoint_trajectories(model, x0, z, y, **options, **tight)
+    sol = cfm_jax.adjoint_trajectories(model, x0, z, y, throw=False, **options, **tight)
+    assert sol.result == diffrax.RESULTS.max_steps_reached
+    sol = cfm_jax.adjoint_trajectories(model, x0, z, y, **options, **loose)
+    assert sol.result == diffrax.RESULTS.successful

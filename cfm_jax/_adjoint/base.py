@@ -36,6 +36,7 @@ from .._fields import LocalVJP
 from .._flow import AbstractCarriedContext, EmpiricalContext, FlowSolution, FlowSpec, loop, solution, with_progress
 from .._measures import EmpiricalMeasure
 from .._paths import AbstractCFM
+from .._validation import check_solved
 from .memory import AbstractMemory
 
 
@@ -98,13 +99,18 @@ class Autodiff(AbstractStrategy):
         return solution(model, context, y0, spec, out, emit)
 
 
+#: the prefix of a failed backward solve's message (diffrax's own message follows)
+BACKWARD_FAILED = "the adjoint's backward solve failed: "
+
+
 class AdjointResult(NamedTuple):
     """Gradients of the backward sweep, plus optional trajectories and probe values.
 
     ``grads``: model-shaped ∂L/∂θ; ``x0``: ``(B, d)``; ``z0``: ``(n, d)`` (= w_j a_j(0));
     ``weights``: ``(n,)`` ∂L/∂w. ``traj``: ``(ss (S,), xs (S,B,d), zs (S,n,d), ps (S,B,d),
     a (S,n,d))`` with a the test-field gradients, or None. ``probe_grads (S, P, d)``,
-    ``probe_values (S, P)`` or None.
+    ``probe_values (S, P)`` or None. ``result``: the backward solve's outcome (``diffrax.RESULTS``)
+    where it can fail (an adaptive or implicit backward solve), else None.
     """
 
     grads: AbstractCFM
@@ -114,6 +120,7 @@ class AdjointResult(NamedTuple):
     traj: tuple | None = None
     probe_grads: Array | None = None
     probe_values: Array | None = None
+    result: diffrax.RESULTS | None = None
 
 
 class AbstractHandAdjoint(AbstractStrategy):
@@ -279,7 +286,9 @@ def _solve_bwd(residuals, cotangents, perturbed, inputs, adjoint, spec):
     ct = cotangents_of(cotangents)
     res = adjoint.run_backward(model, EmpiricalContext(w), _state(x, z), spec, residuals, ct)
     grads = _inexact_like(res.grads, eqx.filter(model, eqx.is_inexact_array))
-    return grads, res.x0, res.z0, res.weights
+    out = grads, res.x0, res.z0, res.weights
+    # a backward solve that failed (max_steps reached…) is raised with the gradients it would return
+    return out if res.result is None else check_solved(out, res.result, BACKWARD_FAILED)
 
 
 def as_strategy(adjoint) -> AbstractStrategy:

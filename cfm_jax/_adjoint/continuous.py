@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._flow import FlowSpec, fixed_controller, layer_ends, loop, solution, solve_segment, state_before, with_progress
+from .._flow import FlowSpec, first_failure, fixed_controller, layer_ends, loop, solution, solve_segment, state_before, with_progress
 from .base import AbstractHandAdjoint, AdjointResult, cotangent_or_zero, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, check_memory, store_every_layers
 
@@ -214,15 +214,16 @@ class ContinuousAdjoint(AbstractHandAdjoint):
                     jx, jz = inj
                     p = p if jx is None else p + jx[j]
                     b = b if jz is None else b + jz[j]
-                return (st, (p, b, bz, phi, dlogw, g)), (nsteps, (st[0], st[1], p, b) if trajectories else None)
+                out = (nsteps, seg.result, (st[0], st[1], p, b) if trajectories else None)
+                return (st, (p, b, bz, phi, dlogw, g)), out
 
-            (state, (p, b, bz, phi, dlogw, g_out)), (nsteps, tr) = jax.lax.scan(
+            (state, (p, b, bz, phi, dlogw, g_out)), (nsteps, results, tr) = jax.lax.scan(
                 bwd_sub, (state, (p, b, bz, phi, dlogw, g_in)), jnp.arange(sub), reverse=True
             )
             if ends is not None:  # restart from the stored forward state at this layer's start
                 state = state_before(y0, ends, l)
             tr = None if tr is None else jax.tree.map(lambda a: a[0], tr)
-            out = (g_out if pc else None, tr, nsteps.sum())
+            out = (g_out if pc else None, tr, nsteps.sum(), results)
             return (state, (p, b, bz, phi, dlogw, g_out if not pc else g)), out
 
         # the backward starts from the final state; after layer l it restarts from the stored start
@@ -231,7 +232,11 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         if inj_x is not None or inj_z is not None:
             inj = (None if inj_x is None else inj_x[0], None if inj_z is None else inj_z[0])
         adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((R,), dtype), jnp.zeros_like(w), g_zero)
-        (_, adj0), (g_layers, traj_bwd, _) = jax.lax.scan(bwd_layer, (final, adj1), (jnp.arange(L), inj), reverse=True)
+        (_, adj0), (g_layers, traj_bwd, _, results) = jax.lax.scan(
+            bwd_layer, (final, adj1), (jnp.arange(L), inj), reverse=True
+        )
+        # an adaptive or implicit backward solve can fail: report its first failure (in depth order)
+        result = first_failure(jax.tree.map(lambda r: r.reshape(-1), results)) if bspec.can_fail else None
         p0, b0, bz, phi, dlogw, g_total = adj0
         if pc:
             stacked, pull = eqx.filter_vjp(lambda m: m.stacked_params(), model)
@@ -251,7 +256,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
                 jnp.concatenate([ps_b, p1[None]], 0),
                 jnp.concatenate([bs_b, b1[None]], 0) * iw,
             )
-        return finish(grads, p0, b0, dlogw, w, ct, traj, bz, phi, L + 1, d)
+        return finish(grads, p0, b0, dlogw, w, ct, traj, bz, phi, L + 1, d)._replace(result=result)
 
 
 __all__ = ["ContinuousAdjoint"]

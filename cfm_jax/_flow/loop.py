@@ -281,7 +281,7 @@ def _layer_fn(model: AbstractCFM, context: AbstractCarriedContext, spec: FlowSpe
     return layer
 
 
-def _first_failure(results: diffrax.RESULTS) -> diffrax.RESULTS:
+def first_failure(results: diffrax.RESULTS) -> diffrax.RESULTS:
     """The first unsuccessful entry of per-layer results ``(count,)`` (successful if none)."""
     values = results._value  # pyright: ignore[reportAttributeAccessIssue]  (an enumeration item's code)
     ok = diffrax.RESULTS.successful._value  # pyright: ignore[reportAttributeAccessIssue]
@@ -320,7 +320,7 @@ def loop(
     ys, ts = out if emit == "steps" else (out, None)
     # fixed steps outside diffeqsolve cannot fail: keep the result a constant (no run-time check)
     plain = adjoint is None and not spec.can_fail
-    result = diffrax.RESULTS.successful if plain else _first_failure(res)
+    result = diffrax.RESULTS.successful if plain else first_failure(res)
     return Loop(final, ys, ts, acc.sum(), rej.sum(), result, meter_state)
 
 
@@ -400,6 +400,7 @@ __all__ = [
     "Loop",
     "Segment",
     "advance",
+    "first_failure",
     "layer_ends",
     "loop",
     "merge_leading",
