@@ -184,16 +184,17 @@ def rate_verdict(q: Interval) -> Verdict:
     0) reaching [½, 1] holds — the bound's factor, up to the factor 2 of an estimated C —; growth
     wholly below ½ or wholly between 1 and :data:`ESTIMATE_FACTOR` is a different constant; growth
     wholly faster than :data:`ESTIMATE_FACTOR` × the bound's rate (beyond what an estimated C can
-    explain), or a deviation that decays (CI below 0), is refuted; no growth with ½ excluded is
-    not observed; else undecided; no interval (NaN or infinite) is not measured."""
+    explain), or a deviation that decays (CI below 0), is refuted; growth reaching both the bound's
+    rate and that factor is undecided; no growth with ½ excluded is not observed; else undecided;
+    no interval (NaN or infinite) is not measured."""
     if not measured(q.ci_low, q.ci_high):
         return NOT_MEASURED
     if q.ci_low > ESTIMATE_FACTOR or q.ci_high < 0:
         return REFUTED
     if q.ci_low > 0:
-        if q.ci_high >= 0.5 and q.ci_low <= 1:
-            return HOLDS
-        return DIFFERENT if q.ci_high < ESTIMATE_FACTOR else UNDECIDED
+        if q.ci_high >= ESTIMATE_FACTOR:  # reaches what no estimated C explains
+            return UNDECIDED
+        return HOLDS if q.ci_high >= 0.5 and q.ci_low <= 1 else DIFFERENT
     return NOT_OBSERVED if q.ci_high < 0.5 else UNDECIDED
 
 
