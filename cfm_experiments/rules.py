@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 from cfm_jax.stats import Interval, RateFit
 
-from .claims import tail_exponent as tail, token_sample, verdicts as claim_rules
+from .claims import tail_rule as tail, token_sample, verdicts as claim_rules
+from .claims.tail_exponent import TAIL_DELTAS
 from .ogd import curvature, verdicts as ogd_rules
 from .rates.claims import verdict as rates_verdict
 from .sync import common as sync_common
@@ -66,7 +67,7 @@ _UP = Interval(1.3, 1.1, 1.5)
 
 
 def _tail_entry(n: int, gamma: Interval, median: Interval, ratio: tuple[float, float]) -> dict:
-    D = len(tail.TAIL_DELTAS)
+    D = len(TAIL_DELTAS)
     return {
         "n": n,
         "gamma": gamma.as_dict(),
@@ -81,7 +82,7 @@ def _tail_row(gamma=Interval(0.5, 0.47, 0.53), slope=(-0.5, -0.5), ratio=(0.99, 
     ratio's interval ``ratio`` given; everything else at the limit."""
     m1 = Interval(4.0 ** (0.5 * sum(slope) + 0.5), 4.0 ** (slope[0] + 0.5), 4.0 ** (slope[1] + 0.5))
     sizes = [_tail_entry(16, gamma, Interval(1.0, 1.0, 1.0), ratio), _tail_entry(64, gamma, m1, ratio)]
-    return {"deltas": list(tail.TAIL_DELTAS), "sizes": sizes}
+    return {"deltas": list(TAIL_DELTAS), "sizes": sizes}
 
 
 def _rates_fit(lo: float, hi: float) -> dict:
@@ -203,7 +204,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "tail.gamma_verdict",
         tail.gamma_verdict,
-        lambda lo, hi: tail.gamma_verdict(_tail_row(gamma=_iv(lo, hi))["sizes"][-1], tail.TAIL_DELTAS),
+        lambda lo, hi: tail.gamma_verdict(_tail_row(gamma=_iv(lo, hi))["sizes"][-1], TAIL_DELTAS),
         0.5,
         tail.SUB_EXPONENTIAL,
     ),

@@ -5,13 +5,14 @@ the n-point deviation it linearises, the models at their ρ, and the lines' verd
 import jax
 import numpy as np
 import pytest
+from _tail_rows import decaying as _decaying, model as _model
 
-from cfm_experiments.claims import tail_exponent as T
+from cfm_experiments.claims import tail_exponent as T, tail_rule as TR
 from cfm_experiments.claims.deviation import reference_tokens, sup_deviation, token_trajectory
 from cfm_experiments.claims.rho import rho_of
 from cfm_experiments.claims.sampling import fixed_norm_params, sample_law, transformer
 from cfm_experiments.claims.statistics import upper_quantiles
-from cfm_experiments.verdicts import BELOW_STABLE_SIZES, HOLDS, NOT_MEASURED, REFUTED, UNDECIDED
+from cfm_experiments.verdicts import BELOW_STABLE_SIZES, HOLDS, REFUTED, UNDECIDED
 from cfm_jax import EmpiricalMeasure
 
 
@@ -82,48 +83,6 @@ def test_a_row_runs_its_model_at_its_rho():
     assert all(len(s["ratio"]["value"]) == 2 and s["median"] > 0 for s in row["sizes"])
 
 
-def _size(n, gamma, gamma_lin, median=1.0, ratio=(1.0, 0.9, 1.1), spread=0.02):
-    """One n's entry: γ ± 0.03, the median of √n·dev ``median`` ± ``spread`` (relative) and every q_δ over
-    the limit's ``ratio`` (value, low, high)."""
-    D = len(T.TAIL_DELTAS)
-    return {
-        "n": n,
-        "gamma": {"value": gamma, "ci_low": gamma - 0.03, "ci_high": gamma + 0.03, "level": 0.95},
-        "gamma_lin": gamma_lin,
-        "quantiles": [1.0] * D,
-        "quantiles_lin": [1.0] * D,
-        "median_ci": {
-            "value": median,
-            "ci_low": (1 - spread) * median,
-            "ci_high": (1 + spread) * median,
-            "level": 0.95,
-        },
-        "ratio": {k: [v] * D for k, v in zip(T.RATIO_KEYS, ratio)},
-    }
-
-
-def _model(
-    rho=0.5, gamma=0.52, growth=1.0, ratio=(1.0, 0.9, 1.1), model=0, contexts=100_000, gamma_lin=0.52, spread=0.02
-):
-    """One model's row, n = 16 and 64: √n·dev's median grows by ``growth`` (1: the deviation decays like
-    n^{-1/2}; 2: it does not decay); at n = 64 the quantiles are ``ratio`` × the limit's."""
-    return {
-        "config": {"law": "ball", "model": model, "rho": rho, "tail_samples": contexts},
-        "rho": rho,
-        "floor": 0.0,
-        "deltas": list(T.TAIL_DELTAS),
-        "sizes": [
-            _size(16, gamma, gamma_lin, spread=spread),
-            _size(64, gamma, gamma_lin, median=growth, ratio=ratio, spread=spread),
-        ],
-    }
-
-
-def _decaying(exponent, spread=0.002):
-    """A model whose median decays like n^exponent from n = 16 to 64 (medians ± ``spread``)."""
-    return _model(growth=4.0 ** (exponent + 0.5), spread=spread)
-
-
 HAVE = {"contexts per model": 100_000}
 
 
@@ -144,52 +103,9 @@ def test_a_deviation_that_does_not_decay_is_refuted():
     across the decay bound is undecided."""
     line = _line(_model(growth=2.0))
     assert line.verdict == REFUTED and "+0.00 [" in line.measured, line.measured
-    edge = T.decay_bound(16, 64)
+    edge = TR.decay_bound(16, 64)
     slow = _line(_decaying(edge, spread=0.02))  # the boundary itself
     assert slow.verdict == UNDECIDED and f"{edge:+.2f} [" in slow.measured
-
-
-def test_the_decay_bound_follows_from_the_claim():
-    """−½ plus the exponent of a relative correction 1 − 1/√n from n0 to n1: −0.389 from 16 to 64, nearer
-    −½ over a wider span, no bound where the correction is not bounded."""
-    assert T.decay_bound(16, 64) == pytest.approx(-0.5 + np.log(0.875 / 0.75) / np.log(4))
-    assert T.decay_bound(16, 64) == pytest.approx(-0.389, abs=5e-4)
-    assert -0.5 < T.decay_bound(16, 1024) < T.decay_bound(16, 64)
-    assert T.decay_bound(1, 64) == float("inf")
-    assert T.limit_band(64) == (0.875, 1.125)
-    tol = T.gamma_tolerance(64, T.TAIL_DELTAS)
-    assert tol == pytest.approx(np.log(1.125 / 0.875) / np.log(4))
-
-
-def test_a_median_decaying_like_n_to_the_minus_0_3_is_a_rate_failure():
-    """The rule refutes n^{-0.3} (the −¼ it replaces let it pass), and n^{-0.31}."""
-    assert T.model_verdict(_decaying(-0.3)) == REFUTED
-    assert T.model_verdict(_decaying(-0.31)) == REFUTED
-    assert T.model_verdict(_decaying(-0.5)) == HOLDS
-
-
-def test_counterfactuals_just_past_each_edge():
-    """Each threshold of the rule with a model on either side of it, everything else at the limit."""
-    edge = T.decay_bound(16, 64)
-    assert T.model_verdict(_decaying(edge - 0.01)) == HOLDS
-    assert T.model_verdict(_decaying(edge + 0.01)) == REFUTED
-    lo, hi = T.limit_band(64)
-    for e, verdict in ((hi - 0.01, HOLDS), (hi + 0.01, REFUTED), (lo + 0.01, HOLDS), (lo - 0.01, REFUTED)):
-        assert T.model_verdict(_model(ratio=(e, e - 0.005, e + 0.005))) == verdict, (e, verdict)
-    bound = T.gamma_bound(_model()["sizes"][-1], T.TAIL_DELTAS)  # ½ and the limit's 0.52, plus the tolerance
-    assert T.model_verdict(_model(gamma=bound + 0.04)) == REFUTED  # γ ± 0.03 wholly above
-    assert T.model_verdict(_model(gamma=bound - 0.02)) == HOLDS  # reaches the bound, excludes 1
-
-
-def test_the_gamma_bound_is_the_larger_of_one_half_and_the_limits():
-    """A limit whose own exponent is 0.75 (heavier than ½): a sample at 0.85 is that limit's tail; against
-    ½ (the smaller of the two) it would be refuted."""
-    row = _model(gamma=0.85, gamma_lin=0.75)
-    last = row["sizes"][-1]
-    assert T.gamma_bound(last, T.TAIL_DELTAS) == pytest.approx(0.75 + T.gamma_tolerance(64, T.TAIL_DELTAS))
-    assert T.gamma_verdict(last, T.TAIL_DELTAS) == HOLDS
-    assert T.model_verdict(row) == HOLDS
-    assert T.gamma_verdict(_model(gamma=0.85, gamma_lin=0.4)["sizes"][-1], T.TAIL_DELTAS) == REFUTED
 
 
 def test_a_deviation_far_from_its_limit_is_refuted():
@@ -218,27 +134,12 @@ def test_a_middle_model_that_does_not_decay_refutes_the_line():
     assert _line(mild, heavy).verdict == HOLDS and _line(mild, _model(2.5, model=1), heavy).verdict == HOLDS
     far = _line(mild, _model(2.5, gamma=0.3, ratio=(6.0, 5.0, 7.0), model=1), heavy)
     assert far.verdict == REFUTED
-    assert T.model_verdict(bad) == REFUTED and T.model_verdict(mild) == HOLDS
+    assert TR.model_verdict(bad) == REFUTED and TR.model_verdict(mild) == HOLDS
 
 
 def test_the_line_withholds_what_one_model_withholds():
     """One model's straddling interval (the others holding) leaves the line undecided, not holding."""
     assert _line(_model(0.5), _model(2.5, ratio=(1.12, 1.05, 1.2), model=1), _model(4.0, model=2)).verdict == UNDECIDED
-
-
-def test_one_size_cannot_show_a_decay():
-    row = _model()
-    row["sizes"] = row["sizes"][1:]
-    assert _line(row).verdict == NOT_MEASURED
-
-
-def test_decay_joins_the_medians_intervals_at_their_far_ends():
-    sizes = _model(growth=2.0)["sizes"]
-    d = T.decay(sizes[::-1])  # in any order: from the smallest n to the largest
-    assert d is not None
-    assert d.value == pytest.approx(0.0, abs=1e-12)
-    assert d.ci_low == pytest.approx(np.log(2 * 0.98 / 1.02) / np.log(4) - 0.5)
-    assert d.ci_high == pytest.approx(np.log(2 * 1.02 / 0.98) / np.log(4) - 0.5)
 
 
 def test_quantile_ratios_of_a_scaled_sample():
