@@ -63,7 +63,8 @@ def test_search_names_what_went_wrong():
 
 
 def test_d_lines_per_energy_on_known_laws():
-    """Flat in d at E‖z‖² ≤ 1 reads *holds*; at E‖z‖² ≤ d a √d growth *holds* and a growth like d is
+    """Flat in d at E‖z‖² ≤ 1 reads *holds*; at E‖z‖² ≤ d a growth like d^{1/4} *holds*, exactly √d (the
+    bound itself) is *undecided* and a growth like d is
     *refuted*; a supremum that did not beat its start, or that a trivial model beats, withholds the
     verdict (*not tested*) and the line names the d and the reason."""
     rng = np.random.default_rng(1)
@@ -73,7 +74,9 @@ def test_d_lines_per_energy_on_known_laws():
     assert line.verdict == "holds" and "improved on its start and beats the trivial models" in line.measured
     assert "E\\|z\\|^2 \\leq 1" in line.claim
     root = [_row("d", d, 1, "d", "concat", 2.0 * d**0.5, rng) for d in dims]
-    assert S.d_line(root, "d", HAVE).verdict == "holds"
+    assert S.d_line(root, "d", HAVE).verdict == "undecided: interval straddles the boundary"  # γ = ½ exactly
+    slower = [_row("d", d, 1, "d", "concat", 2.0 * d**0.25, rng) for d in dims]
+    assert S.d_line(slower, "d", HAVE).verdict == "holds"  # γ = ¼: at most √d
     linear = [_row("d", d, 1, "d", "concat", 2.0 * d, rng) for d in dims]
     assert S.d_line(linear, "d", HAVE).verdict == "refuted at these sizes"
     stuck = flat[:2] + [_row("d", 8, 1, "1", "concat", 2.0, rng, start=1.0)] + flat[3:]
