@@ -2,8 +2,9 @@
 
 :class:`EmpiricalMeasure` is a finite context (n atoms) and :class:`GaussianMeasure` the
 infinite-context population law for which the flow has an exact closed form (docs/theory.md,
-the Gaussian limit). Both check their values eagerly when concrete and, through ``checked``,
-inside compiled code (``eqx.error_if``), so a measure built by ``jax.tree.map`` (bypassing the
+the Gaussian limit). Both check the values they are given when constructed and, through ``checked``,
+inside compiled code (the one value check, ``cfm_jax._validation``: ``equinox.EquinoxRuntimeError``
+naming the argument either way), so a measure built by ``jax.tree.map`` (bypassing the
 constructor) is still checked when it reaches ``forward``.
 
 One rule for the weights, everywhere (the constructor, ``checked`` inside compiled code, the
@@ -119,7 +120,7 @@ class EmpiricalMeasure(eqx.Module):
         return eqx.tree_at(lambda m: (m.points, m.weights), template, (points, weights))
 
     def checked(self, name: str = "context") -> EmpiricalMeasure:
-        """This measure with its values checked inside compiled code (``eqx.error_if``): finite points,
+        """This measure with its values checked inside compiled code (the one value check): finite points,
         and weights that are finite, non-negative and sum to one. The error names ``name``."""
         z, w = self.points, self.weights
         z = check(z, ~jnp.all(jnp.isfinite(z)), f"`{name}` points contain non-finite values (nan/inf).")
@@ -166,8 +167,9 @@ class GaussianMeasure(eqx.Module):
 
     One rule, eagerly and inside compiled code: finite entries, symmetric up to 10³ ulp of its largest
     entry, and positive definite, its smallest eigenvalue above d ulp of its largest (a covariance
-    that is singular up to round-off is refused). Bad input raises a ``ValueError`` naming the argument
-    when the arrays are concrete; under ``jit`` the same checks are attached with ``eqx.error_if``, and
+    that is singular up to round-off is refused). A bad shape raises a ``ValueError``, a bad value an
+    ``equinox.EquinoxRuntimeError`` naming the argument, when the arrays are concrete and under ``jit``
+    alike (the one value check), and
     [`forward`][cfm_jax.forward] checks them again (``checked``), so a measure built by
     ``jax.tree.map`` is checked too.
 
@@ -221,7 +223,7 @@ class GaussianMeasure(eqx.Module):
         return self.mean.shape[-1]
 
     def checked(self, name: str = "context") -> GaussianMeasure:
-        """This measure with its values checked inside compiled code (``eqx.error_if``): the rule of the
+        """This measure with its values checked inside compiled code (the one value check): the rule of the
         class docstring. The error names ``name``."""
         mean, cov = _checked_values(self.mean, self.cov, f"`{name}`: ", traced_only=False)
         return GaussianMeasure.unchecked(mean, cov)
@@ -242,7 +244,7 @@ _NONFINITE_POINTS = "EmpiricalMeasure: `points` contains non-finite values (nan/
 
 
 def _checked_values(mean, cov, prefix: str, *, traced_only: bool):
-    """``(mean, cov)`` with the class docstring's rule attached inside compiled code (``eqx.error_if``);
+    """``(mean, cov)`` with the class docstring's rule attached inside compiled code (the one value check);
     ``traced_only``: only for traced arrays (concrete ones were checked eagerly)."""
     d = mean.shape[-1]
     if not (traced_only and is_concrete(mean)):

@@ -29,15 +29,15 @@ modules are static, arrays are traced, and a repeated call with the same shapes 
 program. Argument types and shapes are checked when it is traced (``ValueError`` naming the
 argument); values — finite tokens, points and parameters, context weights that are non-negative and
 sum to one, a Gaussian covariance that is symmetric positive definite — and a failed adaptive solve
-(``max_steps`` reached) are checked by the compiled program, which returns one flag per check:
-called at top level, a failed check raises ``equinox.EquinoxRuntimeError`` after the call with a
-message naming the argument, and the program holds no host callback, so JAX's persistent compilation
-cache (:func:`cfm_jax.enable_compilation_cache`) stores it and a new process compiles it no more.
-Inside a caller's own ``eqx.filter_jit``, ``vmap`` or ``grad`` the same message is raised by a host
-callback; under a plain ``jax.jit`` it arrives inside ``jax.errors.JaxRuntimeError`` ("INTERNAL:
-CpuCallback error …", after JAX's frames), so wrap such programs in ``eqx.filter_jit``
-(``cfm_jax._validation`` describes both). ``throw=False`` leaves the checks out (a failed solve is
-then reported in ``FlowSolution.result``), as sweeps over inputs they generate themselves do.
+(``max_steps`` reached) are checked by the library's one value check (``cfm_jax._validation``): a
+failed check raises ``equinox.EquinoxRuntimeError`` naming the argument. Called at top level, or
+inside a user's step in ``cfm_jax.compiled``, the checks are data the program returns (no host
+callback: JAX's persistent compilation cache, :func:`cfm_jax.enable_compilation_cache`, stores it);
+under a caller's ``checkify`` they are its functional checks; inside a caller's own ``jax.jit``,
+``vmap`` or ``grad`` they are host callbacks tied to the result and its gradient (a plain
+``jax.jit`` wraps the message in ``jax.errors.JaxRuntimeError``). ``throw=False`` leaves the checks
+out (a failed solve is then reported in ``FlowSolution.result``), as sweeps over inputs they
+generate themselves do.
 Under a plain ``jax.jit``, ``steps`` and
 ``max_steps`` must be marked static (``jax.jit(forward, static_argnames="steps")``);
 ``eqx.filter_jit`` does that itself.
@@ -112,7 +112,7 @@ def prepare(model: AbstractCFM, x0, context, **options) -> Prepared:
     them to one dtype: the widest of the tokens, the context and the parameters.
 
     Types, shapes and options raise ``ValueError`` naming the argument when traced; values are
-    checked inside the compiled program (``eqx.error_if``) unless ``throw`` is False.
+    checked by the value check (``cfm_jax._validation.check``) unless ``throw`` is False.
     """
     defaults = _option_defaults()
     unknown = sorted(set(options) - set(defaults))

@@ -25,7 +25,17 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._flow import FlowSpec, first_failure, fixed_controller, layer_ends, loop, solution, solve_segment, state_before, with_progress
+from .._flow import (
+    FlowSpec,
+    first_failure,
+    fixed_controller,
+    layer_ends,
+    loop,
+    solution,
+    solve_segment,
+    state_before,
+    with_progress,
+)
 from .base import AbstractHandAdjoint, AdjointResult, cotangent_or_zero, finish, system_vjp
 from .memory import AbstractMemory, Backsolve, StoreEvery, check_memory, store_every_layers
 

@@ -21,8 +21,8 @@ The public names, by theme (implementation in the private modules named in brack
 * the theorem's attention term [``_theorem``] — :func:`attention_epsilon`, a lower estimate of ε of
   Assumption 2.
 
-The simulators are compiled (``eqx.filter_jit``) and check the tokens' values inside the compiled
-program (``eqx.error_if``), so bad tokens raise an error naming ``x0`` eagerly and under ``jax.jit``.
+The simulators are compiled (``cfm_jax.compiled``) and check the tokens' values by the library's one
+value check, so bad tokens raise an error naming ``x0`` eagerly and under ``jax.jit``.
 """
 
 from ._energies import (

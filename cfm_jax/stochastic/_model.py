@@ -15,9 +15,9 @@ same key uses the same MLP weights, which is how systems of different sizes shar
 the tokens are traced, its Python settings and ``save_every`` are static, and a repeated call with
 the same shapes reuses the program. Shapes raise ``ValueError`` when traced; the tokens' values
 (finite, on the unit sphere) and the model's parameters (finite) are checked inside the program
-(``eqx.error_if``), so the checks hold under a caller's ``jax.jit`` and ``vmap`` too. ``throw=False``
-leaves the value checks out (sweeps over tokens they draw themselves: a program with them is never
-stored by JAX's persistent compilation cache).
+(the library's one value check, ``cfm_jax._validation``), so the checks hold under a caller's
+``jax.jit`` and ``vmap`` too. ``throw=False`` leaves the value checks out (sweeps over tokens they
+draw themselves).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class StochasticTransformer(AbstractSphereModel):
 
 def _check_tokens(x0, d: int | None = None, *, throw: bool = True) -> Array:
     """Tokens ``(N, d)`` on the unit sphere: shapes raise ``ValueError`` naming ``x0``; with ``throw``
-    the values (finite, unit rows) are checked inside compiled code (``eqx.error_if``)."""
+    the values (finite, unit rows) are checked by the one value check."""
     x0 = as_array("x0", x0)
     if x0.ndim != 2 or x0.shape[0] < 1 or x0.shape[1] < 2:
         raise ValueError(f"`x0` must have shape (N, d) with N >= 1, d >= 2, got {x0.shape}.")
