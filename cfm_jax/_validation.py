@@ -47,6 +47,7 @@ import logging
 import numbers
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar, cast
 
@@ -136,7 +137,17 @@ def _top_level() -> bool:
     return jex_core.get_opaque_trace_state() == _TOP_LEVEL
 
 
-_TOP_LEVEL = jex_core.get_opaque_trace_state()
+def _untraced_state():
+    """The trace state where nothing is tracing: read in a new thread, so that importing this module
+    inside a caller's ``jit`` (the package is lazy) does not take that trace for the top level."""
+    state: list = []
+    reader = threading.Thread(target=lambda: state.append(jex_core.get_opaque_trace_state()))
+    reader.start()
+    reader.join()
+    return state[0]
+
+
+_TOP_LEVEL = _untraced_state()
 
 
 def _escape(message: str) -> str:

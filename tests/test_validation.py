@@ -331,3 +331,38 @@ def test_eqx_on_error_nan_at_top_level(monkeypatch):
     monkeypatch.setenv("EQX_ON_ERROR", "raise")
     with pytest.raises(eqx.EquinoxRuntimeError):
         cfm_jax.forward(MODEL, BAD["x0"][1], Z)
+
+
+IMPORTED_INSIDE_JIT = textwrap.dedent(
+    """
+    import jax, jax.numpy as jnp
+    import cfm_jax
+
+    x0 = jnp.array([[jnp.nan, 0.0]])
+    context = jax.random.normal(jax.random.key(1), (4, 2))
+
+    @jax.jit
+    def first_use(x):  # the package's modules are imported here, inside a trace
+        model = cfm_jax.Transformer.init(jax.random.key(0), dim=2, heads=1, mlp_width=2, layers=1)
+        return cfm_jax.forward(model, x, context).x1
+
+    first_use(jnp.zeros((1, 2)))
+    model = cfm_jax.Transformer.init(jax.random.key(0), dim=2, heads=1, mlp_width=2, layers=1)
+
+    @cfm_jax.compiled
+    def scanned(x):  # at top level: the check inside the scan is data, raised after the call
+        body = lambda c, _: (c + cfm_jax.forward(model, x, context).x1.sum(), None)
+        return jax.lax.scan(body, 0.0, None, length=2)[0]
+
+    try:
+        scanned(x0)
+    except Exception as e:
+        print("RESULT", type(e).__name__)
+    """
+)
+
+
+@pytest.mark.slow  # a fresh interpreter, where the package is first used inside a jit
+def test_the_top_level_is_known_when_the_package_is_first_used_inside_a_jit():
+    out = subprocess.run([sys.executable, "-c", IMPORTED_INSIDE_JIT], capture_output=True, text=True, check=True)
+    assert "RESULT EquinoxRuntimeError" in out.stdout, out.stdout + out.stderr
