@@ -40,6 +40,10 @@ from .base import AbstractGaussianField, LocalVJP, complete_params
 AUTO_DENSE_LIMIT = 1 << 22
 #: Query-block rows used by the automatic chunked mode (CPU).
 AUTO_CHUNK_SIZE = 256
+#: Finite stand-in for log 0 in the streamed running maximum (never −inf: exp(−inf − (−inf)) is NaN
+#: when a whole key block has zero weight). Any logit of a positive weight is far above it, so its
+#: exp(mask − max) underflows to exactly 0; it stays finite in float32 after adding u·z.
+MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 #: GPU/TPU: dense up to the first many score entries (512 MiB in float32); above, equal query
 #: blocks of at most AUTO_BLOCK_ENTRIES_ACCELERATOR / (H·n) rows, that bound clipped to the
 #: (low, high) row bounds.
@@ -82,14 +86,17 @@ def _streamed_means(u, keys, log_weights, key_chunk):
     def step(carry, blk):
         run_max, run_sum, run_acc = carry
         kb, lwb, vb = blk
-        logits = jnp.where(vb[None, :], u @ kb.T + lwb[None, :], -jnp.inf)
+        # zero weights (log w = −inf) and padded keys get the finite mask: a block of them only
+        # adds terms exp(mask − max) = 0 once a positive weight has been seen, and before that its
+        # running sums are wiped by scale = exp(mask − max) = 0, instead of exp(−inf + inf) = NaN
+        logits = jnp.where(vb[None, :], u @ kb.T + jnp.maximum(lwb, MASK_VALUE)[None, :], MASK_VALUE)
         new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(logits, axis=-1)))
         scale = jnp.exp(run_max - new_max)
         p = jnp.exp(logits - new_max[:, None])
         return (new_max, run_sum * scale + p.sum(-1), run_acc * scale[:, None] + p @ kb), None
 
     init = (
-        jnp.full((r,), -jnp.inf, u.dtype),
+        jnp.full((r,), MASK_VALUE, u.dtype),
         jnp.zeros((r,), u.dtype),
         jnp.zeros((r, d), u.dtype),
     )
