@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import equinox as eqx
 import jax
@@ -335,7 +335,7 @@ def _backward(cfg, u, z, log_weights, m, lse, do, dok, dlse):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _pallas_means(cfg, u, z, log_weights):
+def _pallas_means(cfg, u, z, log_weights) -> tuple[Array, Array]:
     return _forward(cfg, u, z, log_weights)
 
 
@@ -396,7 +396,7 @@ class PallasAttention(AbstractAttentionKernel):
 
     def means(self, queries, keys, log_weights, A):
         H, q, d = A.shape[0], queries.shape[0], queries.shape[1]
-        m, lse = _pallas_means(self._config(), self._rows(queries, A), keys, log_weights)
+        m, lse = cast(tuple, _pallas_means(self._config(), self._rows(queries, A), keys, log_weights))
         return m.reshape(H, q, d), lse.reshape(H, q)
 
     def means_vjp(self, queries, keys, log_weights, A, means, lse, cot, key_cot):
