@@ -24,6 +24,7 @@ __version__ = "0.2.0"
 
 #: public name -> the module that defines it (a subpackage: itself), imported on first use
 _EXPORTS = {
+    "AbstractAttentionKernel": "_fields",
     "AbstractCFM": "_paths",
     "AbstractField": "_fields",
     "AbstractGaussianField": "_fields",
@@ -80,6 +81,7 @@ _EXPORTS = {
     "ogd": "ogd",
     "OGDResult": "ogd",
     "OGDState": "ogd",
+    "PallasAttention": "_fields",
     "PiecewiseLinearCFM": "_paths",
     "probe_gradients": "_gradients",
     "Recompute": "_adjoint",
@@ -108,9 +110,11 @@ _EXPORTS = {
     "W1ControlField": "_control",
     "warn_if_heavy_tailed": "_regime",
     "wasserstein1": "_wasserstein",
+    "XLAAttention": "_fields",
 }
 
 __all__ = [
+    "AbstractAttentionKernel",
     "AbstractCFM",
     "AbstractField",
     "AbstractGaussianField",
@@ -167,6 +171,7 @@ __all__ = [
     "ogd",
     "OGDResult",
     "OGDState",
+    "PallasAttention",
     "PiecewiseLinearCFM",
     "probe_gradients",
     "Recompute",
@@ -195,6 +200,7 @@ __all__ = [
     "W1ControlField",
     "warn_if_heavy_tailed",
     "wasserstein1",
+    "XLAAttention",
 ]
 
 
@@ -230,6 +236,7 @@ if TYPE_CHECKING:  # the same names, for static analysers
     from ._cache import enable_compilation_cache
     from ._control import W1ControlField
     from ._fields import (
+        AbstractAttentionKernel,
         AbstractField,
         AbstractGaussianField,
         AttentionField,
@@ -237,7 +244,9 @@ if TYPE_CHECKING:  # the same names, for static analysers
         LinearMLPField,
         LocalVJP,
         MLPField,
+        PallasAttention,
         SumField,
+        XLAAttention,
         generic_local_vjp,
         linear,
     )

@@ -273,6 +273,12 @@ class Transformer(AbstractPiecewiseConstantCFM):
             kernel=None,
         )
 
+    def with_kernel(self, kernel: AbstractAttentionKernel | None) -> Transformer:
+        """Same parameters, another attention kernel (None: the automatic choice, default blocks)."""
+        return Transformer(
+            **self.stacked_params(), activation=self.activation, chunk_size="auto", key_chunk_size=None, kernel=kernel
+        )
+
     def astype(self, dtype) -> Transformer:
         return jax.tree.map(lambda a: a.astype(dtype), self)
 

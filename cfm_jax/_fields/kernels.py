@@ -378,8 +378,7 @@ class PallasAttention(AbstractAttentionKernel):
     def __check_init__(self):
         if self.precision not in _PRESETS:
             raise ValueError(f"`precision` must be one of {sorted(_PRESETS)}, got {self.precision!r}.")
-        for name in ("block_q", "block_k"):
-            b = getattr(self, name)
+        for name, b in (("block_q", self.block_q), ("block_k", self.block_k)):
             if not (isinstance(b, (int, np.integer)) and not isinstance(b, bool) and b >= 1 and b & (b - 1) == 0):
                 raise ValueError(f"`{name}` must be a power of two, got {b!r}.")
         if self.mesh is not None and not (isinstance(self.mesh, jax.sharding.Mesh) and len(self.mesh.axis_names) == 1):
