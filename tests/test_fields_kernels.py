@@ -198,8 +198,12 @@ def test_forward_mode_is_refused():
 
 
 def test_automatic_choice_and_settings(monkeypatch):
-    """None: Pallas on a GPU unless XLA blocks were asked for, XLA elsewhere; bad settings refused."""
+    """None: Pallas on a single GPU unless XLA blocks were asked for, XLA elsewhere (several devices
+    too: the kernel needs its mesh there); bad settings refused."""
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(jax, "device_count", lambda: 2)
+    assert AttentionField().attention_kernel() == XLAAttention()
+    monkeypatch.setattr(jax, "device_count", lambda: 1)
     assert AttentionField().attention_kernel() == PallasAttention()
     assert AttentionField(chunk_size=None).attention_kernel() == XLAAttention(chunk_size=None)
     assert AttentionField(key_chunk_size=8).attention_kernel() == XLAAttention(key_chunk_size=8)

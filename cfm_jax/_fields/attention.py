@@ -317,8 +317,9 @@ class AttentionField(AbstractGaussianField):
         chunk_size, key_chunk_size: the blocks of the XLA path (:class:`XLAAttention`); setting
             either selects it.
         kernel: how the means and their VJP are computed (:class:`AbstractAttentionKernel`). None:
-            the automatic choice, :class:`PallasAttention` on a GPU when the blocks above are left
-            at their defaults, else ``XLAAttention(chunk_size, key_chunk_size)``.
+            the automatic choice, :class:`PallasAttention` on a single GPU when the blocks above are
+            left at their defaults, else ``XLAAttention(chunk_size, key_chunk_size)`` (several
+            devices: pass ``PallasAttention(mesh=...)`` to use the kernel there).
     """
 
     chunk_size: int | str | None = eqx.field(static=True, default="auto")
@@ -344,7 +345,10 @@ class AttentionField(AbstractGaussianField):
         read when tracing)."""
         if self.kernel is not None:
             return self.kernel
-        if self.chunk_size == "auto" and self.key_chunk_size is None and jax.default_backend() == "gpu":
+        # XLA cannot partition a pallas_call: on several devices the kernel needs its mesh, so the
+        # automatic choice stays with the XLA path there
+        blocks_default = self.chunk_size == "auto" and self.key_chunk_size is None
+        if blocks_default and jax.default_backend() == "gpu" and jax.device_count() == 1:
             return PallasAttention()
         return XLAAttention(self.chunk_size, self.key_chunk_size)
 
