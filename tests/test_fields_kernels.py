@@ -191,10 +191,29 @@ def test_vmap_over_seeds():
 
 
 def test_forward_mode_is_refused():
-    """Forward mode cannot run through the kernel's custom_vjp: a TypeError, not wrong numbers."""
+    """Forward mode cannot run through the kernel's custom_vjp: a TypeError, not wrong numbers; through
+    `forward` (any adjoint, also jax.hessian, which the XLA path supports) one naming the XLA kernel."""
     x, z, logw, A = _problem(jnp.float64, 5, 9, 3, 1)
     with pytest.raises(TypeError, match="jvp|forward-mode"):
         jax.jvp(lambda z: SMALL.means(x, z, logw, A)[0], (z,), (jnp.ones_like(z),))
+
+    def f(z):
+        return jnp.sum(SMALL.means(x, z, logw, A)[0] ** 2)
+
+    for second in (jax.hessian(f), jax.grad(lambda z: jnp.sum(jax.grad(f)(z)))):
+        with pytest.raises(TypeError, match="XLAAttention"):
+            second(z)
+    model = Transformer.init(jax.random.key(0), 3, layers=1, dtype=jnp.float64).with_kernel(SMALL)
+
+    def loss(x0, adjoint=None):
+        kw = {} if adjoint is None else {"adjoint": adjoint}
+        return jnp.sum(cfm_jax.forward(model, x0, z, **kw).x1 ** 2)
+
+    with pytest.raises(TypeError, match="XLAAttention"):
+        jax.hessian(loss)(x)  # the default hand adjoint: forward mode over its backward sweep
+    for adjoint in (diffrax.DirectAdjoint(), diffrax.RecursiveCheckpointAdjoint()):
+        with pytest.raises(TypeError, match="XLAAttention"):
+            jax.jvp(lambda x0: loss(x0, adjoint), (x,), (x,))
 
 
 def test_automatic_choice_and_settings(monkeypatch):

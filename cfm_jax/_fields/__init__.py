@@ -1,6 +1,6 @@
 """Velocity fields V(x, μ; θ): attention, MLP, their sums, and user-defined fields."""
 
-from .attention import AttentionField, XLAAttention, attention_matrix, attention_means
+from .attention import AttentionField, XLAAttention, attention_matrix, attention_means, reverse_only_attention
 from .base import (
     AbstractField,
     AbstractGaussianField,
@@ -36,5 +36,6 @@ __all__ = [
     "generic_local_vjp",
     "linear",
     "mlp_field",
+    "reverse_only_attention",
     "sum_fields",
 ]

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .base import AbstractGaussianField, LocalVJP, complete_params
+from .base import AbstractField, AbstractGaussianField, AbstractSumField, LocalVJP, complete_params
 from .kernels import MASK_VALUE, AbstractAttentionKernel, PallasAttention
 
 #: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking (CPU).
@@ -383,3 +383,10 @@ class AttentionField(AbstractGaussianField):
         c = jnp.einsum("hed,d->e", Vh, mean)
         M = jnp.einsum("hed,df,hgf->eg", Vh, cov, A)
         return c, M
+
+
+def reverse_only_attention(field: AbstractField) -> bool:
+    """Whether ``field`` (or a summand) computes its attention with :class:`PallasAttention`, which
+    has no forward-mode autodiff (a ``custom_vjp``)."""
+    fields = field.fields if isinstance(field, AbstractSumField) else (field,)
+    return any(isinstance(f, AttentionField) and isinstance(f.attention_kernel(), PallasAttention) for f in fields)

@@ -28,8 +28,9 @@ entries (zero weights, padded keys) get a finite mask value, never −inf. It is
 from __future__ import annotations
 
 import abc
+import dataclasses
 import functools
-from typing import NamedTuple, cast
+from typing import cast
 
 import equinox as eqx
 import jax
@@ -100,8 +101,9 @@ class AbstractAttentionKernel(eqx.Module):
 # ----------------------------------------------------------------------------------------- Pallas
 
 
-class _Config(NamedTuple):
-    """Static settings of one kernel call (hashable: a ``custom_vjp`` non-differentiable argument)."""
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    """Static settings of one kernel call (hashable, no pytree: a ``custom_vjp`` non-differentiable argument)."""
 
     block_q: int
     block_k: int
@@ -334,13 +336,30 @@ def _backward(cfg, u, z, log_weights, m, lse, do, dok, dlse):
     return g[:R, :d], dz[:n, :d], db[:n].astype(log_weights.dtype)
 
 
+def _refuse_derivatives(cfg, primals, tangents):
+    raise TypeError(
+        "PallasAttention's kernels have no derivatives of their own: no forward-mode autodiff (jax.jvp, "
+        "jax.jacfwd, jax.hessian) and no second derivatives through it; use the XLA path for them: "
+        "kernel=cfm_jax.XLAAttention()."
+    )
+
+
+# The Pallas calls as operations whose derivative is refused with that TypeError (forward mode over
+# a reverse pass, as in jax.hessian, and second derivatives), instead of failing deep inside JAX's
+# differentiation of a pallas_call; reverse mode uses the custom_vjp below and never calls them.
+_forward_op = jax.custom_jvp(_forward, nondiff_argnums=(0,))
+_forward_op.defjvp(_refuse_derivatives)
+_backward_op = jax.custom_jvp(_backward, nondiff_argnums=(0,))
+_backward_op.defjvp(_refuse_derivatives)
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _pallas_means(cfg, u, z, log_weights) -> tuple[Array, Array]:
-    return _forward(cfg, u, z, log_weights)
+    return _forward_op(cfg, u, z, log_weights)
 
 
 def _pallas_means_fwd(cfg, u, z, log_weights):
-    m, lse = _forward(cfg, u, z, log_weights)
+    m, lse = _forward_op(cfg, u, z, log_weights)
     return (m, lse), (u, z, log_weights, m, lse)
 
 
@@ -349,8 +368,7 @@ def _pallas_means_bwd(cfg, res, cots):
     dm, dlse = cots
     acc_t = _acc_dtype(u.dtype)
     dm, dlse = dm.astype(acc_t), dlse.astype(acc_t)
-    g, dz, db = _backward(cfg, u, z, log_weights, m, lse, dm, dm, dlse)
-    return g, dz, db
+    return _backward_op(cfg, u, z, log_weights, m, lse, dm, dm, dlse)
 
 
 _pallas_means.defvjp(_pallas_means_fwd, _pallas_means_bwd)
@@ -402,7 +420,7 @@ class PallasAttention(AbstractAttentionKernel):
         H, q, d = A.shape[0], queries.shape[0], queries.shape[1]
         acc_t = _acc_dtype(queries.dtype)
         R = H * q
-        g, dz, db = _backward(
+        g, dz, db = _backward_op(
             self._config(),
             self._rows(queries, A),
             keys,
