@@ -244,6 +244,33 @@ def test_automatic_choice_and_settings(monkeypatch):
         AttentionField(chunk_size=8, kernel=SMALL)
 
 
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_kernels_lower_to_triton_for_a_gpu(dtype, monkeypatch):
+    """Without a GPU, the kernels are lowered for CUDA as on one (jax.export to the "cuda" platform):
+    the forward and the three backward-side calls of a gradient pass the Pallas Triton lowering (block
+    shapes, dot shapes and dtypes, float64 included), and each precision gives its own program."""
+    from jax import export
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # the kernel's own choice: not interpreted
+    shapes = [jax.ShapeDtypeStruct(s, dtype) for s in ((13, 3), (777, 3), (777,), (4, 3, 3))]
+    triton_call = "__gpu$xla.gpu.triton"
+    modules = {}
+    for precision in ("3xTF32", "TF32", "IEEE"):
+        kernel = PallasAttention(precision=precision)
+
+        def grad(x, z, logw, A, kernel=kernel):
+            return jax.grad(lambda *a: jnp.sum(kernel.means(*a)[0] ** 2), argnums=(0, 1, 2, 3))(x, z, logw, A)
+
+        for name, fn in (("forward", kernel.means), ("gradient", grad)):
+            lowered = export.export(
+                jax.jit(fn), platforms=["cuda"], disabled_checks=[export.DisabledSafetyCheck.custom_call(triton_call)]
+            )(*shapes)
+            modules[precision, name] = text = lowered.mlir_module()
+            assert text.count(f"@{triton_call}") == (1 if name == "forward" else 3), (precision, name)
+    if dtype == jnp.float32:
+        assert len({modules[p, "forward"] for p in ("3xTF32", "TF32", "IEEE")}) == 3
+
+
 SHARDED = textwrap.dedent(
     """
     import jax, jax.numpy as jnp, numpy as np

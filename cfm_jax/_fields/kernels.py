@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float
 
@@ -118,9 +119,10 @@ def _acc_dtype(dtype):
 
 def _dot(cfg, a, b, contract):
     """a·b over dims ``contract`` in the accumulator dtype; float32 products at ``cfg.precision`` on a GPU."""
-    preset = None
-    if not cfg.interpret and a.dtype == jnp.float32:
-        preset = _PRESETS[cfg.precision]
+    preset = None  # interpret mode: the CPU's own products (float32 or float64, exact)
+    if not cfg.interpret:
+        # float64: HIGHEST, since the Triton lowering reads DEFAULT as TF32 input precision
+        preset = _PRESETS[cfg.precision] if a.dtype == jnp.float32 else jax.lax.Precision.HIGHEST
     return jax.lax.dot_general(a, b, (contract, ((), ())), precision=preset, preferred_element_type=_acc_dtype(a.dtype))
 
 
@@ -192,8 +194,16 @@ def _dq_kernel(u_ref, z_ref, b_ref, m_ref, lse_ref, do_ref, dl_ref, dlse_ref, dq
 
 
 def _call(kernel, cfg, grid, in_specs, out_specs, out_shape, *args):
+    # the Triton lowering, named: float32 dots at TF32 / 3×TF32 / IEEE (Mosaic GPU has 16-bit dots only)
+    params = triton.CompilerParams(num_warps=4, num_stages=2)
     return pl.pallas_call(
-        kernel, grid=grid, in_specs=in_specs, out_specs=out_specs, out_shape=out_shape, interpret=cfg.interpret
+        kernel,
+        grid=grid,
+        in_specs=in_specs,
+        out_specs=out_specs,
+        out_shape=out_shape,
+        interpret=cfg.interpret,
+        compiler_params=params,
     )(*args)
 
 
