@@ -364,6 +364,10 @@ def main(argv=None):
     parser.add_argument("--resume", action="store_true", help="keep the cells of an earlier run on this backend")
     parser.add_argument("--kernel", action="store_true", help="the fused attention kernel against the XLA path")
     parser.add_argument(
+        "--heads", type=int, nargs="+", default=list(KERNEL_HEADS), help="--kernel: heads H (default 1 4)"
+    )
+    parser.add_argument("--dims", type=int, nargs="+", default=[16, 64], help="token dimensions d (default 16 64)")
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -386,7 +390,7 @@ def main(argv=None):
     # Every other power of two spans 2^14 … 2^20 with half the compilations (each cell compiles
     # its own program, and on a GPU compilation is a large share of an 8-minute budget).
     logns = args.log2_n or ((8, 9, 10, 11) if dry else (14, 16, 18, 20))
-    ds = (16, 64)
+    ds = tuple(args.dims)
     budget = args.budget if args.budget is not None else (120.0 if dry else 400.0)
     config = {
         "dry_run": dry,
@@ -479,14 +483,14 @@ def main(argv=None):
 def main_kernel(args, dry, start):
     """The --kernel table (module docstring); n outermost, so a budget cut drops the largest n."""
     logns = args.log2_n or ((6, 7) if dry else (14, 16, 18, 20))
-    ds = (16, 64)
+    ds, heads_list = tuple(args.dims), tuple(args.heads)
     budget = args.budget if args.budget is not None else (300.0 if dry else 420.0)
     config = {
         "kernel": True,
         "dry_run": dry,
         "log2_n": list(logns),
         "d": list(ds),
-        "heads": list(KERNEL_HEADS),
+        "heads": list(heads_list),
         "impls": list(IMPLS),
         "mlp_width": MLP,
         "batch": BATCH,
@@ -524,7 +528,7 @@ def main_kernel(args, dry, start):
     for logn in logns:
         n = 1 << logn
         for d in ds:
-            for heads in KERNEL_HEADS:
+            for heads in heads_list:
                 for kind in KINDS:
                     reference = None
                     for impl in IMPLS:
