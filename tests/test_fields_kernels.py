@@ -244,15 +244,17 @@ def test_automatic_choice_and_settings(monkeypatch):
         AttentionField(chunk_size=8, kernel=SMALL)
 
 
+@pytest.mark.parametrize("d", [3, 64])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-def test_kernels_lower_to_triton_for_a_gpu(dtype, monkeypatch):
+def test_kernels_lower_to_triton_for_a_gpu(dtype, d, monkeypatch):
     """Without a GPU, the kernels are lowered for CUDA as on one (jax.export to the "cuda" platform):
     the forward and the three backward-side calls of a gradient pass the Pallas Triton lowering (block
     shapes, dot shapes and dtypes, float64 included), and each precision gives its own program."""
     from jax import export
 
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # the kernel's own choice: not interpreted
-    shapes = [jax.ShapeDtypeStruct(s, dtype) for s in ((13, 3), (777, 3), (777,), (4, 3, 3))]
+    # 160 query rows and 777 keys: padded to 192 and 832, neither a power of two
+    shapes = [jax.ShapeDtypeStruct(s, dtype) for s in ((40, d), (777, d), (777,), (4, d, d))]
     triton_call = "__gpu$xla.gpu.triton"
     modules = {}
     for precision in ("3xTF32", "TF32", "IEEE"):
