@@ -24,6 +24,9 @@ is formed above the dense limit.
 The chunked path never forms the full (H·q, n) score matrix: queries are processed in blocks of
 ``chunk_size`` rows (``jax.lax.map``) and, when ``key_chunk_size`` is set, keys are streamed in
 blocks with a running log-sum-exp, so memory is O(H·chunk·n) or O(H·chunk·key_chunk).
+
+That blockwise code is :class:`XLAAttention`, one attention kernel (kernels.py): the field's
+``kernel`` chooses how the means and their VJP are computed, e.g. the fused :class:`PallasAttention`.
 """
 
 from __future__ import annotations

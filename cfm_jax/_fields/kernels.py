@@ -22,7 +22,7 @@ key-block pass (dK + dV and the bias gradient, accumulated in the kernel) and a 
 inputs); the bias is added in that precision, never through a reduced-precision product; masked
 entries (zero weights, padded keys) get a finite mask value, never −inf. It is wrapped in
 ``jax.custom_vjp``: reverse-mode autodiff runs the backward kernels; forward mode (``jax.jvp``,
-``jax.hessian``) is refused by JAX (use the XLA kernel for it).
+``jax.hessian``) and second derivatives are refused with a TypeError naming the XLA kernel.
 """
 
 from __future__ import annotations
