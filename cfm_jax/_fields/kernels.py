@@ -64,13 +64,14 @@ class AbstractAttentionKernel(eqx.Module):
     def means(
         self, queries: Float[Array, "q d"], keys: Float[Array, "n d"], log_weights: Float[Array, " n"], A
     ) -> tuple[Float[Array, "H q d"], Float[Array, "H q"]]:
-        """Per-head means m_h(q) and log-sum-exp for u_h(q) = A_hᵀ q, ``A: (H, d, d)``."""
+        """Per-head means $m_h(q)$ and their log-sum-exp, for the rows $u_h(q) = A_h^⊤ q$, ``A: (H, d, d)``."""
 
     @abc.abstractmethod
     def means_vjp(
         self, queries, keys, log_weights, A, means, lse, cot: Float[Array, "H q d"], key_cot: Float[Array, "H q d"]
     ) -> tuple[Float[Array, "H q d"], Float[Array, "n d"], Float[Array, " n"]]:
-        """``(g, dkeys, dlog_weights)``: g = ∂(cot·m)/∂u_h (centred), the key-side terms for ``key_cot``."""
+        """``(g, dkeys, dlog_weights)``: $g$ the gradient of cot·m in the rows $u_h$ (centred), and
+        the gradients in the keys and log-weights for ``key_cot``."""
 
     def local_products(self, q, c, act, z, logw, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
         """Local products of multi-head attention at rows ``q (r, d)`` with cotangents ``c (r, d)``.
