@@ -1,12 +1,13 @@
 """GPU benchmark: forward and gradient steps against the device's own matmul rate and bandwidth.
 
     python benchmarks/bench_gpu.py               # on a GPU: n = 2^14, 2^16, 2^18, 2^20, d ∈ {16, 64}, ≤ 8 min
+    python benchmarks/bench_gpu.py --kernel      # on a GPU: the fused attention kernel against XLA, ≤ 8 min
     python benchmarks/bench_gpu.py --dry-run     # tiny sizes (automatic when no GPU is present)
 
 One *step* is one layer of the model (L = 1, H = 1, MLP width 32, B = 4 target tokens, float32
 arrays, context of n uniform-weight Gaussian points): the forward step is ``cfm_jax.forward``,
-the gradient step ``cfm_jax.loss_and_grad`` (hand adjoint), both jitted with the library's
-automatic attention blocks (``resolve_chunk_size``, backend-aware). Each runs under every matmul
+the gradient step ``cfm_jax.loss_and_grad`` (hand adjoint), both jitted with the XLA attention
+path (``XLAAttention()``) and its automatic blocks (``resolve_chunk_size``, backend-aware). Each runs under every matmul
 precision JAX offers for float32 arrays (``jax.default_matmul_precision``): ``float32`` (full
 precision, the reference), ``default`` (what JAX does with no setting), ``tensorfloat32`` and
 ``bfloat16``; the error of each is measured against the float32 run of the same cell.
@@ -22,8 +23,20 @@ Memory per cell: XLA's buffer assignment of the compiled step (arguments + outpu
 − aliased), exact for that program; the process-wide ``device.memory_stats()`` peak (GPU only)
 is recorded next to it, as a running maximum.
 
-Results are written after every cell to ``benchmarks/results/gpu.{json,md}`` (``--out`` to
-change); ``--resume`` keeps the cells of an earlier run on the same backend. A cell is skipped
+``--kernel`` measures the fused attention kernel (``PallasAttention``) instead, at H ∈ {1, 4}:
+per (n, d, H, kind) the XLA path at float32 (IEEE) products, the reference, then the kernel at
+each of its precisions (3xTF32, TF32, IEEE; every other matmul of the step at float32), with the
+error against the reference and the fraction of two floors measured in the same run: the
+exponentials (one per score in the forward; four in a gradient step: the solve, the kernel's
+forward and its two backward passes) at the rate of XLA's exp (32 chained per element, so not
+bandwidth-bound), and the products (forward 2M, gradient 11M: the solve's 2M, the kernel's
+forward 2M, key pass 4M, query pass 3M) at the square-matmul rate of the precision (3xTF32:
+a third of the TF32 rate).
+
+Results are written after every cell to ``benchmarks/results/gpu.{json,md}`` (``--kernel``:
+``gpu_kernel``; ``--out`` to change); a dry run (tiny sizes, or no GPU) writes to
+``benchmarks/results/dry/`` instead, never over the committed GPU tables. ``--resume`` keeps the
+cells of an earlier run on the same backend. A cell is skipped
 when its predicted time (the same cell at the previous n, scaled by n²) would overrun ``--budget``
 seconds.
 """
@@ -53,6 +66,14 @@ PRECISIONS = ("float32", "default", "tensorfloat32", "bfloat16")
 KINDS = ("forward", "gradient")
 FLOP_UNITS = {"forward": 2, "gradient": 7}
 HEADS, MLP, BATCH = 1, 32, 4
+#: --kernel: the implementations of one cell, the XLA reference first; products and exponentials
+#: per score of a step (module docstring); the matmul rate each precision's floor is taken from
+IMPLS = ("xla-float32", "pallas-3xTF32", "pallas-TF32", "pallas-IEEE")
+KERNEL_HEADS = (1, 4)
+KERNEL_FLOP_UNITS = {"forward": 2, "gradient": 11}
+KERNEL_EXP_UNITS = {"forward": 1, "gradient": 4}
+FLOOR_RATE = {"xla-float32": ("float32", 1), "pallas-IEEE": ("float32", 1)}
+FLOOR_RATE |= {"pallas-TF32": ("tensorfloat32", 1), "pallas-3xTF32": ("tensorfloat32", 3)}
 
 
 def _precision(name):
@@ -76,9 +97,23 @@ def bandwidth(elements: int) -> float:
     return 2 * 4 * elements / min(warm_times(f, a, repeats=5))
 
 
-def problem(n: int, d: int, seed: int = 0):
+def exp_rate(elements: int) -> float:
+    """Exponentials per second: 32 chained ``exp`` per element of a float32 array (one fused pass)."""
+
+    def chain(x):
+        for _ in range(32):
+            x = jnp.exp(-x)
+        return x
+
+    a = jnp.linspace(-1.0, 1.0, elements, dtype=jnp.float32)
+    f = jax.jit(chain).lower(a).compile()
+    return 32 * elements / min(warm_times(f, a, repeats=5))
+
+
+def problem(n: int, d: int, seed: int = 0, heads: int = HEADS, kernel=None):
     km, kx, kz, ky = jax.random.split(jax.random.key(seed), 4)
-    model = cfm_jax.Transformer.init(km, d, heads=HEADS, mlp_width=MLP, layers=1, dtype=jnp.float32)
+    model = cfm_jax.Transformer.init(km, d, heads=heads, mlp_width=MLP, layers=1, dtype=jnp.float32)
+    model = model.with_kernel(cfm_jax.XLAAttention() if kernel is None else kernel)
     x0 = jax.random.normal(kx, (BATCH, d), jnp.float32)
     context = cfm_jax.EmpiricalMeasure(jax.random.normal(kz, (n, d), jnp.float32))
     y = jax.random.normal(ky, (BATCH, d), jnp.float32)
@@ -152,7 +187,44 @@ def reference_output(n, d, kind):
         return _flat(jax.jit(STEPS[kind])(*args), kind, args[1], args[2])
 
 
+def _kernel(impl: str):
+    return cfm_jax.XLAAttention() if impl == "xla-float32" else cfm_jax.PallasAttention(precision=impl.split("-")[1])
+
+
+def run_kernel_cell(n, d, heads, kind, impl, reference, repeats, rates, exps):
+    """One --kernel cell: time, floors, error against the XLA float32 output, memory."""
+    args = problem(n, d, heads=heads, kernel=_kernel(impl))
+    t0 = time.perf_counter()
+    with _precision("float32"):  # the other products of the step at float32: only the kernel's differ
+        compiled = jax.jit(STEPS[kind]).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    times = warm_times(compiled, *args, repeats=repeats)
+    out = _flat(compiled(*args), kind, args[1], args[2])
+    err = None if reference is None else float(jnp.linalg.norm(out - reference) / jnp.linalg.norm(reference))
+    scores = (n + BATCH) * n * heads
+    rate_name, slowdown = FLOOR_RATE[impl]
+    flops = KERNEL_FLOP_UNITS[kind] * 2 * scores * d
+    row = {
+        "n": n,
+        "d": d,
+        "heads": heads,
+        "kind": kind,
+        "impl": impl,
+        "time_s": min(times),
+        "times_s": times,
+        "compile_s": compile_s,
+        "exp_floor_s": KERNEL_EXP_UNITS[kind] * scores / exps,
+        "matmul_floor_s": flops * slowdown / rates[rate_name],
+        "rel_error_vs_xla_float32": err,
+        "program_bytes": _memory_bytes(compiled),
+        "device_peak_bytes": _device_peak(),
+    }
+    return row, out
+
+
 def _key(r):
+    if "impl" in r:
+        return (r["n"], r["d"], r["heads"], r["kind"], r["impl"])
     return (r["n"], r["d"], r["precision"], r["kind"])
 
 
@@ -162,9 +234,9 @@ def to_markdown(result) -> str:
     lines = ["# GPU benchmark" + (" — CPU DRY RUN (not GPU figures)" if cfg["dry_run"] else ""), ""]
     if cfg["dry_run"]:
         lines += [
-            "**This is a CPU dry run at tiny sizes**, committed to show the script works and what it "
-            "writes; no GPU was available to this run. Run `python benchmarks/bench_gpu.py` on a GPU "
-            "for the real table (n = 2^14, 2^16, 2^18, 2^20, d ∈ {16, 64}).",
+            "**This is a CPU dry run at tiny sizes**, to show the script works and what it writes; no "
+            "GPU was available to this run. Run `python benchmarks/bench_gpu.py` on a GPU for the real "
+            "table (n = 2^14, 2^16, 2^18, 2^20, d ∈ {16, 64}).",
             "",
         ]
     if m["backend"] == "cpu":
@@ -223,6 +295,66 @@ def to_markdown(result) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _header(result, title) -> list[str]:
+    m, cfg = result["machine"], result["config"]
+    lines = [f"# {title}" + (" — DRY RUN (not GPU figures)" if cfg["dry_run"] else ""), ""]
+    if cfg["dry_run"]:
+        lines += [
+            "**This is a dry run at tiny sizes**, to show the script works and what it writes; run "
+            "`python benchmarks/bench_gpu.py" + (" --kernel" if cfg.get("kernel") else "") + "` on a GPU for "
+            "the real table (n = 2^14 … 2^20, d ∈ {16, 64}). Off a GPU the kernel runs in Pallas interpret "
+            "mode, at the CPU's own float32 precision whatever the precision setting.",
+            "",
+        ]
+    lines += [
+        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, jax {m['jax']}, backend {m['backend']}, "
+        f"devices {', '.join(m['devices'])}.",
+    ]
+    return lines
+
+
+def kernel_markdown(result) -> str:
+    cfg, rates = result["config"], result["matmul_rate_flops"]
+    lines = _header(result, "GPU benchmark: the fused attention kernel")
+    lines += [
+        f"One step = one layer (L = 1, MLP {MLP}, B = {BATCH}), float32 arrays, every product outside the "
+        f"kernel at float32; minimum of {cfg['repeats']} warm calls (1 for cells over 1 s), compilation "
+        f"excluded; wall time {result['wall_s']:.0f} s of a {cfg['budget_s']:.0f} s budget.",
+        "",
+        f"Measured in this run: exp {result['exp_rate_per_s']:.3g} /s (32 chained per element); "
+        + ", ".join(f"{p} matmul {rates[p] / 1e12:.3f} TFLOP/s" for p in ("float32", "tensorfloat32")),
+        "",
+        "*exp floor* / *matmul floor*: the step's exponentials (forward 1, gradient 4 per score) and products "
+        "(forward 2M, gradient 11M, M = 2·(n+B)·n·d·H; 3xTF32 at a third of the TF32 rate) at those rates; "
+        "*of floor* = the larger floor over the time; *error* = ‖out − out_xla‖/‖out_xla‖ against the XLA path "
+        "at float32 products (velocities of a forward, (loss, ∂L/∂θ) of a gradient); *program MiB* = "
+        "compiled buffer assignment.",
+        "",
+        "| n | d | H | kind | kernel | time s | exp floor s | matmul floor s | of floor | speed-up vs XLA | "
+        "error | program MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    xla = {(r["n"], r["d"], r["heads"], r["kind"]): r["time_s"] for r in result["rows"] if r["impl"] == IMPLS[0]}
+    for r in sorted(result["rows"], key=lambda r: (r["d"], r["heads"], r["kind"], r["n"], IMPLS.index(r["impl"]))):
+        floor = max(r["exp_floor_s"], r["matmul_floor_s"])
+        base = xla.get((r["n"], r["d"], r["heads"], r["kind"]))
+        speed = "—" if base is None else f"{base / r['time_s']:.2f}"
+        err = "ref" if r["rel_error_vs_xla_float32"] is None else f"{r['rel_error_vs_xla_float32']:.1e}"
+        prog = "—" if r["program_bytes"] is None else f"{r['program_bytes'] / 2**20:.1f}"
+        lines.append(
+            f"| 2^{int(np.log2(r['n']))} | {r['d']} | {r['heads']} | {r['kind']} | {r['impl']} | {r['time_s']:.4g} | "
+            f"{r['exp_floor_s']:.3g} | {r['matmul_floor_s']:.3g} | {floor / r['time_s']:.3f} | {speed} | {err} | {prog} |"
+        )
+    if result["skipped"]:
+        lines += ["", "Skipped cells:", ""]
+        lines += [
+            f"- n = 2^{int(np.log2(s['n']))}, d = {s['d']}, H = {s['heads']}, {s['kind']}, {s['impl']}: "
+            f"{s['reason']} (predicted {s['predicted_s']:.0f} s, {s['left_s']:.0f} s left)"
+            for s in result["skipped"]
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     assert __doc__ is not None  # the module docstring is the description
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -230,7 +362,17 @@ def main(argv=None):
     parser.add_argument("--budget", type=float, default=None, help="seconds for the cells (default 400; dry run 120)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--resume", action="store_true", help="keep the cells of an earlier run on this backend")
-    parser.add_argument("--out", type=Path, default=RESULTS / "gpu", help="output stem (default results/gpu)")
+    parser.add_argument("--kernel", action="store_true", help="the fused attention kernel against the XLA path")
+    parser.add_argument(
+        "--heads", type=int, nargs="+", default=list(KERNEL_HEADS), help="--kernel: heads H (default 1 4)"
+    )
+    parser.add_argument("--dims", type=int, nargs="+", default=[16, 64], help="token dimensions d (default 16 64)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output stem (default results/gpu, --kernel results/gpu_kernel; a dry run: results/dry/…)",
+    )
     parser.add_argument(
         "--log2-n",
         type=int,
@@ -241,10 +383,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     start = time.perf_counter()
     dry = args.dry_run or jax.default_backend() == "cpu"
+    if args.out is None:  # a dry run never overwrites the committed GPU tables
+        args.out = (RESULTS / "dry" if dry else RESULTS) / ("gpu_kernel" if args.kernel else "gpu")
+    if args.kernel:
+        return main_kernel(args, dry, start)
     # Every other power of two spans 2^14 … 2^20 with half the compilations (each cell compiles
     # its own program, and on a GPU compilation is a large share of an 8-minute budget).
     logns = args.log2_n or ((8, 9, 10, 11) if dry else (14, 16, 18, 20))
-    ds = (16, 64)
+    ds = tuple(args.dims)
     budget = args.budget if args.budget is not None else (120.0 if dry else 400.0)
     config = {
         "dry_run": dry,
@@ -330,6 +476,103 @@ def main(argv=None):
                     shown = ("n", "d", "kind", "precision", "time_s", "rel_error_vs_float32")
                     print({k: row[k] for k in shown}, flush=True)
                     save()
+    save()
+    print(f"wrote {json_path} and {md_path} in {result['wall_s']:.0f} s")
+
+
+def main_kernel(args, dry, start):
+    """The --kernel table (module docstring); n outermost, so a budget cut drops the largest n."""
+    logns = args.log2_n or ((6, 7) if dry else (14, 16, 18, 20))
+    ds, heads_list = tuple(args.dims), tuple(args.heads)
+    budget = args.budget if args.budget is not None else (300.0 if dry else 420.0)
+    config = {
+        "kernel": True,
+        "dry_run": dry,
+        "log2_n": list(logns),
+        "d": list(ds),
+        "heads": list(heads_list),
+        "impls": list(IMPLS),
+        "mlp_width": MLP,
+        "batch": BATCH,
+        "layers": 1,
+        "repeats": args.repeats,
+        "budget_s": budget,
+        "matmul_size": 1024 if dry else 8192,
+        "exp_elements": 1 << (20 if dry else 26),
+    }
+    json_path, md_path = args.out.with_suffix(".json"), args.out.with_suffix(".md")
+    old = {}
+    if args.resume and json_path.exists():
+        prev = json.loads(json_path.read_text())
+        if prev["machine"]["backend"] == jax.default_backend() and prev["config"]["dry_run"] == dry:
+            old = {_key(r): r for r in prev["rows"]}
+    result = {
+        "machine": machine(),
+        "config": config,
+        "matmul_rate_flops": {p: matmul_rate(config["matmul_size"], p) for p in ("float32", "tensorfloat32")},
+        "exp_rate_per_s": exp_rate(config["exp_elements"]),
+        "rows": [],
+        "skipped": [],
+        "wall_s": 0.0,
+    }
+    print({"exp/s": f"{result['exp_rate_per_s']:.3e}"} | result["matmul_rate_flops"], flush=True)
+    deadline = start + budget
+
+    def save():
+        result["wall_s"] = time.perf_counter() - start
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=1))
+        md_path.write_text(kernel_markdown(result))
+
+    last = {}  # (d, H, kind, impl) -> (n, time_s, compile_s) of the previous n
+    for logn in logns:
+        n = 1 << logn
+        for d in ds:
+            for heads in heads_list:
+                for kind in KINDS:
+                    reference = None
+                    for impl in IMPLS:
+                        key, cell = (n, d, heads, kind, impl), (d, heads, kind, impl)
+                        if key in old:
+                            result["rows"].append(old[key])
+                            last[cell] = (n, old[key]["time_s"], old[key]["compile_s"])
+                            if impl == IMPLS[0] and any((n, d, heads, kind, i) not in old for i in IMPLS):
+                                with _precision("float32"):
+                                    a = problem(n, d, heads=heads, kernel=_kernel(impl))
+                                    reference = _flat(jax.jit(STEPS[kind])(*a), kind, a[1], a[2])
+                            continue
+                        n_prev, t_prev, c_prev = last.get(cell, (n, 0.0, 0.0))
+                        t_pred = t_prev * (n / n_prev) ** 2
+                        repeats = args.repeats if t_pred < 1.0 else 1
+                        predicted = c_prev + (repeats + 2) * t_pred
+                        left = deadline - time.perf_counter()
+                        reason = "budget" if predicted > left else None
+                        if reason is None and impl != IMPLS[0] and reference is None:
+                            reason = "no XLA reference in this run"
+                        if reason:
+                            result["skipped"].append(
+                                dict(n=n, d=d, heads=heads, kind=kind, impl=impl, reason=reason)
+                                | {"predicted_s": predicted, "left_s": left}
+                            )
+                            continue
+                        row, out = run_kernel_cell(
+                            n,
+                            d,
+                            heads,
+                            kind,
+                            impl,
+                            reference,
+                            repeats,
+                            result["matmul_rate_flops"],
+                            result["exp_rate_per_s"],
+                        )
+                        if impl == IMPLS[0]:
+                            reference = out
+                        last[cell] = (n, row["time_s"], row["compile_s"])
+                        result["rows"].append(row)
+                        shown = ("n", "d", "heads", "kind", "impl", "time_s", "rel_error_vs_xla_float32")
+                        print({k: row[k] for k in shown}, flush=True)
+                        save()
     save()
     print(f"wrote {json_path} and {md_path} in {result['wall_s']:.0f} s")
 

@@ -24,6 +24,7 @@ __version__ = "0.2.0"
 
 #: public name -> the module that defines it (a subpackage: itself), imported on first use
 _EXPORTS = {
+    "AbstractAttentionKernel": "_fields",
     "AbstractCFM": "_paths",
     "AbstractField": "_fields",
     "AbstractGaussianField": "_fields",
@@ -81,6 +82,7 @@ _EXPORTS = {
     "ogd": "ogd",
     "OGDResult": "ogd",
     "OGDState": "ogd",
+    "PallasAttention": "_fields",
     "PiecewiseLinearCFM": "_paths",
     "probe_gradients": "_gradients",
     "Recompute": "_adjoint",
@@ -109,9 +111,11 @@ _EXPORTS = {
     "W1ControlField": "_control",
     "warn_if_heavy_tailed": "_regime",
     "wasserstein1": "_wasserstein",
+    "XLAAttention": "_fields",
 }
 
 __all__ = [
+    "AbstractAttentionKernel",
     "AbstractCFM",
     "AbstractField",
     "AbstractGaussianField",
@@ -169,6 +173,7 @@ __all__ = [
     "ogd",
     "OGDResult",
     "OGDState",
+    "PallasAttention",
     "PiecewiseLinearCFM",
     "probe_gradients",
     "Recompute",
@@ -197,6 +202,7 @@ __all__ = [
     "W1ControlField",
     "warn_if_heavy_tailed",
     "wasserstein1",
+    "XLAAttention",
 ]
 
 
@@ -232,6 +238,7 @@ if TYPE_CHECKING:  # the same names, for static analysers
     from ._cache import enable_compilation_cache
     from ._control import W1ControlField
     from ._fields import (
+        AbstractAttentionKernel,
         AbstractField,
         AbstractGaussianField,
         AttentionField,
@@ -239,7 +246,9 @@ if TYPE_CHECKING:  # the same names, for static analysers
         LinearMLPField,
         LocalVJP,
         MLPField,
+        PallasAttention,
         SumField,
+        XLAAttention,
         generic_local_vjp,
         linear,
     )

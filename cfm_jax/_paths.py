@@ -28,7 +28,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _random
-from ._fields import AbstractField, AttentionField, mlp_field
+from ._fields import AbstractAttentionKernel, AbstractField, AttentionField, mlp_field
 from ._measures import EmpiricalMeasure
 from ._validation import check_finite, static_int
 
@@ -128,8 +128,8 @@ class Transformer(AbstractPiecewiseConstantCFM):
 
     Fields (stacked on the leading layer axis): ``Q, K, V: (L, H, d, d)``,
     ``W1: (L, m, d)``, ``b1: (L, m)``, ``W2: (L, d, m)``, ``b2: (L, d)`` (``None`` without MLP).
-    ``activation`` is the MLP's σ; ``chunk_size``/``key_chunk_size`` select the attention path
-    (see :class:`~cfm_jax._fields.AttentionField`).
+    ``activation`` is the MLP's σ; ``chunk_size``/``key_chunk_size`` select the XLA attention path's
+    blocks and ``kernel`` the attention kernel (see :class:`~cfm_jax.AttentionField`).
     """
 
     Q: Float[Array, "L H d d"]
@@ -142,6 +142,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
     activation: Callable = eqx.field(static=True)
     chunk_size: int | str | None = eqx.field(static=True)
     key_chunk_size: int | None = eqx.field(static=True)
+    kernel: AbstractAttentionKernel | None
     field: AbstractField
 
     def __init__(
@@ -157,6 +158,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
         activation: Callable = jax.nn.gelu,
         chunk_size: int | str | None = "auto",
         key_chunk_size: int | None = None,
+        kernel: AbstractAttentionKernel | None = None,
     ):
         Q = jnp.asarray(Q)
         if Q.ndim != 4 or Q.shape[-1] != Q.shape[-2]:
@@ -188,7 +190,8 @@ class Transformer(AbstractPiecewiseConstantCFM):
         self.activation = activation
         self.chunk_size = chunk_size
         self.key_chunk_size = key_chunk_size
-        attention = AttentionField(chunk_size=chunk_size, key_chunk_size=key_chunk_size)
+        self.kernel = kernel
+        attention = AttentionField(chunk_size=chunk_size, key_chunk_size=key_chunk_size, kernel=kernel)
         self.field = attention if self.W1 is None else attention + mlp_field(activation)
 
     @classmethod
@@ -207,12 +210,14 @@ class Transformer(AbstractPiecewiseConstantCFM):
         dtype=None,
         chunk_size: int | str | None = "auto",
         key_chunk_size: int | None = None,
+        kernel: AbstractAttentionKernel | None = None,
     ) -> Transformer:
         """Random transformer with variance-scaled Gaussian weights.
 
         Q, K have entries N(0, qk_scale²/d) (logits ~ qk_scale²·‖x‖‖z‖/√d), V has entries
         N(0, v_scale²/(H·d)) so the summed heads move tokens by O(v_scale·‖z‖/√d) per unit
-        depth, W1 ~ N(0, mlp_scale²/d), W2 ~ N(0, mlp_scale²/m), biases zero.
+        depth, W1 ~ N(0, mlp_scale²/d), W2 ~ N(0, mlp_scale²/m), biases zero. ``chunk_size``,
+        ``key_chunk_size``, ``kernel``: the attention path (:class:`~cfm_jax.AttentionField`).
         """
         for name, v in (("dim", dim), ("heads", heads), ("layers", layers)):
             if int(v) < 1:
@@ -232,7 +237,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
         if m:  # zeros from NumPy: an eager jnp.zeros would compile a program per shape
             b1, b2 = jnp.asarray(np.zeros((L, m), Q.dtype)), jnp.asarray(np.zeros((L, d), Q.dtype))
             kwargs.update(W1=mlp[0], b1=b1, W2=mlp[1], b2=b2)
-        return cls(**kwargs, activation=activation, chunk_size=chunk_size, key_chunk_size=key_chunk_size)
+        return cls(**kwargs, activation=activation, chunk_size=chunk_size, key_chunk_size=key_chunk_size, kernel=kernel)
 
     @property
     def num_layers(self) -> int:
@@ -259,12 +264,19 @@ class Transformer(AbstractPiecewiseConstantCFM):
         return {k: v for k, v in named.items() if v is not None}
 
     def with_chunking(self, chunk_size, key_chunk_size=None) -> Transformer:
-        """Same parameters, other attention path (dense: ``chunk_size=None``)."""
+        """Same parameters, the XLA attention path with these blocks (dense: ``chunk_size=None``)."""
         return Transformer(
             **self.stacked_params(),
             activation=self.activation,
             chunk_size=chunk_size,
             key_chunk_size=key_chunk_size,
+            kernel=None,
+        )
+
+    def with_kernel(self, kernel: AbstractAttentionKernel | None) -> Transformer:
+        """Same parameters, another attention kernel (None: the automatic choice, default blocks)."""
+        return Transformer(
+            **self.stacked_params(), activation=self.activation, chunk_size="auto", key_chunk_size=None, kernel=kernel
         )
 
     def astype(self, dtype) -> Transformer:

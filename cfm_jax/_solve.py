@@ -57,6 +57,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, AbstractStrategy, Autodiff, DiscreteAdjoint, as_strategy
+from ._fields import reverse_only_attention
 from ._flow import (
     AbstractCarriedContext,
     Ctx,
@@ -173,6 +174,14 @@ def _names_the_forward_mode_fix(fn):
         try:
             return fn(*args, **kwargs)
         except TypeError as e:
+            model = args[0] if args else kwargs.get("model")
+            forward_mode = "forward-mode" in str(e) or "jvp" in str(e)
+            if forward_mode and isinstance(model, AbstractCFM) and reverse_only_attention(model.field):
+                raise TypeError(
+                    "the model's attention kernel (PallasAttention) is reverse-mode only (a custom_vjp), so "
+                    "forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian) cannot run through it whatever the "
+                    "adjoint. Use the XLA path for forward mode: model.with_kernel(cfm_jax.XLAAttention())."
+                ) from None
             adjoint = kwargs.get("adjoint")
             if isinstance(adjoint, (diffrax.DirectAdjoint, diffrax.ForwardMode)) or (
                 "forward-mode" not in str(e) and "jvp" not in str(e)

@@ -1,6 +1,8 @@
 """Softmax attention: dense, query-blocked and key-streamed paths, automatic blocks, float32 stability,
 closed-form local products."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,3 +88,50 @@ def test_backend_aware_block_sizes(monkeypatch):
                 assert most / 2 < chunk <= most, (heads, n, q, chunk, most)
     # the 4 target rows past 2^14 do not cost a nearly empty fifth block of 4096 rows
     assert att.resolve_chunk_size("auto", 1, (1 << 14) + 4, 1 << 14) == 3280
+
+
+def _zero_weight_patterns(n):
+    """Masks of the positive weights: leading zeros, trailing zeros, all but one zero."""
+    keep = np.ones((3, n), bool)
+    keep[0, : 5 * n // 8] = False
+    keep[1, 3 * n // 8 :] = False
+    keep[2] = False
+    keep[2, 37 % n] = True
+    return keep
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 1e-6), (jnp.float64, 1e-13)])
+def test_streamed_means_with_zero_weight_key_blocks(dtype, tol):
+    """Zero weights (log w = −inf, the documented padding) anywhere, at every key-block size: the
+    streamed means and their gradient equal the dense means over the positive-weight keys alone
+    (the zero-weight keys get a zero gradient). A −inf start of the running maximum makes NaN as
+    soon as a whole leading key block has zero weight."""
+    from cfm_jax._fields.attention import attention_means
+
+    n, d, q, H = 64, 3, 5, 2
+    k = jax.random.split(jax.random.key(11), 4)
+    x = jax.random.normal(k[0], (q, d), dtype)
+    z = jax.random.normal(k[1], (n, d), dtype)
+    A = jax.random.normal(k[2], (H, d, d), dtype)
+    w = jax.random.uniform(k[3], (n,), dtype, 0.5, 1.5)
+
+    def loss(x, z, logw, A, key_chunk):
+        m = attention_means(x, z, logw, A, chunk_size=None, key_chunk_size=key_chunk)
+        return jnp.sum(jnp.sin(m)), m
+
+    grads = {
+        c: jax.jit(jax.value_and_grad(functools.partial(loss, key_chunk=c), argnums=(0, 1, 2, 3), has_aux=True))
+        for c in (1, 2, 3, 4, 5, 7, 8, 10, 16, 24, 32, 63, 64)
+    }
+    for keep in _zero_weight_patterns(n):
+        logw = jnp.where(keep, jnp.log(w), -jnp.inf)
+        (_, ref), (gx, gz, gw, gA) = jax.value_and_grad(loss, argnums=(0, 1, 2, 3), has_aux=True)(
+            x, z[keep], jnp.log(w[keep]), A, None
+        )
+        for c, fn in grads.items():
+            (_, m), (sx, sz, sw, sA) = fn(x, z, logw, A)
+            scale = float(jnp.abs(ref).max())
+            np.testing.assert_allclose(m, ref, rtol=0, atol=tol * scale, err_msg=f"key_chunk_size={c}")
+            for got, want in ((sx, gx), (sz[keep], gz), (sw[keep], gw), (sA, gA)):
+                np.testing.assert_allclose(got, want, rtol=0, atol=10 * tol * max(1.0, float(jnp.abs(want).max())))
+            assert not np.any(sz[~keep]) and not np.any(sw[~keep]), c

@@ -84,3 +84,21 @@ def test_a_model_built_eagerly_compiles_one_program_for_its_weights():
     assert names.count("jit(_scaled_normals)") == 1, names
     eager = {"jit(multiply)", "jit(erf_inv)", "jit(threefry2x32)", "jit(broadcast_in_dim)", "jit(gather)"}
     assert not eager & set(names), names
+
+
+def test_with_kernel_and_with_chunking_choose_the_attention_path():
+    """``with_kernel`` keeps the parameters and sets the kernel; ``with_chunking`` returns to the XLA
+    path with its blocks (dropping an explicit kernel); a kernel beside XLA blocks is refused."""
+    from cfm_jax import AttentionField, PallasAttention, XLAAttention
+
+    model = Transformer.init(jax.random.key(0), 3, heads=2, mlp_width=4, layers=2)
+    pallas = model.with_kernel(PallasAttention(block_q=16))
+    assert pallas.kernel == PallasAttention(block_q=16)
+    for a, b in zip(jax.tree.leaves(pallas.stacked_params()), jax.tree.leaves(model.stacked_params())):
+        assert a is b
+    attention = pallas.field.fields[0]  # pyright: ignore[reportAttributeAccessIssue]
+    assert isinstance(attention, AttentionField) and attention.attention_kernel() == PallasAttention(block_q=16)
+    back = pallas.with_chunking(8, 4)
+    assert back.kernel is None and back.field.fields[0].attention_kernel() == XLAAttention(8, 4)  # pyright: ignore[reportAttributeAccessIssue]
+    with pytest.raises(ValueError, match="XLAAttention"):
+        Transformer(**model.stacked_params(), chunk_size=8, kernel=PallasAttention())  # pyright: ignore[reportArgumentType]

@@ -1,6 +1,6 @@
 """Velocity fields V(x, μ; θ): attention, MLP, their sums, and user-defined fields."""
 
-from .attention import AttentionField, attention_matrix, attention_means
+from .attention import AttentionField, XLAAttention, attention_matrix, attention_means, reverse_only_attention
 from .base import (
     AbstractField,
     AbstractGaussianField,
@@ -13,9 +13,11 @@ from .base import (
     generic_local_vjp,
     sum_fields,
 )
+from .kernels import AbstractAttentionKernel, PallasAttention
 from .mlp import LinearMLPField, MLPField, linear, mlp_field
 
 __all__ = [
+    "AbstractAttentionKernel",
     "AbstractField",
     "AbstractGaussianField",
     "AbstractSumField",
@@ -25,12 +27,15 @@ __all__ = [
     "LinearMLPField",
     "LocalVJP",
     "MLPField",
+    "PallasAttention",
     "SumField",
+    "XLAAttention",
     "attention_matrix",
     "attention_means",
     "complete_params",
     "generic_local_vjp",
     "linear",
     "mlp_field",
+    "reverse_only_attention",
     "sum_fields",
 ]

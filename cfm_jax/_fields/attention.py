@@ -24,6 +24,9 @@ is formed above the dense limit.
 The chunked path never forms the full (H·q, n) score matrix: queries are processed in blocks of
 ``chunk_size`` rows (``jax.lax.map``) and, when ``key_chunk_size`` is set, keys are streamed in
 blocks with a running log-sum-exp, so memory is O(H·chunk·n) or O(H·chunk·key_chunk).
+
+That blockwise code is :class:`XLAAttention`, one attention kernel (kernels.py): the field's
+``kernel`` chooses how the means and their VJP are computed, e.g. the fused :class:`PallasAttention`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .base import AbstractGaussianField, LocalVJP, complete_params
+from .base import AbstractField, AbstractGaussianField, AbstractSumField, LocalVJP, complete_params
+from .kernels import MASK_VALUE, AbstractAttentionKernel, PallasAttention
 
 #: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking (CPU).
 AUTO_DENSE_LIMIT = 1 << 22
@@ -54,11 +58,13 @@ def attention_matrix(Q: Float[Array, "H d d"], K: Float[Array, "H d d"]) -> Floa
 
 
 def _dense_means(u, keys, log_weights):
-    """Attention means Σ_j α_j z_j for rows u: (r, d) → (r, d)."""
+    """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,))."""
     logits = u @ keys.T + log_weights[None, :]
-    logits = logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    logits = logits - top
     p = jnp.exp(logits)
-    return (p @ keys) / jnp.sum(p, axis=-1, keepdims=True)
+    total = jnp.sum(p, axis=-1, keepdims=True)
+    return (p @ keys) / total, (top + jnp.log(total))[:, 0]
 
 
 def _blocks(rows, chunk: int):
@@ -82,26 +88,54 @@ def _streamed_means(u, keys, log_weights, key_chunk):
     def step(carry, blk):
         run_max, run_sum, run_acc = carry
         kb, lwb, vb = blk
-        logits = jnp.where(vb[None, :], u @ kb.T + lwb[None, :], -jnp.inf)
+        # zero weights (log w = −inf) and padded keys get the finite mask: a block of them only
+        # adds terms exp(mask − max) = 0 once a positive weight has been seen, and before that its
+        # running sums are wiped by scale = exp(mask − max) = 0, instead of exp(−inf + inf) = NaN
+        logits = jnp.where(vb[None, :], u @ kb.T + jnp.maximum(lwb, MASK_VALUE)[None, :], MASK_VALUE)
         new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(logits, axis=-1)))
         scale = jnp.exp(run_max - new_max)
         p = jnp.exp(logits - new_max[:, None])
         return (new_max, run_sum * scale + p.sum(-1), run_acc * scale[:, None] + p @ kb), None
 
     init = (
-        jnp.full((r,), -jnp.inf, u.dtype),
+        jnp.full((r,), MASK_VALUE, u.dtype),
         jnp.zeros((r,), u.dtype),
         jnp.zeros((r, d), u.dtype),
     )
-    (_, total, acc), _ = jax.lax.scan(step, init, (keys_p, logw_p, valid))
-    return acc / total[:, None]
+    (top, total, acc), _ = jax.lax.scan(step, init, (keys_p, logw_p, valid))
+    return acc / total[:, None], top + jnp.log(total)
 
 
 def _map_rows(fn, rows, chunk):
-    """Apply `fn: (chunk, ...) -> (chunk, ...)` to row blocks (zero-padded), return (r, ...)."""
+    """Apply `fn: (chunk, ...) -> pytree of (chunk, ...)` to row blocks (zero-padded), return (r, ...)."""
     r = rows.shape[0]
     out = jax.lax.map(fn, _blocks(rows, chunk))
-    return out.reshape((out.shape[0] * chunk,) + out.shape[2:])[:r]
+    return jax.tree.map(lambda a: a.reshape((a.shape[0] * chunk,) + a.shape[2:])[:r], out)
+
+
+def _row_means(u, keys, log_weights, rows: int | None, key_chunk_size: int | None):
+    """Means and log-sum-exp of rows u (r, d): dense, or in blocks of ``rows`` rows, keys streamed
+    in blocks of ``key_chunk_size`` when set."""
+    if key_chunk_size is None:
+        block = lambda ub: _dense_means(ub, keys, log_weights)  # noqa: E731
+    else:
+        block = lambda ub: _streamed_means(ub, keys, log_weights, key_chunk_size)  # noqa: E731
+    return block(u) if rows is None else _map_rows(block, u, rows)
+
+
+def _folded(queries, A):
+    """(q·H, d) rows: row (i, h) is u_h(q_i) = A_hᵀ q_i (heads folded into rows for one large matmul)."""
+    q, d = queries.shape
+    return jnp.einsum("qd,hdf->qhf", queries, A).reshape(q * A.shape[0], d)
+
+
+def _means_lse(queries, keys, log_weights, A, chunk_size, key_chunk_size):
+    """``(means (H, q, d), lse (H, q))`` of :func:`attention_means`."""
+    H = A.shape[0]
+    q, d = queries.shape
+    rows = None if chunk_size is None else max(1, chunk_size) * H
+    means, lse = _row_means(_folded(queries, A), keys, log_weights, rows, key_chunk_size)
+    return means.reshape(q, H, d).transpose(1, 0, 2), lse.reshape(q, H).T
 
 
 def attention_means(
@@ -118,23 +152,7 @@ def attention_means(
     ``chunk_size=None`` is the dense path; an int processes query rows in blocks of that size
     (and ``key_chunk_size`` additionally streams the keys). Results agree to round-off.
     """
-    H = A.shape[0]
-    q, d = queries.shape
-    # (q, H, d): row (i, h) is u_h(q_i); heads folded into rows for one large matmul.
-    u = jnp.einsum("qd,hdf->qhf", queries, A).reshape(q * H, d)
-    if chunk_size is None:
-        if key_chunk_size is None:
-            means = _dense_means(u, keys, log_weights)
-        else:
-            means = _streamed_means(u, keys, log_weights, key_chunk_size)
-    else:
-        rows = max(1, chunk_size) * H
-        if key_chunk_size is None:
-            block = lambda ub: _dense_means(ub, keys, log_weights)  # noqa: E731
-        else:
-            block = lambda ub: _streamed_means(ub, keys, log_weights, key_chunk_size)  # noqa: E731
-        means = _map_rows(block, u, rows)
-    return means.reshape(q, H, d).transpose(1, 0, 2)
+    return _means_lse(queries, keys, log_weights, A, chunk_size, key_chunk_size)[0]
 
 
 def resolve_chunk_size(chunk_size, heads: int, queries: int, keys: int) -> int | None:
@@ -230,8 +248,17 @@ def _local_block(q, c, act, z, logw, A, Vh, targets):
     return (velocity, dx), (dzw.T, dlogw, dA, dV, dtar, phi)
 
 
-class AttentionField(AbstractGaussianField):
-    """Multi-head softmax attention; reads ``Q, K, V: (H, d, d)`` from the layer parameters.
+def _check_chunks(c, k):
+    if not (c is None or c == "auto" or (isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 1)):
+        raise ValueError(f'`chunk_size` must be "auto", None or an int >= 1, got {c!r}.')
+    if not (k is None or (isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1)):
+        raise ValueError(f"`key_chunk_size` must be None or an int >= 1, got {k!r}.")
+
+
+class XLAAttention(AbstractAttentionKernel):
+    """The blockwise XLA attention: dense, or query rows in blocks with the keys optionally streamed
+    (module docstring); the reference every other kernel is tested against, and the only one with
+    forward-mode autodiff.
 
     Attributes:
         chunk_size: ``"auto"`` (dense below ``AUTO_DENSE_LIMIT`` score entries, row blocks
@@ -244,45 +271,104 @@ class AttentionField(AbstractGaussianField):
     key_chunk_size: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
-        c, k = self.chunk_size, self.key_chunk_size
-        if not (c is None or c == "auto" or (isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 1)):
-            raise ValueError(f'`chunk_size` must be "auto", None or an int >= 1, got {c!r}.')
-        if not (k is None or (isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1)):
-            raise ValueError(f"`key_chunk_size` must be None or an int >= 1, got {k!r}.")
+        _check_chunks(self.chunk_size, self.key_chunk_size)
 
-    def __call__(self, x, measure, params):
-        A = attention_matrix(params["Q"], params["K"])
-        chunk = resolve_chunk_size(self.chunk_size, A.shape[0], x.shape[0], measure.points.shape[0])
-        means = attention_means(
-            x,
-            measure.points,
-            jnp.log(measure.weights),
-            A,
-            chunk_size=chunk,
-            key_chunk_size=self.key_chunk_size,
-        )
-        return jnp.einsum("hed,hqd->qe", params["V"], means)
+    def _chunk(self, H, q, n):
+        return resolve_chunk_size(self.chunk_size, H, q, n)
 
-    def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
-        """Closed-form local products (module docstring), in query blocks above the dense limit."""
-        Qm, Km, Vh = params["Q"], params["K"], params["V"]
-        A = attention_matrix(Qm, Km)
-        z, logw = measure.points, jnp.log(measure.weights)
-        nq = queries.shape[0]
+    def means(self, queries, keys, log_weights, A):
+        chunk = self._chunk(A.shape[0], queries.shape[0], keys.shape[0])
+        return _means_lse(queries, keys, log_weights, A, chunk, self.key_chunk_size)
+
+    def means_vjp(self, queries, keys, log_weights, A, means, lse, cot, key_cot):
+        """Autodiff of the blockwise means (its own code path: no closed form)."""
+        H, q, d = A.shape[0], queries.shape[0], queries.shape[1]
+        chunk = self._chunk(H, q, keys.shape[0])
+        rows = None if chunk is None else max(1, chunk) * H
+
+        def fn(u, z, lw):
+            return _row_means(u, z, lw, rows, self.key_chunk_size)[0]
+
+        _, pull = jax.vjp(fn, _folded(queries, A), keys, log_weights)
+        fold = lambda a: a.transpose(1, 0, 2).reshape(q * H, d)  # noqa: E731
+        g = pull(fold(cot).astype(queries.dtype))[0].reshape(q, H, d).transpose(1, 0, 2)
+        _, dz, dlogw = pull(fold(key_cot).astype(queries.dtype))
+        return g, dz, dlogw
+
+    def local_products(self, q, c, act, z, logw, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
+        """The closed forms of the module docstring, fused, in query blocks above the dense limit."""
+        nq = q.shape[0]
         # The forward's switch: the adjoint holds ~4 (H, rows, n) buffers where the forward holds
         # one, but dense stays faster up to that size (2-core CPU, n = 1024, d = 16: one backward
         # step 3.2 ms dense vs 5.0 ms in blocks of 256 rows).
-        chunk = resolve_chunk_size(self.chunk_size, A.shape[0], nq, z.shape[0])
+        chunk = self._chunk(A.shape[0], nq, z.shape[0])
         # padded rows of the blocked path have zero cotangents, hence contribute nothing
-        rows = (queries, cot) if active is None else (queries, cot, jnp.asarray(active, queries.dtype))
+        rows = (q, c) if act is None else (q, c, act)
 
         def block(qb, cb, ab=None):
             return _local_block(qb, cb, ab, z, logw, A, Vh, targets)
 
         if chunk is None or chunk >= nq:
-            (velocity, dx), (dz, dlogw, dA, dV, dtar, phi) = block(*rows)
-        else:
-            (velocity, dx), (dz, dlogw, dA, dV, dtar, phi) = _scan_row_blocks(block, rows, int(chunk))
+            return block(*rows)
+        return _scan_row_blocks(block, rows, int(chunk))
+
+
+class AttentionField(AbstractGaussianField):
+    """Multi-head softmax attention; reads ``Q, K, V: (H, d, d)`` from the layer parameters.
+
+    Attributes:
+        chunk_size, key_chunk_size: the blocks of the XLA path (:class:`XLAAttention`); setting
+            either selects it.
+        kernel: how the means and their VJP are computed (:class:`AbstractAttentionKernel`). None:
+            the automatic choice, :class:`PallasAttention` on a single GPU when the blocks above are
+            left at their defaults, else ``XLAAttention(chunk_size, key_chunk_size)`` (several
+            devices: pass ``PallasAttention(mesh=...)`` to use the kernel there).
+    """
+
+    chunk_size: int | str | None = eqx.field(static=True, default="auto")
+    key_chunk_size: int | None = eqx.field(static=True, default=None)
+    kernel: AbstractAttentionKernel | None = None
+
+    def __check_init__(self):
+        _check_chunks(self.chunk_size, self.key_chunk_size)
+        if self.kernel is not None:
+            if not isinstance(self.kernel, AbstractAttentionKernel):
+                raise ValueError(
+                    "`kernel` must be an attention kernel (XLAAttention(), PallasAttention()) or None, "
+                    f"got {self.kernel!r}."
+                )
+            if self.chunk_size != "auto" or self.key_chunk_size is not None:
+                raise ValueError(
+                    "`chunk_size` and `key_chunk_size` configure the automatic kernel; with `kernel` set, "
+                    "give them to XLAAttention(chunk_size, key_chunk_size) instead."
+                )
+
+    def attention_kernel(self) -> AbstractAttentionKernel:
+        """The kernel used: ``kernel``, or the automatic choice (the class docstring; the backend is
+        read when tracing)."""
+        if self.kernel is not None:
+            return self.kernel
+        # XLA cannot partition a pallas_call: on several devices the kernel needs its mesh, so the
+        # automatic choice stays with the XLA path there
+        blocks_default = self.chunk_size == "auto" and self.key_chunk_size is None
+        if blocks_default and jax.default_backend() == "gpu" and jax.device_count() == 1:
+            return PallasAttention()
+        return XLAAttention(self.chunk_size, self.key_chunk_size)
+
+    def __call__(self, x, measure, params):
+        A = attention_matrix(params["Q"], params["K"])
+        means, _ = self.attention_kernel().means(x, measure.points, jnp.log(measure.weights), A)
+        return jnp.einsum("hed,hqd->qe", params["V"], means)
+
+    def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
+        """Closed-form local products (module docstring) from the kernel's means and their VJP."""
+        Qm, Km, Vh = params["Q"], params["K"], params["V"]
+        A = attention_matrix(Qm, Km)
+        z, logw = measure.points, jnp.log(measure.weights)
+        act = None if active is None else jnp.asarray(active, queries.dtype)
+        (velocity, dx), (dz, dlogw, dA, dV, dtar, phi) = self.attention_kernel().local_products(
+            queries, cot, act, z, logw, A, Vh, targets
+        )
         dQ = jnp.einsum("hef,hdf->hed", Km, dA)  # K_h (∂/∂A_h)ᵀ
         dK = jnp.einsum("hed,hdf->hef", Qm, dA)  # Q_h ∂/∂A_h
         dparams = complete_params({"Q": dQ, "K": dK, "V": dV}, params)
@@ -300,3 +386,10 @@ class AttentionField(AbstractGaussianField):
         c = jnp.einsum("hed,d->e", Vh, mean)
         M = jnp.einsum("hed,df,hgf->eg", Vh, cov, A)
         return c, M
+
+
+def reverse_only_attention(field: AbstractField) -> bool:
+    """Whether ``field`` (or a summand) computes its attention with :class:`PallasAttention`, which
+    has no forward-mode autodiff (a ``custom_vjp``)."""
+    fields = field.fields if isinstance(field, AbstractSumField) else (field,)
+    return any(isinstance(f, AttentionField) and isinstance(f.attention_kernel(), PallasAttention) for f in fields)

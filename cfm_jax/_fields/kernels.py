@@ -1,0 +1,448 @@
+"""Attention kernels: how the softmax means and their VJP are computed, chosen like a solver.
+
+In flash-attention terms one head is a single-key-head attention: queries u = A_hᵀ q (heads
+folded into rows), keys = values = the context points z, and the weights a per-key bias log w_j.
+A kernel provides two operations, per head h and query row q:
+
+    means:      m = Σ_j α_j z_j,  lse = log Σ_j w_j e^{u·z_j}        (α_j = w_j e^{u·z_j − lse})
+    means_vjp:  for cotangents v of m (and v' for the key-side terms),
+                du_j-side  g = Σ_j α_j s_j z_j − (Σ_j α_j s_j) m,      s_j = (z_j − m)·v
+                dz_j       = Σ_rows α_j [v' + s'_j u]                  (dK + dV: keys are values)
+                dlog w_j   = Σ_rows α_j s'_j                           (the per-key bias gradient)
+
+g is dQ with the centring kept (Σ_j α_j s_j = 0 exactly; subtracting its round-off keeps the
+covariance Cov_α v centred when it is tiny). The two cotangents let the hand adjoint use every row
+for dQ and only the active rows for the key-side terms. :class:`AbstractAttentionKernel` composes
+all local products of :class:`~cfm_jax.AttentionField` from these two operations.
+
+:class:`PallasAttention` is a fused Pallas kernel pair (Triton lowering on a GPU, ``interpret``
+mode elsewhere): the forward streams key blocks with a running log-sum-exp; the backward is a
+key-block pass (dK + dV and the bias gradient, accumulated in the kernel) and a query-block pass
+(dQ with the row sums of dS, for the centring). Accumulators are float32 (float64 for float64
+inputs); the bias is added in that precision, never through a reduced-precision product; masked
+entries (zero weights, padded keys) get a finite mask value, never −inf. It is wrapped in
+``jax.custom_vjp``: reverse-mode autodiff runs the backward kernels; forward mode (``jax.jvp``,
+``jax.hessian``) and second derivatives are refused with a TypeError naming the XLA kernel.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+from typing import cast
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton
+from jax.sharding import PartitionSpec as P
+from jaxtyping import Array, Float
+
+#: Finite stand-in for log 0 (zero weights, padded keys): exp(mask − max) underflows to exactly 0 next
+#: to any logit of a positive weight, and it stays finite after adding a logit u·z in float32.
+MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
+
+_PRESETS = {
+    "3xTF32": jax.lax.DotAlgorithmPreset.TF32_TF32_F32_X3,
+    "TF32": jax.lax.DotAlgorithmPreset.TF32_TF32_F32,
+    "IEEE": jax.lax.DotAlgorithmPreset.F32_F32_F32,
+}
+
+
+class AbstractAttentionKernel(eqx.Module):
+    """How attention means and their VJP are computed (module docstring).
+
+    Subclasses implement :meth:`means` and :meth:`means_vjp`; :meth:`local_products` composes the
+    local products of :class:`~cfm_jax.AttentionField` from them (a kernel may override it with a
+    fused closed form, as :class:`~cfm_jax.XLAAttention` does).
+    """
+
+    @abc.abstractmethod
+    def means(
+        self, queries: Float[Array, "q d"], keys: Float[Array, "n d"], log_weights: Float[Array, " n"], A
+    ) -> tuple[Float[Array, "H q d"], Float[Array, "H q"]]:
+        """Per-head means $m_h(q)$ and their log-sum-exp, for the rows $u_h(q) = A_h^⊤ q$, ``A: (H, d, d)``."""
+
+    @abc.abstractmethod
+    def means_vjp(
+        self, queries, keys, log_weights, A, means, lse, cot: Float[Array, "H q d"], key_cot: Float[Array, "H q d"]
+    ) -> tuple[Float[Array, "H q d"], Float[Array, "n d"], Float[Array, " n"]]:
+        """``(g, dkeys, dlog_weights)``: $g$ the gradient of cot·m in the rows $u_h$ (centred), and
+        the gradients in the keys and log-weights for ``key_cot``."""
+
+    def local_products(self, q, c, act, z, logw, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
+        """Local products of multi-head attention at rows ``q (r, d)`` with cotangents ``c (r, d)``.
+
+        ``act (r,)`` or None (all active), ``targets (T, d)`` or None. Returns ((velocity, dx) per row,
+        (dz, dlogw, dA, dV, dtargets, phi) summed over the active rows), as attention.py's docstring.
+        """
+        m, lse = self.means(q, z, logw, A)  # (H, r, d), (H, r)
+        velocity = jnp.einsum("hed,hrd->re", Vh, m)
+        v = jnp.einsum("re,hed->hrd", c, Vh)  # V_hᵀ c
+        mask = 1.0 if act is None else act[None, :, None]
+        vk = v * mask
+        g, dz, dlogw = self.means_vjp(q, z, logw, A, m, lse, v, vk)
+        dx = jnp.einsum("hrf,hdf->rd", g, A)  # Σ_h A_h g_h
+        dA = jnp.einsum("rd,hrf->hdf", q, g * mask)
+        ca = c if act is None else c * act[:, None]
+        dV = jnp.einsum("re,hrd->hed", ca, m)
+        if targets is None:
+            return (velocity, dx), (dz, dlogw, dA, dV, None, None)
+        u = jnp.einsum("rd,hdf->hrf", q, A)
+        mv = jnp.sum(m * v, axis=-1, keepdims=True)
+        Ey = jnp.exp(jnp.einsum("hrf,tf->hrt", u, targets) - lse[..., None])
+        Sy = (jnp.einsum("hrd,td->hrt", v, targets) - mv) * mask
+        ES = Ey * Sy
+        dtar = jnp.einsum("hrt,hrd->td", Ey, vk) + jnp.einsum("hrt,hrd->td", ES, u)
+        return (velocity, dx), (dz, dlogw, dA, dV, dtar, jnp.sum(ES, axis=(0, 1)))
+
+
+# ----------------------------------------------------------------------------------------- Pallas
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    """Static settings of one kernel call (hashable, no pytree: a ``custom_vjp`` non-differentiable argument)."""
+
+    block_q: int
+    block_k: int
+    precision: str
+    interpret: bool
+    mesh: jax.sharding.Mesh | None
+
+
+def _acc_dtype(dtype):
+    return jnp.promote_types(dtype, jnp.float32)
+
+
+def _dot(cfg, a, b, contract):
+    """a·b over dims ``contract`` in the accumulator dtype; float32 products at ``cfg.precision`` on a GPU."""
+    preset = None  # interpret mode: the CPU's own products (float32 or float64, exact)
+    if not cfg.interpret:
+        # float64: HIGHEST, since the Triton lowering reads DEFAULT as TF32 input precision
+        preset = _PRESETS[cfg.precision] if a.dtype == jnp.float32 else jax.lax.Precision.HIGHEST
+    return jax.lax.dot_general(a, b, (contract, ((), ())), precision=preset, preferred_element_type=_acc_dtype(a.dtype))
+
+
+_NT = ((1,), (1,))  # a · bᵀ
+_NN = ((1,), (0,))  # a · b
+_TN = ((0,), (0,))  # aᵀ · b
+
+
+def _forward_kernel(u_ref, z_ref, b_ref, m_ref, lse_ref, *, cfg, nk):
+    acc_t = _acc_dtype(u_ref.dtype)
+    u = u_ref[...]
+    bq = u.shape[0]
+
+    def body(j, carry):
+        run_max, run_sum, acc = carry
+        zb = z_ref[pl.ds(j * cfg.block_k, cfg.block_k), :]
+        s = _dot(cfg, u, zb, _NT) + b_ref[pl.ds(j * cfg.block_k, cfg.block_k)].astype(acc_t)[None, :]
+        new_max = jnp.maximum(run_max, jnp.max(s, axis=1))
+        scale = jnp.exp(run_max - new_max)
+        p = jnp.exp(s - new_max[:, None])
+        acc = acc * scale[:, None] + _dot(cfg, p.astype(zb.dtype), zb, _NN)
+        return new_max, run_sum * scale + jnp.sum(p, axis=1), acc
+
+    init = (jnp.full((bq,), MASK_VALUE, acc_t), jnp.zeros((bq,), acc_t), jnp.zeros(u.shape, acc_t))
+    run_max, run_sum, acc = jax.lax.fori_loop(0, nk, body, init)
+    m_ref[...] = (acc / run_sum[:, None]).astype(m_ref.dtype)
+    lse_ref[...] = (run_max + jnp.log(run_sum)).astype(lse_ref.dtype)
+
+
+def _dkv_kernel(u_ref, z_ref, b_ref, lse_ref, do_ref, dl_ref, dz_ref, db_ref, *, cfg, nq):
+    """Key-block pass: dz = Σ_i P_ij dO_i + dS_ij u_i, dbias_j = Σ_i dS_ij, dS = P (dO·z − δ)."""
+    acc_t = _acc_dtype(u_ref.dtype)
+    zb = z_ref[...]
+    bias = b_ref[...].astype(acc_t)
+
+    def body(i, carry):
+        dz, db = carry
+        rows = pl.ds(i * cfg.block_q, cfg.block_q)
+        u, do = u_ref[rows, :], do_ref[rows, :]
+        p = jnp.exp(_dot(cfg, u, zb, _NT) + bias[None, :] - lse_ref[rows].astype(acc_t)[:, None])
+        ds = p * (_dot(cfg, do, zb, _NT) - dl_ref[rows].astype(acc_t)[:, None])
+        dz = dz + _dot(cfg, p.astype(u.dtype), do, _TN) + _dot(cfg, ds.astype(u.dtype), u, _TN)
+        return dz, db + jnp.sum(ds, axis=0)
+
+    init = (jnp.zeros(zb.shape, acc_t), jnp.zeros(bias.shape, acc_t))
+    dz, db = jax.lax.fori_loop(0, nq, body, init)
+    dz_ref[...] = dz.astype(dz_ref.dtype)
+    db_ref[...] = db.astype(db_ref.dtype)
+
+
+def _dq_kernel(u_ref, z_ref, b_ref, m_ref, lse_ref, do_ref, dl_ref, dlse_ref, dq_ref, *, cfg, nk):
+    """Query-block pass: g = Σ_j dS_ij z_j − (Σ_j dS_ij − dlse_i) m_i (the centred dQ)."""
+    acc_t = _acc_dtype(u_ref.dtype)
+    u, do = u_ref[...], do_ref[...]
+    lse, delta = lse_ref[...].astype(acc_t), dl_ref[...].astype(acc_t)
+
+    def body(j, carry):
+        dq, rs = carry
+        keys = pl.ds(j * cfg.block_k, cfg.block_k)
+        zb = z_ref[keys, :]
+        p = jnp.exp(_dot(cfg, u, zb, _NT) + b_ref[keys].astype(acc_t)[None, :] - lse[:, None])
+        ds = p * (_dot(cfg, do, zb, _NT) - delta[:, None])
+        return dq + _dot(cfg, ds.astype(zb.dtype), zb, _NN), rs + jnp.sum(ds, axis=1)
+
+    init = (jnp.zeros(u.shape, acc_t), jnp.zeros(u.shape[:1], acc_t))
+    dq, rs = jax.lax.fori_loop(0, nk, body, init)
+    centre = rs - dlse_ref[...].astype(acc_t)
+    dq_ref[...] = (dq - centre[:, None] * m_ref[...].astype(acc_t)).astype(dq_ref.dtype)
+
+
+def _call(kernel, cfg, grid, in_specs, out_specs, out_shape, *args):
+    # the Triton lowering, named: float32 dots at TF32 / 3×TF32 / IEEE (Mosaic GPU has 16-bit dots only)
+    params = triton.CompilerParams(num_warps=4, num_stages=2)
+    return pl.pallas_call(
+        kernel,
+        grid=grid,
+        in_specs=in_specs,
+        out_specs=out_specs,
+        out_shape=out_shape,
+        interpret=cfg.interpret,
+        compiler_params=params,
+    )(*args)
+
+
+def _tile(block, D):
+    return pl.BlockSpec((block, D), lambda i: (i, 0))
+
+
+def _vec(block):
+    return pl.BlockSpec((block,), lambda i: (i,))
+
+
+def _whole(shape):
+    return pl.BlockSpec(shape, lambda i: (0,) * len(shape))
+
+
+def _forward_local(cfg, u, z, bias):
+    R, D = u.shape
+    N = z.shape[0]
+    kernel = functools.partial(_forward_kernel, cfg=cfg, nk=N // cfg.block_k)
+    return _call(
+        kernel,
+        cfg,
+        (R // cfg.block_q,),
+        [_tile(cfg.block_q, D), _whole((N, D)), _whole((N,))],
+        [_tile(cfg.block_q, D), _vec(cfg.block_q)],
+        [jax.ShapeDtypeStruct((R, D), u.dtype), jax.ShapeDtypeStruct((R,), _acc_dtype(u.dtype))],
+        u,
+        z,
+        bias,
+    )
+
+
+def _backward_local(cfg, u, z, bias, m, lse, do, dok, delta, delta_k, dlse):
+    R, D = u.shape
+    N = z.shape[0]
+    dkv = functools.partial(_dkv_kernel, cfg=cfg, nq=R // cfg.block_q)
+    dz, db = _call(
+        dkv,
+        cfg,
+        (N // cfg.block_k,),
+        [_whole((R, D)), _tile(cfg.block_k, D), _vec(cfg.block_k), _whole((R,)), _whole((R, D)), _whole((R,))],
+        [_tile(cfg.block_k, D), _vec(cfg.block_k)],
+        [jax.ShapeDtypeStruct((N, D), z.dtype), jax.ShapeDtypeStruct((N,), bias.dtype)],
+        u,
+        z,
+        bias,
+        lse,
+        dok,
+        delta_k,
+    )
+    dqk = functools.partial(_dq_kernel, cfg=cfg, nk=N // cfg.block_k)
+    row = [_tile(cfg.block_q, D), _whole((N, D)), _whole((N,)), _tile(cfg.block_q, D), _vec(cfg.block_q)]
+    dq = _call(
+        dqk,
+        cfg,
+        (R // cfg.block_q,),
+        row + [_tile(cfg.block_q, D), _vec(cfg.block_q), _vec(cfg.block_q)],
+        _tile(cfg.block_q, D),
+        jax.ShapeDtypeStruct((R, D), u.dtype),
+        u,
+        z,
+        bias,
+        m,
+        lse,
+        do,
+        delta,
+        dlse,
+    )
+    if cfg.mesh is not None:  # each device saw its own query rows: sum the key-side partials
+        axis = cfg.mesh.axis_names[0]
+        dz, db = jax.lax.psum(dz, axis), jax.lax.psum(db, axis)
+    return dq, dz, db
+
+
+def _padded(cfg, u, z, log_weights):
+    """Rows padded to whole query blocks (per device), keys to whole key blocks (bias = the mask,
+    z = 0), the head dimension to a power of two ≥ 16 (zeros: logits unchanged)."""
+    R, d = u.shape
+    n = z.shape[0]
+    D = max(16, pl.next_power_of_2(d))
+    rows = cfg.block_q * (1 if cfg.mesh is None else cfg.mesh.devices.size)
+    Rp, Np = -(-R // rows) * rows, -(-n // cfg.block_k) * cfg.block_k
+    up = jnp.pad(u, ((0, Rp - R), (0, D - d)))
+    zp = jnp.pad(z, ((0, Np - n), (0, D - d)))
+    bias = jnp.maximum(log_weights.astype(_acc_dtype(u.dtype)), MASK_VALUE)
+    return up, zp, jnp.pad(bias, (0, Np - n), constant_values=MASK_VALUE)
+
+
+def _sharded(cfg, fn, in_specs, out_specs):
+    """``fn`` as it is (one device) or inside ``shard_map`` over query rows (the context gathered)."""
+    if cfg.mesh is None:
+        return fn
+    return jax.shard_map(fn, mesh=cfg.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+
+def _forward(cfg, u, z, log_weights):
+    R, d = u.shape
+    up, zp, bias = _padded(cfg, u, z, log_weights)
+    a = None if cfg.mesh is None else cfg.mesh.axis_names[0]
+    fn = _sharded(cfg, functools.partial(_forward_local, cfg), (P(a), P(), P()), (P(a), P(a)))
+    m, lse = fn(up, zp, bias)
+    return m[:R, :d], lse[:R]
+
+
+def _backward(cfg, u, z, log_weights, m, lse, do, dok, dlse):
+    """(g, dz, dlogw) from the two passes; ``do`` for the query pass, ``dok`` for the key pass."""
+    R, d = u.shape
+    n = z.shape[0]
+    acc_t = _acc_dtype(u.dtype)
+    up, zp, bias = _padded(cfg, u, z, log_weights)
+    pad_r, pad_d = up.shape[0] - R, up.shape[1] - d
+
+    def rows(a):
+        return jnp.pad(a, ((0, pad_r),) + ((0, pad_d),) * (a.ndim - 1))
+
+    # δ_i = m_i·dO_i − dlse_i (the centring of dS), per cotangent; padded rows: dO = 0, so dS = 0
+    delta = jnp.sum(m.astype(acc_t) * do, axis=-1) - dlse
+    delta_k = jnp.sum(m.astype(acc_t) * dok, axis=-1) - dlse
+    # padded rows need a finite lse: their logits are the biases, as in the forward
+    lse_p = jnp.concatenate([lse, jnp.full((pad_r,), jnp.max(bias), acc_t)])
+    a = None if cfg.mesh is None else cfg.mesh.axis_names[0]
+    fn = _sharded(
+        cfg,
+        functools.partial(_backward_local, cfg),
+        (P(a), P(), P(), P(a), P(a), P(a), P(a), P(a), P(a), P(a)),
+        (P(a), P(), P()),
+    )
+    g, dz, db = fn(
+        up,
+        zp,
+        bias,
+        rows(m),
+        lse_p,
+        rows(do.astype(u.dtype)),
+        rows(dok.astype(u.dtype)),
+        jnp.pad(delta, (0, pad_r)),
+        jnp.pad(delta_k, (0, pad_r)),
+        jnp.pad(dlse.astype(acc_t), (0, pad_r)),
+    )
+    return g[:R, :d], dz[:n, :d], db[:n].astype(log_weights.dtype)
+
+
+def _refuse_derivatives(cfg, primals, tangents):
+    raise TypeError(
+        "PallasAttention's kernels have no derivatives of their own: no forward-mode autodiff (jax.jvp, "
+        "jax.jacfwd, jax.hessian) and no second derivatives through it; use the XLA path for them: "
+        "kernel=cfm_jax.XLAAttention()."
+    )
+
+
+# The Pallas calls as operations whose derivative is refused with that TypeError (forward mode over
+# a reverse pass, as in jax.hessian, and second derivatives), instead of failing deep inside JAX's
+# differentiation of a pallas_call; reverse mode uses the custom_vjp below and never calls them.
+_forward_op = jax.custom_jvp(_forward, nondiff_argnums=(0,))
+_forward_op.defjvp(_refuse_derivatives)
+_backward_op = jax.custom_jvp(_backward, nondiff_argnums=(0,))
+_backward_op.defjvp(_refuse_derivatives)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _pallas_means(cfg, u, z, log_weights) -> tuple[Array, Array]:
+    return _forward_op(cfg, u, z, log_weights)
+
+
+def _pallas_means_fwd(cfg, u, z, log_weights):
+    m, lse = _forward_op(cfg, u, z, log_weights)
+    return (m, lse), (u, z, log_weights, m, lse)
+
+
+def _pallas_means_bwd(cfg, res, cots):
+    u, z, log_weights, m, lse = res
+    dm, dlse = cots
+    acc_t = _acc_dtype(u.dtype)
+    dm, dlse = dm.astype(acc_t), dlse.astype(acc_t)
+    return _backward_op(cfg, u, z, log_weights, m, lse, dm, dm, dlse)
+
+
+_pallas_means.defvjp(_pallas_means_fwd, _pallas_means_bwd)
+
+
+class PallasAttention(AbstractAttentionKernel):
+    """The fused Pallas kernel pair (module docstring); float32 products at ``precision`` on a GPU.
+
+    Attributes:
+        precision: float32 products on a GPU: ``"3xTF32"`` (default; float32-class accuracy at three
+            TF32 products), ``"TF32"`` (fastest, ~2⁻¹¹ relative rounding of u and z) or ``"IEEE"``.
+            float64 inputs always use float64 products; off a GPU (interpret mode) the products are
+            the CPU's own.
+        block_q, block_k: query rows and keys per block (powers of two ≥ 16 on a GPU).
+        mesh: a 1-D device mesh (:func:`cfm_jax.context_mesh`) to run the kernels inside
+            ``shard_map`` over query rows with the context gathered on every device (the key-side
+            gradients summed); None: one device.
+    """
+
+    precision: str = eqx.field(static=True, default="3xTF32")
+    block_q: int = eqx.field(static=True, default=64)
+    block_k: int = eqx.field(static=True, default=64)
+    mesh: jax.sharding.Mesh | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.precision not in _PRESETS:
+            raise ValueError(f"`precision` must be one of {sorted(_PRESETS)}, got {self.precision!r}.")
+        for name, b in (("block_q", self.block_q), ("block_k", self.block_k)):
+            if not (isinstance(b, (int, np.integer)) and not isinstance(b, bool) and b >= 1 and b & (b - 1) == 0):
+                raise ValueError(f"`{name}` must be a power of two, got {b!r}.")
+        if self.mesh is not None and not (isinstance(self.mesh, jax.sharding.Mesh) and len(self.mesh.axis_names) == 1):
+            raise ValueError(
+                f"`mesh` must be a 1-D jax.sharding.Mesh (cfm_jax.context_mesh()) or None, got {self.mesh!r}."
+            )
+
+    def _config(self) -> _Config:
+        return _Config(self.block_q, self.block_k, self.precision, jax.default_backend() != "gpu", self.mesh)
+
+    def _rows(self, queries, A):
+        H = A.shape[0]
+        return jnp.einsum("qd,hdf->hqf", queries, A).reshape(H * queries.shape[0], -1)
+
+    def means(self, queries, keys, log_weights, A):
+        H, q, d = A.shape[0], queries.shape[0], queries.shape[1]
+        m, lse = cast(tuple, _pallas_means(self._config(), self._rows(queries, A), keys, log_weights))
+        return m.reshape(H, q, d), lse.reshape(H, q)
+
+    def means_vjp(self, queries, keys, log_weights, A, means, lse, cot, key_cot):
+        H, q, d = A.shape[0], queries.shape[0], queries.shape[1]
+        acc_t = _acc_dtype(queries.dtype)
+        R = H * q
+        g, dz, db = _backward_op(
+            self._config(),
+            self._rows(queries, A),
+            keys,
+            log_weights,
+            means.reshape(R, d),
+            lse.reshape(R).astype(acc_t),
+            cot.reshape(R, d).astype(acc_t),
+            key_cot.reshape(R, d).astype(acc_t),
+            jnp.zeros((R,), acc_t),
+        )
+        return g.reshape(H, q, d), dz, db
+
+
+__all__ = ["MASK_VALUE", "AbstractAttentionKernel", "PallasAttention"]
