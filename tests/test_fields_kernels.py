@@ -217,13 +217,12 @@ def test_forward_mode_is_refused():
 
 
 def test_automatic_choice_and_settings(monkeypatch):
-    """None: Pallas on a single GPU unless XLA blocks were asked for, XLA elsewhere (several devices
-    too: the kernel needs its mesh there); bad settings refused."""
+    """None: the XLA path on every backend, with the field's blocks (the fused kernel is passed
+    explicitly until it is measured on a GPU); bad settings refused."""
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    monkeypatch.setattr(jax, "device_count", lambda: 2)
-    assert AttentionField().attention_kernel() == XLAAttention()
-    monkeypatch.setattr(jax, "device_count", lambda: 1)
-    assert AttentionField().attention_kernel() == PallasAttention()
+    for devices in (1, 2):
+        monkeypatch.setattr(jax, "device_count", lambda devices=devices: devices)
+        assert AttentionField().attention_kernel() == XLAAttention()
     assert AttentionField(chunk_size=None).attention_kernel() == XLAAttention(chunk_size=None)
     assert AttentionField(key_chunk_size=8).attention_kernel() == XLAAttention(key_chunk_size=8)
     assert PallasAttention()._config().interpret is False

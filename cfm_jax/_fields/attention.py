@@ -320,9 +320,9 @@ class AttentionField(AbstractGaussianField):
         chunk_size, key_chunk_size: the blocks of the XLA path (:class:`XLAAttention`); setting
             either selects it.
         kernel: how the means and their VJP are computed (:class:`AbstractAttentionKernel`). None:
-            the automatic choice, :class:`PallasAttention` on a single GPU when the blocks above are
-            left at their defaults, else ``XLAAttention(chunk_size, key_chunk_size)`` (several
-            devices: pass ``PallasAttention(mesh=...)`` to use the kernel there).
+            ``XLAAttention(chunk_size, key_chunk_size)`` on every backend: the fused
+            :class:`PallasAttention` is chosen by passing it (``PallasAttention(mesh=...)`` on several
+            devices) until its GPU timings and errors are measured (``docs/scaling.md`` §5).
     """
 
     chunk_size: int | str | None = eqx.field(static=True, default="auto")
@@ -339,20 +339,15 @@ class AttentionField(AbstractGaussianField):
                 )
             if self.chunk_size != "auto" or self.key_chunk_size is not None:
                 raise ValueError(
-                    "`chunk_size` and `key_chunk_size` configure the automatic kernel; with `kernel` set, "
+                    "`chunk_size` and `key_chunk_size` configure the default kernel; with `kernel` set, "
                     "give them to XLAAttention(chunk_size, key_chunk_size) instead."
                 )
 
     def attention_kernel(self) -> AbstractAttentionKernel:
-        """The kernel used: ``kernel``, or the automatic choice (the class docstring; the backend is
-        read when tracing)."""
+        """The kernel used: ``kernel``, else the XLA path with this field's blocks (the class
+        docstring: the fused kernel becomes the default on a GPU once it has been measured there)."""
         if self.kernel is not None:
             return self.kernel
-        # XLA cannot partition a pallas_call: on several devices the kernel needs its mesh, so the
-        # automatic choice stays with the XLA path there
-        blocks_default = self.chunk_size == "auto" and self.key_chunk_size is None
-        if blocks_default and jax.default_backend() == "gpu" and jax.device_count() == 1:
-            return PallasAttention()
         return XLAAttention(self.chunk_size, self.key_chunk_size)
 
     def __call__(self, x, measure, params):
