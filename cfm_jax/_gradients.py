@@ -26,11 +26,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_rows
+from ._arguments import as_array
 from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
 from ._solve import check_solved, checked_inputs, forward, prepare
-from ._validation import as_array, compiled, finite
+from ._validation import compiled, finite
 
 
 class AdjointSolution(eqx.Module):

@@ -28,9 +28,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _random
+from ._arguments import static_int
 from ._fields import AbstractAttentionKernel, AbstractField, AttentionField, mlp_field
 from ._measures import EmpiricalMeasure
-from ._validation import check_finite, static_int
+from ._validation import check_finite
 
 
 class AbstractCFM(eqx.Module):

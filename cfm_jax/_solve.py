@@ -57,6 +57,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, AbstractStrategy, Autodiff, DiscreteAdjoint, as_strategy
+from ._arguments import as_array
 from ._fields import reverse_only_attention
 from ._flow import (
     AbstractCarriedContext,
@@ -73,7 +74,7 @@ from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
 from ._measures import GaussianMeasure, as_measure
 from ._paths import AbstractCFM
 from ._regime import notice_heavy_tail
-from ._validation import as_array, check_solved, compiled, finite, finite_params
+from ._validation import check_solved, compiled, finite, finite_params
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""

@@ -40,11 +40,11 @@ warning is given (the diagnostic the warning comes from can be called outside it
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import enum
 import functools
 import logging
-import numbers
 import os
 import sys
 import threading
@@ -254,6 +254,17 @@ def _advise(values, advise: Callable) -> None:
         advise(values)
 
 
+@contextlib.contextmanager
+def _tracing(mode: _Mode | _Flags, notices: list | None):
+    """While a program is traced: how its checks are made, and where its notices go."""
+    tokens = _MODE.set(mode), _NOTICES.set(notices)
+    try:
+        yield
+    finally:
+        _MODE.reset(tokens[0])
+        _NOTICES.reset(tokens[1])
+
+
 def _checkified(fn):
     """``fn`` traced under ``checkify.checkify`` with its checks functional, returning
     ``(error, out, (values, advice))``: checkify's error value, ``fn``'s result and its notices (the
@@ -266,12 +277,8 @@ def _checkified(fn):
 
         def arrays_only():
             notices: list[tuple[object, Callable]] = []
-            mode, notice_token = _MODE.set(_Mode.FUNCTIONAL), _NOTICES.set(notices)
-            try:
+            with _tracing(_Mode.FUNCTIONAL, notices):
                 out = fn(*args, **kwargs)
-            finally:
-                _MODE.reset(mode)
-                _NOTICES.reset(notice_token)
             result = (out, (tuple(v for v, _ in notices), tuple(a for _, a in notices)))
             dynamic, rest = eqx.partition(result, eqx.is_array)
             static.append(rest)
@@ -290,12 +297,8 @@ def _in_functional(fn):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        mode, notice_token = _MODE.set(_Mode.FUNCTIONAL), _NOTICES.set(None)
-        try:
+        with _tracing(_Mode.FUNCTIONAL, None):
             return fn(*args, **kwargs)
-        finally:
-            _MODE.reset(mode)
-            _NOTICES.reset(notice_token)
 
     return run
 
@@ -354,12 +357,8 @@ def _flagged(fn):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         flags = _Flags()
-        mode, notice_token = _MODE.set(flags), _NOTICES.set(None)
-        try:
+        with _tracing(flags, None):
             out = fn(*args, **kwargs)
-        finally:
-            _MODE.reset(mode)
-            _NOTICES.reset(notice_token)
         stacked = jnp.stack([f for f, _ in flags.checks]) if flags.checks else jnp.zeros((0,), bool)
         return out, (stacked, tuple(m for _, m in flags.checks))
 
@@ -401,15 +400,6 @@ def is_concrete(x) -> bool:
     return not isinstance(x, Tracer)
 
 
-def as_array(name: str, x) -> jax.Array:
-    """``jnp.asarray(x)``; what is not an array of numbers (a string, None, a dict…) raises
-    ``TypeError`` naming ``name`` rather than JAX's conversion error."""
-    try:
-        return jnp.asarray(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"`{name}` must be an array of numbers, got {type(x).__name__} {x!r:.60}.") from None
-
-
 def check_finite(name: str, x) -> None:
     """The finiteness check of :func:`finite` made now on a concrete array (a constructor given
     values); a traced one is left to the entry point that receives it."""
@@ -428,31 +418,3 @@ def finite_params(model):
     leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
     ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves])) if leaves else jnp.array(True)
     return check(model, ~ok, "`model` parameters contain non-finite values (nan/inf).")
-
-
-def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
-    v = float(value)
-    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"`{name}` must be finite and {bound}, got {value!r}.")
-
-
-def check_save_every(save_every, steps: int, steps_name: str = "steps") -> int:
-    """``save_every`` as an int: a positive integer dividing ``steps`` (ValueError naming it otherwise)."""
-    if not isinstance(save_every, numbers.Integral) or isinstance(save_every, bool) or save_every < 1:
-        raise ValueError(f"`save_every` must be a positive integer, got {save_every!r}.")
-    if int(steps) % int(save_every):
-        raise ValueError(f"`save_every` ({save_every}) must divide {steps_name} ({steps}).")
-    return int(save_every)
-
-
-def static_int(name: str, value) -> int:
-    """A positive Python int from ``value`` (numpy integers too); a traced value gets the fix in its error."""
-    if isinstance(value, Tracer):
-        raise ValueError(
-            f"`{name}` must be a static Python int, got a traced value: under jax.jit mark it static "
-            f"(jax.jit(forward, static_argnames={name!r})) or use eqx.filter_jit, which does."
-        )
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
-    return int(value)

@@ -396,6 +396,27 @@ def _attention_field():
         cfm_jax.AttentionField(key_chunk_size=-1)
 
 
+@row("cfm_jax.XLAAttention", "cfm_jax.PallasAttention", "cfm_jax.AbstractAttentionKernel")
+def _attention_kernels():
+    model, x0, ctx, _ = tiny()
+    p = model.layer_params(0)
+    dense = cfm_jax.AttentionField(chunk_size=None)(x0, ctx, p)
+    for kernel in (
+        cfm_jax.XLAAttention(),
+        cfm_jax.XLAAttention(i64(1), 2),
+        cfm_jax.PallasAttention(block_q=16, block_k=16),
+    ):
+        assert isinstance(kernel, cfm_jax.AbstractAttentionKernel)
+        same(cfm_jax.AttentionField(kernel=kernel)(x0, ctx, p), dense, rtol=1e-10)
+    assert cfm_jax.AttentionField().attention_kernel() == cfm_jax.XLAAttention()  # the default
+    with pytest.raises(ValueError, match="`precision`"):
+        cfm_jax.PallasAttention(precision="bf16")
+    with pytest.raises(ValueError, match="`kernel`"):
+        cfm_jax.AttentionField(kernel="pallas")  # pyright: ignore[reportArgumentType]
+    with pytest.raises(TypeError):
+        cfm_jax.AbstractAttentionKernel()  # pyright: ignore[reportAbstractUsage]
+
+
 @row("cfm_jax.MLPField", "cfm_jax.LinearMLPField", "cfm_jax.linear")
 def _mlp_fields():
     model, x0, ctx, _ = tiny()

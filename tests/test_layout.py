@@ -4,7 +4,7 @@ private helper crossing a module, every module with its own test file, no module
 Two packages. ``cfm_jax`` is the numerical library; its layers (low to high; a module may import its
 own layer and the ones below):
 
-    _validation, stats, _qmc, _random, _cache → _measures → _fields → _paths → _flow (_gaussian_limit, _regime)
+    _arguments, _validation, stats, _qmc, _random, _cache → _measures → _fields → _paths → _flow (_gaussian_limit, _regime)
     → _adjoint → _solve → _gradients
     → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _chaos, chaos)
 
@@ -29,7 +29,7 @@ APP = ROOT / "cfm_experiments"
 MAX_LINES = 450
 
 LAYERS = [
-    ("_validation", "stats", "_qmc", "_random", "_cache"),
+    ("_arguments", "_validation", "stats", "_qmc", "_random", "_cache"),
     ("_measures",),
     ("_fields",),
     ("_paths",),
@@ -50,7 +50,7 @@ LAYERS = [
     ),
 ]
 RANK = {name: i for i, group in enumerate(LAYERS) for name in group}
-STOCHASTIC_MAY_USE = {"_validation", "stats", "_random", "_measures", "_fields"}
+STOCHASTIC_MAY_USE = {"_arguments", "_validation", "stats", "_random", "_measures", "_fields"}
 PUBLIC_SUBPACKAGES = ("chaos", "distributed", "ogd", "stats", "stochastic")
 
 
@@ -120,7 +120,7 @@ def _test_file_for(path: Path) -> str:
     return "test_" + "_".join(parts) + ".py"
 
 
-EXEMPT = {"_validation"}  # the input checks, tested through their callers
+EXEMPT = {"_arguments"}  # the static argument checks, tested through their callers
 
 
 @pytest.mark.parametrize(

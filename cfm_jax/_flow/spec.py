@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._arguments import static_int
 from .._measures import EmpiricalMeasure, GaussianMeasure
 from .._paths import AbstractCFM
-from .._validation import static_int
 
 Emit = Literal["none", "ends", "steps"]
 """What the loop returns per layer: nothing, the state at the layer's end, or after every step."""

@@ -32,9 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from .._arguments import as_array, check_save_every
 from .._fields.attention import attention_means
 from .._random import as_key
-from .._validation import as_array, check, check_save_every, compiled
+from .._validation import check, compiled
 from ._kernels import NoiseKernel
 from ._noise import _mlp_noise, _sample_mlp
 

@@ -22,8 +22,9 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
+from .._arguments import check_positive
 from .._random import as_key
-from .._validation import check_positive, compiled
+from .._validation import compiled
 from ._energies import energy_deficit
 from ._model import SphereAttention, _finite_params, normalise
 

@@ -1,0 +1,49 @@
+"""Static argument checks: types and options, refused in Python when a call is traced, with a
+``ValueError`` or ``TypeError`` naming the argument (values are the one value check's,
+:mod:`cfm_jax._validation`)."""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.core import Tracer
+
+
+def as_array(name: str, x) -> jax.Array:
+    """``jnp.asarray(x)``; what is not an array of numbers (a string, None, a dict…) raises
+    ``TypeError`` naming ``name`` rather than JAX's conversion error."""
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"`{name}` must be an array of numbers, got {type(x).__name__} {x!r:.60}.") from None
+
+
+def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
+    v = float(value)
+    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"`{name}` must be finite and {bound}, got {value!r}.")
+
+
+def check_save_every(save_every, steps: int, steps_name: str = "steps") -> int:
+    """``save_every`` as an int: a positive integer dividing ``steps`` (ValueError naming it otherwise)."""
+    if not isinstance(save_every, numbers.Integral) or isinstance(save_every, bool) or save_every < 1:
+        raise ValueError(f"`save_every` must be a positive integer, got {save_every!r}.")
+    if int(steps) % int(save_every):
+        raise ValueError(f"`save_every` ({save_every}) must divide {steps_name} ({steps}).")
+    return int(save_every)
+
+
+def static_int(name: str, value) -> int:
+    """A positive Python int from ``value`` (numpy integers too); a traced value gets the fix in its error."""
+    if isinstance(value, Tracer):
+        raise ValueError(
+            f"`{name}` must be a static Python int, got a traced value: under jax.jit mark it static "
+            f"(jax.jit(forward, static_argnames={name!r})) or use eqx.filter_jit, which does."
+        )
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+    return int(value)
