@@ -285,8 +285,15 @@ def _check_dim(field: AbstractField, params: dict[str, Array], dim) -> int:
 
     try:
         out = jax.eval_shape(velocity, layer)
-    except (TypeError, ValueError, IndexError) as e:  # the shapes of `params` do not fit `dim`
-        raise ValueError(f"`dim` = {d} is not the token dimension of `params`: {type(e).__name__}: {e}") from None
+    except (TypeError, ValueError, IndexError) as e:  # the shapes of `params` or the field's arrays do not fit `dim`
+        shapes = {f"params[{k!r}]": v.shape for k, v in layer.items()}
+        arrays = jax.tree_util.tree_flatten_with_path(eqx.filter(field, eqx.is_array))[0]
+        shapes |= {f"field{jax.tree_util.keystr(path)}": a.shape for path, a in arrays}
+        listed = ", ".join(f"{k} {v}" for k, v in shapes.items())
+        raise ValueError(
+            f"`dim` = {d} is not the token dimension of the model: {type(field).__name__} does not take a "
+            f"token of size {d} with these arrays (first layer): {listed}. Pass the d they are built for."
+        ) from e
     leaves = jax.tree.leaves(out)
     if len(leaves) != 1 or leaves[0].shape != (1, d):
         raise ValueError(f"`dim` = {d} is not the token dimension of `params`: the field returns {out!r} at (1, {d}).")
