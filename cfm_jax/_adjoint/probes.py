@@ -53,13 +53,12 @@ def grid_probes(dim: int, radius: float = 1.0, per_axis: int = 5, dtype=None):
         raise ValueError(f"`per_axis` must be >= 2, got {per_axis}.")
     if not is_concrete(radius):
         raise ValueError("`radius` must be a number, not a traced value: the grid is built in NumPy.")
-    radius = _radius(radius)
+    r = float(_radius(radius))
     if per_axis**dim > 1_000_000:
         raise ValueError(f"grid of {per_axis}^{dim} points is too large; use ball_probes.")
-    radius = float(radius)
-    axis = np.linspace(-radius, radius, per_axis)
+    axis = np.linspace(-r, r, per_axis)
     pts = np.array(list(itertools.product(axis, repeat=dim)))
-    pts = pts[np.linalg.norm(pts, axis=-1) <= radius * (1 + 1e-12)]
+    pts = pts[np.linalg.norm(pts, axis=-1) <= r * (1 + 1e-12)]
     return jnp.asarray(pts, dtype=dtype or jnp.result_type(float))
 
 
