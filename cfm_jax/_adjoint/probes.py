@@ -16,16 +16,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._random import as_key
-from .._validation import as_array, check, is_concrete, static_int
+from .._validation import check, is_concrete, static_int
 
 
-def _radius(radius) -> jax.Array:
-    """``radius`` as a scalar array: ValueError naming it for what is not a real number, and its value
-    (finite, > 0) checked by :func:`~cfm_jax._validation.check`."""
-    r = as_array("radius", radius)
-    if r.ndim != 0 or not (jnp.issubdtype(r.dtype, jnp.integer) or jnp.issubdtype(r.dtype, jnp.floating)):
+def _radius(radius):
+    """``radius``: ValueError naming it for what is not a real number; its value (finite, > 0) checked
+    by :func:`~cfm_jax._validation.check` (returned with the check: under a caller's jit it travels
+    with the value)."""
+    # a concrete value in NumPy: no eager program per call, and no tracer made of a constant inside a jit
+    try:
+        r = np.asarray(radius) if is_concrete(radius) else radius
+    except (TypeError, ValueError):
+        r = np.asarray(None)
+    if np.ndim(r) or np.dtype(r.dtype).kind not in "iuf":
         raise ValueError(f"`radius` must be a real number > 0, got {radius!r:.60}.")
-    return check(r, ~(jnp.isfinite(r) & (r > 0)), "`radius` must be finite and > 0.")
+    failed = ~(np.isfinite(r) & (r > 0)) if is_concrete(radius) else ~(jnp.isfinite(r) & (r > 0))
+    return check(radius, failed, "`radius` must be finite and > 0.")
 
 
 def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
@@ -36,7 +42,7 @@ def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
     """
     num, dim = static_int("num", num), static_int("dim", dim)
     dtype = dtype or jnp.result_type(float)
-    r = _radius(radius).astype(dtype)
+    r = jnp.asarray(_radius(radius), dtype)
     kd, kr = jax.random.split(as_key(key))
     g = jax.random.normal(kd, (num, dim), dtype)
     u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
