@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_rows
-from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt
+from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt, options_checked_first
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
 from ._solve import check_solved, checked_inputs, forward, prepare
@@ -96,6 +96,7 @@ def _check_loss(loss, x0, y, throw: bool = True):
     return mean_squared_loss if loss is None else loss, y
 
 
+@options_checked_first
 @compiled
 def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None = None, throw: bool = True, **options):
     """Loss of the final tokens and its gradient with respect to the model's parameters; compiled.
@@ -143,6 +144,7 @@ def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
     return jax.tree.map(lambda g: L * g, grads)
 
 
+@options_checked_first
 @compiled
 def adjoint_trajectories(
     model: AbstractCFM,
@@ -224,6 +226,7 @@ def probe_gradients(model, x0, context, y, probes, **kwargs):
     return sol.ss, sol.probe_grads, sol.probe_values
 
 
+@options_checked_first
 @compiled
 def token_adjoint(
     model: AbstractCFM,

@@ -67,6 +67,7 @@ def test_fixed_steps_and_exact_euler_are_decided_once(model):
         ),
         ({"saveat": None}, "`saveat` must be a cfm_jax.SaveAt"),
         ({"progress_meter": "text"}, "`progress_meter` must be a diffrax progress meter"),
+        ({"progress_meter": [1]}, "`progress_meter` must be a diffrax progress meter"),
     ],
 )
 def test_every_option_is_checked_naming_it(model, options, match):
@@ -171,6 +172,43 @@ def test_saveat_ts_rounds_to_the_nearest_depth():
     at = jnp.array([29, 57, 58])
     np.testing.assert_array_equal(part.xs, full.xs[at])
     np.testing.assert_array_equal(part.ss, full.ss[at])
+
+
+class _Bar:
+    """A progress bar of its own, compared as tqdm's bars are: by an attribute of the other object
+    (a comparison with anything else raises)."""
+
+    __hash__ = object.__hash__
+
+    def __init__(self):
+        self.position = 0
+
+    def __eq__(self, other):
+        return self.position == other.position
+
+
+def test_a_progress_bar_that_is_not_a_meter_is_named_after_any_earlier_call():
+    """A tqdm-like bar as ``progress_meter``, after a call with a diffrax meter compiled the same
+    program: named (it used to be equinox's 'metadata fields must be hashable' error, raised while the
+    bar was compared with the earlier meter), for every entry point taking forward's options."""
+    model, x0, z = _problem()
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(3), jnp.eye(3))
+    small = cfm_jax.Transformer.init(jax.random.key(0), 3, layers=4, heads=1, qk_scale=0.3, dtype=jnp.float64)
+    meter = diffrax.NoProgressMeter()
+    tqdm = pytest.importorskip("tqdm")
+    entries = {
+        "forward": lambda **o: cfm_jax.forward(model, x0, z, **o),
+        "gaussian_flow": lambda **o: cfm_jax.gaussian_flow(small, x0, mu, **o),
+        "loss_and_grad": lambda **o: cfm_jax.loss_and_grad(model, x0, z, x0, **o),
+        "token_adjoint": lambda **o: cfm_jax.token_adjoint(model, x0, z, x0, **o),
+        "adjoint_trajectories": lambda **o: cfm_jax.adjoint_trajectories(model, x0, z, x0, **o),
+    }
+    for name, entry in entries.items():
+        entry(progress_meter=meter)
+        for bar in (_Bar(), tqdm.tqdm(total=1, disable=True), [1]):
+            with pytest.raises(ValueError, match="^`progress_meter` must be a diffrax progress meter") as info:
+                entry(progress_meter=bar)
+            assert "TqdmProgressMeter()" in str(info.value), name
 
 
 def test_saveat_fn_saves_its_output_only_and_is_differentiated_through():

@@ -11,6 +11,7 @@ the hand adjoints, ``SaveAt(steps=True)``, the token adjoint) reads.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
@@ -248,12 +249,33 @@ def flow_spec(
     saveat, _ = saveat.grid(L, steps, controller is None)  # the grid the loop saves; ts picked after
     if saveat.steps and controller is not None:
         raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
+    check_progress_meter(progress_meter)
+    return FlowSpec(solver, controller, saveat, steps, max_steps, progress_meter)
+
+
+def check_progress_meter(progress_meter) -> None:
+    """ValueError naming ``progress_meter`` unless it is a diffrax progress meter."""
     if not isinstance(progress_meter, diffrax.AbstractProgressMeter):
         raise ValueError(
-            "`progress_meter` must be a diffrax progress meter (e.g. diffrax.TextProgressMeter()), "
-            f"got {progress_meter!r}."
+            "`progress_meter` must be a diffrax progress meter: diffrax.NoProgressMeter() (the default), "
+            "diffrax.TextProgressMeter() or diffrax.TqdmProgressMeter() (which draws its own tqdm bar; a tqdm "
+            f"bar itself is not one), got {type(progress_meter).__name__} {progress_meter!r:.60}."
         )
-    return FlowSpec(solver, controller, saveat, steps, max_steps, progress_meter)
+
+
+def options_checked_first(fn):
+    """``fn`` (a compiled entry point taking forward's options) checking ``progress_meter`` before its
+    compiled call: the options are static arguments of the program, compared with those of earlier
+    calls before anything inside runs, and an object that is not a progress meter may fail that
+    comparison (a tqdm bar compared with a diffrax meter raises inside equinox)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if "progress_meter" in kwargs:
+            check_progress_meter(kwargs["progress_meter"])
+        return fn(*args, **kwargs)
+
+    return call
 
 
 def saved(sol: FlowSolution, saveat: SaveAt, num_layers: int, steps: int, fixed: bool) -> FlowSolution:
