@@ -1031,6 +1031,7 @@ refused(
     "cfm_jax.stochastic.exact_increment",
     lambda: stochastic.exact_increment(jax.random.key(0), sphere_tokens(), KERNEL, -1.0),
     "dt",
+    eqx.EquinoxRuntimeError,
 )
 refused(
     "cfm_jax.stochastic.feature_increment",
