@@ -33,6 +33,9 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     ``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``; created), caching every program however
     quick to compile; returns the folder.
 
+    Called again with another folder, it switches to it: the programs compiled from then on are read
+    from and written to the new folder (those this process has already compiled stay in its memory,
+    and are written to the new folder only when compiled again by a later process).
     A folder that cannot be made is a ``ValueError`` naming ``path``.
     """
     import jax
@@ -44,7 +47,14 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ValueError(f"`path`: cannot make the cache folder {str(folder)!r} ({e.strerror}).") from None
+    from jax.experimental.compilation_cache import compilation_cache
+
+    previous = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
     jax.config.update("jax_compilation_cache_dir", str(folder))
+    if previous != str(folder):
+        # JAX opens its cache at the folder of its first compile and keeps it: another folder is
+        # taken only after a reset (the next program compiled reads and writes there)
+        compilation_cache.reset_cache()
     # every program, however small or quick to compile: the sweeps are many small ones
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -11,9 +11,9 @@ W1 is the debiased Sinkhorn divergence with the Euclidean cost (``cfm_jax._wasse
 *fixed* ε (set from ν's own scale at construction, so V is one functional of μ) and the self term
 OT_ε(ν, ν) precomputed; in d = 1 the exact sorted formula is used instead.
 
-:meth:`W1ControlField.create` checks its values eagerly when they are concrete (``ValueError``) and
-inside the compiled program otherwise (``eqx.error_if``): ν's points and weights, a finite non-zero
-``direction`` and a finite ``relative_epsilon`` > 0, so a control built under ``jax.jit`` is checked too.
+:meth:`W1ControlField.create` checks its values — ν's points and weights, a finite non-zero
+``direction`` and a finite ``relative_epsilon`` > 0 — through ``cfm_jax._validation.check``: a bad one
+raises ``equinox.EquinoxRuntimeError`` naming it, eagerly and for a control built under ``jax.jit`` alike.
 """
 
 from __future__ import annotations

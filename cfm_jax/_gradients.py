@@ -27,7 +27,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_rows
 from ._arguments import as_array
-from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt
+from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt, options_checked_first
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
 from ._solve import check_solved, checked_inputs, forward, prepare
@@ -77,6 +77,8 @@ def mean_squared_loss(x1, y):
     if jnp.shape(y) != jnp.shape(x1):
         # broadcasting would silently average over a wrong pairing of tokens and targets
         raise ValueError(f"`y` must have the shape of `x1` {jnp.shape(x1)}, got {jnp.shape(y)}.")
+    if jnp.ndim(x1) == 2 and jnp.shape(x1)[0] == 0:
+        raise ValueError(f"`x1` has no tokens (shape {jnp.shape(x1)}): the batch mean of the loss is undefined.")
     sq = 0.5 * jnp.sum((x1 - y) ** 2)
     return sq / x1.shape[0] if x1.ndim == 2 else sq
 
@@ -90,10 +92,16 @@ def _check_loss(loss, x0, y, throw: bool = True):
         y = as_array("y", y)
         if y.shape != jnp.shape(x0):
             raise ValueError(f"`y` must have the shape of `x0` {jnp.shape(x0)} for the default loss, got {y.shape}.")
+        if y.ndim == 2 and y.shape[0] == 0:
+            raise ValueError(
+                f"`x0` and `y` hold no target tokens (shape {y.shape}): the default loss is their batch mean, "
+                "undefined for B = 0."
+            )
         y = finite("y", y) if throw else y
     return mean_squared_loss if loss is None else loss, y
 
 
+@options_checked_first
 @compiled
 def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None = None, throw: bool = True, **options):
     """Loss of the final tokens and its gradient with respect to the model's parameters; compiled.
@@ -139,6 +147,7 @@ def functional_gradient(model: AbstractCFM, grads: AbstractCFM) -> AbstractCFM:
     return jax.tree.map(lambda g: L * g, grads)
 
 
+@options_checked_first
 @compiled
 def adjoint_trajectories(
     model: AbstractCFM,
@@ -226,6 +235,7 @@ def probe_gradients(model, x0, context, y, probes, **kwargs):
     return sol.ss, sol.probe_grads, sol.probe_values
 
 
+@options_checked_first
 @compiled
 def token_adjoint(
     model: AbstractCFM,
@@ -291,6 +301,8 @@ def token_covectors(model: AbstractCFM, xs, zs, weights, y, *, loss: Callable | 
     of an Euler solve with one step per layer and the context ``weights (n,)``: what
     :func:`token_adjoint` computes after its own forward (the same sweep), for a caller that already
     holds the states. ``loss`` as there."""
+    if loss is None and jnp.ndim(xs) == 3 and jnp.shape(xs)[1] == 0:
+        raise ValueError(f"`xs` holds no target tokens (shape {jnp.shape(xs)}): the default loss is their batch mean.")
     loss = mean_squared_loss if loss is None else loss
     spec = FlowSpec(diffrax.Euler(), None, SaveAt(steps=True), model.num_layers)
     # the stored states of every step, (layers, steps per layer = 1, ...) as DiscreteAdjoint keeps them

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import numbers
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
@@ -31,7 +32,7 @@ from . import _random
 from ._arguments import static_int
 from ._fields import AbstractAttentionKernel, AbstractField, AttentionField, mlp_field
 from ._measures import EmpiricalMeasure
-from ._validation import check_finite
+from ._validation import check, check_finite, is_concrete
 
 
 class AbstractCFM(eqx.Module):
@@ -220,11 +221,15 @@ class Transformer(AbstractPiecewiseConstantCFM):
         depth, W1 ~ N(0, mlp_scale²/d), W2 ~ N(0, mlp_scale²/m), biases zero. ``chunk_size``,
         ``key_chunk_size``, ``kernel``: the attention path (:class:`~cfm_jax.AttentionField`).
         """
-        for name, v in (("dim", dim), ("heads", heads), ("layers", layers)):
-            if int(v) < 1:
-                raise ValueError(f"`{name}` must be >= 1, got {v}.")
-        if int(mlp_width) < 0:
-            raise ValueError(f"`mlp_width` must be >= 0, got {mlp_width}.")
+        # the shapes: Python ints (a float would be truncated where a shape is made and used
+        # whole in a scale, a string fail in arithmetic)
+        dim, heads, layers = static_int("dim", dim), static_int("heads", heads), static_int("layers", layers)
+        if isinstance(mlp_width, bool) or not isinstance(mlp_width, numbers.Integral) or mlp_width < 0:
+            raise ValueError(f"`mlp_width` must be an int >= 0 (0: no MLP), got {mlp_width!r:.60}.")
+        mlp_width = int(mlp_width)
+        qk_scale, v_scale, mlp_scale = (
+            _scale(name, v) for name, v in (("qk_scale", qk_scale), ("v_scale", v_scale), ("mlp_scale", mlp_scale))
+        )
         dtype = dtype or jnp.result_type(float)
         keys = jax.random.split(_random.as_key(key), 5)  # Q, K, V, W1, W2
         L, H, d, m = layers, heads, dim, mlp_width
@@ -284,6 +289,20 @@ class Transformer(AbstractPiecewiseConstantCFM):
         return jax.tree.map(lambda a: a.astype(dtype), self)
 
 
+def _scale(name: str, value):
+    """A real scalar (a traced one too), checked finite through :func:`check` (the value is
+    returned: under a caller's jit the check travels with it); ValueError naming ``name`` otherwise."""
+    # a concrete value in NumPy: no eager program per call, and no tracer made of a constant inside a jit
+    try:
+        a = np.asarray(value) if is_concrete(value) else value
+    except (TypeError, ValueError):
+        a = np.asarray(None)
+    if np.ndim(a) or np.dtype(a.dtype).kind not in "iuf":
+        raise ValueError(f"`{name}` must be a real number, got {value!r:.60}.")
+    failed = ~np.isfinite(a) if is_concrete(value) else ~jnp.isfinite(a)
+    return check(value, failed, f"`{name}` must be finite, got a non-finite value.")
+
+
 def _check_dim(field: AbstractField, params: dict[str, Array], dim) -> int:
     """``dim`` as an int, refused (naming ``dim``) when ``field`` cannot take tokens of that size
     with the first layer's ``params``: the field is traced once on shapes alone (``jax.eval_shape``,
@@ -298,8 +317,15 @@ def _check_dim(field: AbstractField, params: dict[str, Array], dim) -> int:
 
     try:
         out = jax.eval_shape(velocity, layer)
-    except (TypeError, ValueError, IndexError) as e:  # the shapes of `params` do not fit `dim`
-        raise ValueError(f"`dim` = {d} is not the token dimension of `params`: {type(e).__name__}: {e}") from None
+    except (TypeError, ValueError, IndexError) as e:  # the shapes of `params` or the field's arrays do not fit `dim`
+        shapes = {f"params[{k!r}]": v.shape for k, v in layer.items()}
+        arrays = jax.tree_util.tree_flatten_with_path(eqx.filter(field, eqx.is_array))[0]
+        shapes |= {f"field{jax.tree_util.keystr(path)}": a.shape for path, a in arrays}
+        listed = ", ".join(f"{k} {v}" for k, v in shapes.items())
+        raise ValueError(
+            f"`dim` = {d} is not the token dimension of the model: {type(field).__name__} does not take a "
+            f"token of size {d} with these arrays (first layer): {listed}. Pass the d they are built for."
+        ) from e
     leaves = jax.tree.leaves(out)
     if len(leaves) != 1 or leaves[0].shape != (1, d):
         raise ValueError(f"`dim` = {d} is not the token dimension of `params`: the field returns {out!r} at (1, {d}).")

@@ -243,7 +243,7 @@ def warn_if_heavy_tailed(
     if not (math.isfinite(min_effective_size) and min_effective_size > 0):
         raise ValueError(f"`min_effective_size` must be finite and > 0, got {min_effective_size!r}.")
     min_effective_size = float(min_effective_size)
-    ess = float(ess_fraction.min())
+    ess = float(ess_fraction.min()) if ess_fraction.size else math.inf  # no queries: no softmax to sample
     heavy = bool(np.any(regime.heavy_tailed))
     few = n is not None and n * ess < min_effective_size
     if not (heavy or few) or _WARNED:
@@ -259,8 +259,9 @@ def warn_if_heavy_tailed(
             f"ρ = 2‖Σ^½ QᵀK Σ^½‖ reaches {rho:.3g} ({where}): the attention weights "
             f"between context points have a Pareto tail of index {2 / rho:.3g} ≤ 2, hence infinite variance"
         )
-    sizes = f" ({n * ess:.3g} of n = {n} points)" if n is not None else ""
-    parts.append(f"the softmax's effective sample size at these queries is as small as {ess:.3g}·n{sizes}")
+    if math.isfinite(ess):
+        sizes = f" ({n * ess:.3g} of n = {n} points)" if n is not None else ""
+        parts.append(f"the softmax's effective sample size at these queries is as small as {ess:.3g}·n{sizes}")
     scale = f"; scaling both by a factor below {1 / math.sqrt(rho):.2g} brings ρ under 1" if heavy else ""
     warnings.warn(
         "Sampled contexts will approach the infinite-context limit slowly or seem not to: "

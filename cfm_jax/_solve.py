@@ -68,6 +68,7 @@ from ._flow import (
     SaveAt,
     fixed_controller,
     flow_spec as _flow_spec,
+    options_checked_first,
     saved,
 )
 from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
@@ -198,6 +199,7 @@ def _names_the_forward_mode_fix(fn):
     return call
 
 
+@options_checked_first
 @_names_the_forward_mode_fix
 @compiled
 def forward(
@@ -285,6 +287,7 @@ def _flow(model: AbstractCFM, x0, context, **options) -> FlowSolution:
     return saved(sol, saveat, p.model.num_layers, p.spec.steps, p.spec.fixed)
 
 
+@options_checked_first
 @compiled
 def gaussian_flow(
     model: AbstractCFM, x0: Float[Array, "*B d"], mu: GaussianMeasure, **options

@@ -27,11 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._arguments import static_int
 from ._measures import EmpiricalMeasure
 from ._paths import AbstractCFM
 from ._random import as_key
 from ._solve import forward
-from ._validation import is_concrete
+from ._validation import check, is_concrete
 
 
 class Sample(eqx.Module):
@@ -107,16 +108,17 @@ class TeacherStudentStream(AbstractStream):
             raise ValueError(f"`teacher` must be a cfm_jax model, got {type(teacher).__name__}.")
         if not callable(population):
             raise ValueError("`population` must be a callable (key, n) -> (n, d).")
-        for name, v in (("batch", batch), ("context_size", context_size)):
-            if int(v) < 1:
-                raise ValueError(f"`{name}` must be >= 1, got {v}.")
+        batch, context_size = static_int("batch", batch), static_int("context_size", context_size)
         if not (np.isfinite(noise) and noise >= 0):
             raise ValueError(f"`noise` must be finite and >= 0, got {noise!r}.")
         if not (np.isfinite(x_scale) and x_scale > 0):
             raise ValueError(f"`x_scale` must be finite and > 0, got {x_scale!r}.")
         params = jax.tree.leaves(eqx.filter(teacher, eqx.is_inexact_array))
-        if all(is_concrete(a) for a in params) and not all(np.isfinite(np.asarray(a)).all() for a in params):
-            raise ValueError("`teacher` parameters contain non-finite values (nan/inf).")
+        if all(is_concrete(a) for a in params):  # NumPy on given values: no eager program
+            failed = not all(np.isfinite(np.asarray(a)).all() for a in params)
+        else:
+            failed = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in params]))
+        teacher = check(teacher, failed, "`teacher` parameters contain non-finite values (nan/inf).")
         shape = jax.eval_shape(lambda k: population(k, 2), jax.random.key(0)).shape
         if shape != (2, teacher.dim):
             raise ValueError(f"`population(key, n)` must return (n, d) = (n, {teacher.dim}), got {shape} for n=2.")

@@ -26,8 +26,8 @@ needs more iterations (~1/ε for this cost): raise ``max_iterations`` and lower 
 
 :func:`wasserstein1` compiles its traceable methods (``"sorted"``, ``"sinkhorn"``) once per shape and
 option set (``eqx.filter_jit``). Values — the measures' points and weights, ``epsilon`` and
-``relative_epsilon`` — are checked eagerly when concrete (``ValueError``) and inside the compiled
-program otherwise (``eqx.error_if``), so the checks hold under a caller's ``jax.jit`` too.
+``relative_epsilon`` — are checked by ``cfm_jax._validation.check``: a bad one raises
+``equinox.EquinoxRuntimeError`` naming the argument, eagerly and under a caller's ``jax.jit`` alike.
 """
 
 from __future__ import annotations
@@ -49,23 +49,18 @@ METHODS: tuple[W1Method, ...] = typing.get_args(W1Method)
 
 
 def require(x, ok, message: str):
-    """``x``, after checking ``ok``: a ``ValueError`` with ``message`` now when ``ok`` is concrete and
-    False, else a check inside the compiled program (``eqx.error_if`` on ``x``)."""
-    if is_concrete(ok):
-        if not bool(ok):
-            raise ValueError(message)
-        return x
-    return check(x, ~ok, message)
+    """``x``, checked by :func:`~cfm_jax._validation.check` that ``ok`` holds: a failed check raises
+    ``equinox.EquinoxRuntimeError`` with ``message``, at once when ``ok`` is concrete, inside the
+    compiled program otherwise."""
+    # a concrete outcome stays NumPy: inside a caller's jit a jnp operation would make it a tracer
+    return check(x, np.logical_not(ok) if is_concrete(ok) else ~ok, message)
 
 
 def positive_finite(name: str, value):
-    """``value`` (a number or a scalar array) checked finite and > 0: a ``ValueError`` now when it is
-    concrete, else a check inside the compiled program (:func:`require`)."""
+    """``value`` (a number or a scalar array) checked finite and > 0 (:func:`require`)."""
     if is_concrete(value):
         v = np.asarray(value, dtype=np.float64)
-        if not (np.isfinite(v).all() and (v > 0).all()):
-            raise ValueError(f"`{name}` must be finite and > 0, got {value!r}.")
-        return value
+        return require(value, np.isfinite(v).all() and (v > 0).all(), f"`{name}` must be finite and > 0.")
     return require(value, jnp.isfinite(value) & (value > 0), f"`{name}` must be finite and > 0.")
 
 
@@ -250,9 +245,8 @@ def wasserstein1(
         batch_size: Sinkhorn row-block size for large clouds (memory ∝ ``batch_size`` × m).
         max_iterations: Sinkhorn's iteration cap.
         threshold: Sinkhorn's stopping rule (the marginal error).
-        throw: False leaves out the checks of traced values inside the compiled program (for a
-            sweep's own measures: a program containing them is never stored by JAX's persistent
-            compilation cache); concrete ε values are still checked.
+        throw: False leaves out the checks of traced values (for a sweep's own measures); concrete
+            ε values are still checked.
 
     Returns:
         A scalar array, in the points' dtype, for every method. The traceable methods are compiled;

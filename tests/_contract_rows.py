@@ -321,7 +321,9 @@ def _ball_probes():
     keys_agree(lambda k: cfm_jax.ball_probes(k, 4, 2))
     with pytest.raises(ValueError, match="`num`"):
         cfm_jax.ball_probes(jax.random.key(0), 0, 2)
-    with pytest.raises(ValueError, match="`radius`"):
+    with pytest.raises(ValueError, match="`num`"):
+        cfm_jax.ball_probes(jax.random.key(0), 2.5, 2)  # pyright: ignore[reportArgumentType]  # bad on purpose
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`radius`"):
         cfm_jax.ball_probes(jax.random.key(0), 3, 2, -1.0)
 
 
@@ -1068,6 +1070,7 @@ refused(
     "cfm_jax.stochastic.exact_increment",
     lambda: stochastic.exact_increment(jax.random.key(0), sphere_tokens(), KERNEL, -1.0),
     "dt",
+    eqx.EquinoxRuntimeError,
 )
 refused(
     "cfm_jax.stochastic.feature_increment",

@@ -9,6 +9,7 @@ import textwrap
 
 import jax
 import pytest
+from jax.experimental.compilation_cache import compilation_cache
 
 import cfm_jax
 
@@ -83,3 +84,45 @@ def test_enable_compilation_cache_sets_jax_up_and_names_a_bad_path(tmp_path, mon
     finally:
         for k, v in before.items():
             jax.config.update(k, v)
+        compilation_cache.reset_cache()  # JAX reopens the suite's own folder at its next compile
+
+
+#: a second folder after a first: each program is written to the folder enabled when it is compiled
+SWITCH = textwrap.dedent(
+    """
+    import json, os, sys
+    import jax, jax.numpy as jnp
+    import cfm_jax
+
+    def first(x):
+        return jnp.sin(x) * 3
+
+    def second(x):
+        return jnp.cos(x) * 5
+
+    def third(x):
+        return x + 1
+
+    a, b = sys.argv[1], sys.argv[2]
+    cfm_jax.enable_compilation_cache(a)
+    jax.jit(first)(1.0).block_until_ready()
+    cfm_jax.enable_compilation_cache(b)
+    jax.jit(second)(1.0).block_until_ready()
+    cfm_jax.enable_compilation_cache(b)  # the same folder again: kept
+    jax.jit(third)(1.0).block_until_ready()
+    print(json.dumps([sorted(n.split("-")[0] for n in os.listdir(f)) for f in (a, b)]))
+    """
+)
+
+
+def test_a_second_folder_is_used_for_what_is_compiled_after(tmp_path):
+    """enable_compilation_cache(B) after A switches JAX's cache to B (JAX keeps the folder it opened
+    first unless reset): the program compiled after the switch is in B, not A."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    a, b = tmp_path / "a", tmp_path / "b"
+    out = subprocess.run(
+        [sys.executable, "-c", SWITCH, str(a), str(b)], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    in_a, in_b = json.loads(out.strip().splitlines()[-1])
+    assert in_a == ["jit_first"]
+    assert in_b == ["jit_second", "jit_third"]

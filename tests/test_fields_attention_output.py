@@ -4,6 +4,7 @@ the weights, and the refusals."""
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -157,8 +158,86 @@ def test_bad_inputs_are_refused_naming_the_argument():
         attention_output(params, x[:, :2], mu)
     with pytest.raises(ValueError, match="`context`"):
         attention_output_moments(params, np.zeros((4, 2)))
-    for bad in (0.0, -1.0, float("nan"), True, np.ones(2)):
+    for bad in (True, np.ones(2), "a", 1j):
         with pytest.raises(ValueError, match="`scale`"):
             attention_output_moments(params, mu, scale=bad)  # pyright: ignore[reportArgumentType]
-    with pytest.raises(Exception, match="`x`"):
+    for bad in (0.0, -1.0, float("nan")):  # a value: checked in the compiled program
+        with pytest.raises(eqx.EquinoxRuntimeError, match="`scale` must be"):
+            attention_output_moments(params, mu, scale=bad)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`x`"):
         attention_output(params, x.at[0, 0].set(jnp.nan), mu)
+
+
+def test_a_non_square_layer_is_refused_naming_params():
+    """Q, K, V of shape (H, d, e) with e ≠ d, or of a shape other than Q's, are refused at trace time."""
+    params, x, mu = _layer(), _x(), _mu()
+    wide = {k: jnp.concatenate([a, a[:, :, :1]], axis=2) for k, a in params.items()}  # (H, 3, 4)
+    tall = {k: a[:, :2] for k, a in params.items()}  # (H, 2, 3)
+    for bad in (wide, tall, {k: a[0, :2] for k, a in params.items()}):
+        with pytest.raises(ValueError, match=r'`params`: "Q" must have shape \(H, d, d\)'):
+            attention_output(bad, x, mu)
+        with pytest.raises(ValueError, match=r'`params`: "Q" must have shape \(H, d, d\)'):
+            attention_output_moments(bad, mu)
+
+
+@pytest.mark.parametrize("entry", ["Q", "K", "V"])
+def test_a_nan_in_params_names_params(entry):
+    """A NaN parameter names ``params`` and the entry (there is no ``model`` argument), eagerly and
+    inside a caller's jit."""
+    params, x, z = _layer(), _x(), np.asarray(_mu().sample(jax.random.key(8), 8))
+    bad = dict(params, **{entry: params[entry].at[0, 1, 2].set(jnp.nan)})
+    match = f'`params\\["{entry}"\\]` contains non-finite'
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        attention_output(bad, x, z)
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        attention_output_moments(bad, z)
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        eqx.filter_jit(attention_output)(bad, x, z)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 0.0, -0.5, float("inf")])
+def test_a_traced_bad_scale_raises_instead_of_returning_nan(bad):
+    """A traced scale (a caller's jit, vmap or grad) is checked like a concrete one: no all-NaN output."""
+    params, x, z = _layer(), _x(), np.asarray(_mu().sample(jax.random.key(8), 8))
+    match = "`scale` must be None"
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        eqx.filter_jit(lambda s: attention_output(params, x, z, scale=s))(jnp.asarray(bad))
+    with pytest.raises(Exception, match=match):  # a plain jax.jit reports it as JaxRuntimeError
+        jax.jit(lambda s: attention_output(params, x, z, scale=s))(bad)
+    with pytest.raises(eqx.EquinoxRuntimeError, match=match):
+        eqx.filter_jit(jax.grad(lambda s: attention_output_moments(params, z, scale=s)[1].sum()))(jnp.asarray(bad))
+    with pytest.raises(Exception, match=match):
+        jax.vmap(lambda s: attention_output(params, x, z, scale=s))(jnp.array([0.5, bad]))
+    good = jax.jit(lambda s: attention_output(params, x, z, scale=s))(0.5)
+    np.testing.assert_allclose(good, attention_output(params, x, z, scale=0.5), rtol=1e-13)
+
+
+def _numpy_moments(params, points, weights, scale):
+    """The output law's mean and covariance, computed head by head in float64 NumPy."""
+    Q, K, V = (np.asarray(params[k], np.float64) for k in ("Q", "K", "V"))
+    z, w = np.asarray(points, np.float64), np.asarray(weights, np.float64)
+    y = np.zeros_like(z)
+    for h in range(Q.shape[0]):
+        logits = scale * (z @ Q[h].T) @ (z @ K[h].T).T  # (n, n): ⟨Q z_i, K z_j⟩
+        a = w * np.exp(logits - logits.max(axis=1, keepdims=True))
+        a /= a.sum(axis=1, keepdims=True)
+        y += (a @ z) @ V[h].T
+    mean = w @ y
+    cov = ((y - mean).T * w) @ (y - mean)
+    return mean, cov
+
+
+def test_the_empirical_moments_are_the_covariance_of_outputs_with_a_mean():
+    """Outputs far from zero mean (a context centred at (3, −2, 1) and V near the identity): the
+    covariance, not the second moment, against an independent NumPy computation, at uniform and
+    non-uniform weights."""
+    params = _layer()
+    params = dict(params, V=params["V"] + jnp.eye(D) / H)
+    z = jnp.array([3.0, -2.0, 1.0]) + 0.5 * jax.random.normal(jax.random.key(9), (7, D), jnp.float64)
+    w = jnp.array([1.0, 2.0, 1.0, 3.0, 1.0, 2.0, 2.0]) / 12.0
+    for context, weights in ((z, jnp.full(7, 1 / 7)), (EmpiricalMeasure(z, w), w)):
+        mean, cov = attention_output_moments(params, context, scale=0.7)
+        ref_mean, ref_cov = _numpy_moments(params, z, weights, 0.7)
+        assert np.linalg.norm(ref_mean) > 1.0 and np.abs(ref_cov).max() < 0.5 * np.linalg.norm(ref_mean) ** 2
+        np.testing.assert_allclose(mean, ref_mean, rtol=1e-12)
+        np.testing.assert_allclose(cov, ref_cov, rtol=1e-10, atol=1e-13)

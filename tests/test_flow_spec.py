@@ -67,6 +67,7 @@ def test_fixed_steps_and_exact_euler_are_decided_once(model):
         ),
         ({"saveat": None}, "`saveat` must be a cfm_jax.SaveAt"),
         ({"progress_meter": "text"}, "`progress_meter` must be a diffrax progress meter"),
+        ({"progress_meter": [1]}, "`progress_meter` must be a diffrax progress meter"),
     ],
 )
 def test_every_option_is_checked_naming_it(model, options, match):
@@ -131,6 +132,85 @@ def test_saveat_ts_picks_the_depths_of_the_full_trajectory():
     np.testing.assert_array_equal(g_part.contexts.cov, g_full.contexts.cov[jnp.array([1, 4])])
 
 
+@pytest.mark.parametrize("layers", [3, 10])
+def test_saveat_ts_takes_float32_layer_boundaries(layers):
+    """float32 layer boundaries (1/3 is 1 + 3e-8 layers, past float64's tolerance) pick exactly the
+    full trajectory's states; a depth off the grid by more than float32's round-off is still refused."""
+    model, x0, z = _problem(layers=layers)
+    full = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True))
+    assert full.xs is not None
+    for ts in (np.linspace(0, 1, layers + 1, dtype=np.float32), jnp.linspace(0.0, 1.0, layers + 1, dtype=jnp.float32)):
+        part = cfm_jax.forward(model, x0, z, saveat=SaveAt(ts=ts))
+        np.testing.assert_array_equal(part.xs, full.xs)
+    off = np.float32(1 / layers) + np.float32(1e-4)
+    with pytest.raises(ValueError, match="every depth must be one of the layer boundaries"):
+        cfm_jax.forward(model, x0, z, saveat=SaveAt(ts=np.array([off], np.float32)))
+
+
+def test_saveat_ts_tolerance_follows_the_dtype():
+    """Every float32 linspace's depth is on its grid (layer and step grids, up to 2000 points); a depth
+    that float32 round-off explains but float64's does not is refused in float64."""
+    for count in (*range(1, 60), 100, 333, 1000, 2000):
+        for ts in (
+            np.linspace(0, 1, count + 1, dtype=np.float32),
+            jnp.linspace(0.0, 1.0, count + 1, dtype=jnp.float32),
+        ):
+            _, index = SaveAt(ts=ts).grid(count, count, True)
+            assert index == tuple(range(count + 1))
+    near = np.float64(np.float32(1 / 3)) + 3e-8  # 2e-8 past float32's 1/3: ~2 ulps of float32
+    assert SaveAt(ts=np.array([near], np.float32)).grid(3, 3, True)[1] == (1,)
+    with pytest.raises(ValueError, match="every depth must be one of"):
+        SaveAt(ts=(near,)).grid(3, 3, True)
+
+
+def test_saveat_ts_rounds_to_the_nearest_depth():
+    """0.57·100 is 56.99… in floating point: the depth is boundary 57 (not refused, not 56)."""
+    model, x0, z = _problem(n=4, layers=100)
+    full = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True))
+    part = cfm_jax.forward(model, x0, z, saveat=SaveAt(ts=(0.29, 0.57, 0.58)))
+    assert full.ss is not None and full.xs is not None and part.xs is not None
+    at = jnp.array([29, 57, 58])
+    np.testing.assert_array_equal(part.xs, full.xs[at])
+    np.testing.assert_array_equal(part.ss, full.ss[at])
+
+
+class _Bar:
+    """A progress bar of its own, compared as tqdm's bars are: by an attribute of the other object
+    (a comparison with anything else raises)."""
+
+    __hash__ = object.__hash__
+
+    def __init__(self):
+        self.position = 0
+
+    def __eq__(self, other):
+        return self.position == other.position
+
+
+def test_a_progress_bar_that_is_not_a_meter_is_named_after_any_earlier_call():
+    """A tqdm-like bar as ``progress_meter``, after a call with a diffrax meter compiled the same
+    program: named (it used to be equinox's 'metadata fields must be hashable' error, raised while the
+    bar was compared with the earlier meter), for every entry point taking forward's options."""
+    model, x0, z = _problem()
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(3), jnp.eye(3))
+    small = cfm_jax.Transformer.init(jax.random.key(0), 3, layers=4, heads=1, qk_scale=0.3, dtype=jnp.float64)
+    meter = diffrax.NoProgressMeter()
+    tqdm = pytest.importorskip("tqdm")
+    entries = {
+        "forward": lambda **o: cfm_jax.forward(model, x0, z, **o),
+        "gaussian_flow": lambda **o: cfm_jax.gaussian_flow(small, x0, mu, **o),
+        "loss_and_grad": lambda **o: cfm_jax.loss_and_grad(model, x0, z, x0, **o),
+        "token_adjoint": lambda **o: cfm_jax.token_adjoint(model, x0, z, x0, **o),
+        "adjoint_trajectories": lambda **o: cfm_jax.adjoint_trajectories(model, x0, z, x0, **o),
+    }
+    for name, entry in entries.items():
+        entry(progress_meter=meter)
+        for bar in (_Bar(), tqdm.tqdm(total=1, disable=True), [1]):
+            with pytest.raises(ValueError, match="^`progress_meter` must be a diffrax progress meter") as info:
+                entry(progress_meter=bar)
+            assert "TqdmProgressMeter()" in str(info.value), name
+
+
 def test_saveat_fn_saves_its_output_only_and_is_differentiated_through():
     """fn's output at each saved depth, in ys (xs and contexts None); the gradient of a loss on it
     equals the one on the full trajectory (hand adjoint and autodiff)."""
@@ -175,6 +255,7 @@ def test_saving_the_tokens_path_does_not_store_the_context_trajectory():
     [
         (dict(ts=(0.3,)), "every depth must be one of the layer boundaries l/4"),
         (dict(ts=(0.5, 0.25)), "increasing"),
+        (dict(ts=(0.25, 0.25, 0.5)), "no depth repeated"),
         (dict(ts=()), "non-empty"),
         (dict(ts=(1.5,)), r"in \[0, 1\]"),
         (dict(ts="a"), "`ts` must be"),

@@ -11,6 +11,7 @@ import pytest
 from _problems import problem as _problem, rel as _rel, residual_network
 
 import cfm_jax
+from cfm_jax._gradients import token_covectors
 
 AUTODIFF = diffrax.RecursiveCheckpointAdjoint()
 
@@ -107,6 +108,22 @@ def test_bad_inputs_raise_clear_errors():
         cfm_jax.loss_and_grad(model, jnp.zeros((2, 4)), ctx, y)
     with pytest.raises(ValueError, match="`loss`"):
         cfm_jax.loss_and_grad(model, x0, ctx, y, loss="l2")  # pyright: ignore[reportArgumentType]  # bad on purpose
+
+
+def test_no_target_tokens_are_refused_naming_them():
+    """B = 0 targets: the default loss (a batch mean) is 0/0, so every entry point refuses them by name
+    instead of returning a NaN loss; a loss of the caller's own is the caller's."""
+    model, x0, ctx, y = _problem(0)
+    none = jnp.zeros((0, x0.shape[-1]), x0.dtype)
+    for entry in (cfm_jax.loss_and_grad, cfm_jax.adjoint_trajectories, cfm_jax.token_adjoint):
+        with pytest.raises(ValueError, match="`x0` and `y` hold no target tokens"):
+            entry(model, none, ctx, none)
+    with pytest.raises(ValueError, match="`x1` has no tokens"):
+        cfm_jax.mean_squared_loss(none, none)
+    with pytest.raises(ValueError, match="`xs` holds no target tokens"):
+        token_covectors(model, jnp.zeros((5, 0, 3)), jnp.zeros((5, 7, 3)), ctx.weights, none)
+    total, grads = cfm_jax.loss_and_grad(model, none, ctx, none, loss=lambda x1, t: jnp.sum((x1 - t) ** 2))
+    assert total == 0.0 and all(np.all(g == 0) for g in jax.tree.leaves(eqx.filter(grads, eqx.is_inexact_array)))
 
 
 def test_weight_gradient_is_the_centred_first_variation():

@@ -34,7 +34,6 @@ from cfm_jax import CFM, EmpiricalMeasure, MLPField, PiecewiseLinearCFM, Transfo
             ),
             "`W2`",
         ),
-        (dict(Q=np.full((1, 1, 2, 2), np.inf), K=np.zeros((1, 1, 2, 2)), V=np.zeros((1, 1, 2, 2))), "`Q`"),
         (
             dict(Q=np.zeros((1, 1, 2, 2)), K=np.zeros((1, 1, 2, 2)), V=np.zeros((1, 1, 2, 2)), chunk_size=0),
             "chunk_size",
@@ -46,6 +45,16 @@ def test_transformer_validation(kwargs, match):
     error = eqx.EquinoxRuntimeError if np.isinf(kwargs["Q"]).any() else ValueError
     with pytest.raises(error, match=match):
         Transformer(**kwargs)
+
+
+def test_transformer_values_are_checked_as_values():
+    """A non-finite weight given to the constructor is a value problem: EquinoxRuntimeError naming it
+    (as every value check), also for a stacked CFM's params."""
+    zeros = np.zeros((1, 1, 2, 2))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`Q` contains non-finite"):
+        Transformer(Q=np.full((1, 1, 2, 2), np.inf), K=zeros, V=zeros)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`params\\['c'\\]` contains non-finite"):
+        CFM(MLPField(), {"c": jnp.array([jnp.nan])}, 2)
 
 
 @pytest.mark.parametrize("arg,value", [("dim", 0), ("heads", 0), ("layers", 0), ("mlp_width", -1)])
@@ -77,6 +86,39 @@ def test_stacked_paths_refuse_a_dim_their_parameters_do_not_take():
         return forward(CFM(model.field, params, 3), jnp.ones((2, 3)), ctx, throw=False).x1
 
     assert x1(params).shape == (2, 3)
+
+
+def test_transformer_init_refuses_what_is_not_a_shape_naming_it():
+    """dim, heads and layers are positive Python ints, mlp_width an int >= 0 (NumPy integers taken): a
+    string, a float (truncated to 2 heads while the V scale used 2.5) or a bool is refused naming the
+    argument; the scales are real numbers, checked finite as values (eagerly and under a caller's jit)."""
+    key = jax.random.key(0)
+    for kwargs, name in (
+        (dict(dim="8"), "dim"),
+        (dict(dim=3, heads=2.5), "heads"),
+        (dict(dim=3, heads=0), "heads"),
+        (dict(dim=3, layers=2.0), "layers"),
+        (dict(dim=3, layers=True), "layers"),
+        (dict(dim=3, mlp_width=1.5), "mlp_width"),
+        (dict(dim=3, mlp_width=-1), "mlp_width"),
+        (dict(dim=3, qk_scale="a"), "qk_scale"),
+        (dict(dim=3, v_scale=np.ones(2)), "v_scale"),
+        (dict(dim=3, mlp_scale=True), "mlp_scale"),
+    ):
+        with pytest.raises(ValueError, match=f"^`{name}` must be"):
+            Transformer.init(key, **kwargs)  # pyright: ignore[reportArgumentType]  # bad on purpose
+    model = Transformer.init(key, np.int64(3), heads=np.int32(2), mlp_width=np.int64(4), layers=np.int64(2))  # pyright: ignore[reportArgumentType]
+    assert (model.dim, model.num_heads, model.mlp_width, model.num_layers) == (3, 2, 4, 2)
+    assert all(type(n) is int for n in (model.dim, model.num_heads, model.mlp_width, model.num_layers))
+    for name in ("qk_scale", "v_scale", "mlp_scale"):
+        with pytest.raises(eqx.EquinoxRuntimeError, match=f"`{name}` must be finite"):
+            Transformer.init(key, 3, mlp_width=2, **{name: float("nan")})  # pyright: ignore[reportArgumentType]
+        with pytest.raises(eqx.EquinoxRuntimeError, match=f"`{name}` must be finite"):
+            # the check travels with the weights drawn at that scale (a caller keeping them)
+            weights = lambda s: jax.tree.leaves(Transformer.init(key, 3, mlp_width=2, **{name: s}))  # noqa: E731  # pyright: ignore[reportArgumentType]
+            eqx.filter_jit(weights)(jnp.asarray(jnp.inf))
+    traced = jax.jit(lambda s: Transformer.init(key, 3, qk_scale=s).Q)(0.5)
+    np.testing.assert_allclose(traced, Transformer.init(key, 3, qk_scale=0.5).Q, rtol=1e-6)
 
 
 def test_a_model_built_eagerly_compiles_one_program_for_its_weights():

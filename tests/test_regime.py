@@ -266,6 +266,44 @@ def test_checks_under_jit_and_bad_arguments():
     assert single.logit_variance.shape == (2, 2, 1) and single.heavy_tailed.shape == ()
 
 
+def test_a_control_field_model_of_the_wrong_dim_is_refused_naming_the_mismatch():
+    """A W1 control model asked for d = 3 with a reference sample in d = 2 is refused when it is built,
+    naming ``dim`` and the field's arrays of the other dimension (no JAX broadcasting message); the
+    model of the right d has no attention regime, said in words."""
+    nu = jax.random.normal(jax.random.key(0), (16, 2), jnp.float64)
+    field = cfm_jax.W1ControlField.create(nu)
+    with pytest.raises(ValueError, match=r"`dim` = 3 is not the token dimension") as info:
+        cfm_jax.CFM(field, {"c": jnp.ones(2)}, 3)
+    message = str(info.value)
+    assert "field.nu_points (16, 2)" in message and "field.direction (2,)" in message, message
+    assert "broadcast" not in message and "TypeError" not in message, message
+    control = cfm_jax.CFM(field, {"c": jnp.ones(2)}, 2)
+    with pytest.raises(ValueError, match="no softmax attention"):
+        attention_regime(control, GaussianMeasure(jnp.zeros(2), jnp.eye(2)), jnp.ones((1, 2)))
+
+
+def test_no_queries_give_a_regime_without_an_effective_size(monkeypatch):
+    """B = 0 queries (a Gaussian flow of no tokens): ρ is the context's, there is no softmax to sample,
+    and the heavy-tail warning is given on ρ alone (no 0-size reduction error)."""
+    import cfm_jax._regime as regime_module
+
+    d, mu = 6, GaussianMeasure(jnp.zeros(6), jnp.eye(6))
+    heavy, none = _model(1.0, d, layers=2, heads=1), jnp.zeros((0, d), jnp.float64)
+    found = attention_regime(heavy, mu, none)
+    assert found.ess_fraction.shape == (2, 1, 0)
+    np.testing.assert_array_equal(found.rho, attention_regime(heavy, mu, jnp.ones((1, d))).rho)
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with pytest.warns(HeavyTailWarning) as record:
+        assert warn_if_heavy_tailed(found, 100) is True
+    assert "effective sample size" not in str(record[0].message)
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with pytest.warns(HeavyTailWarning):
+        assert cfm_jax.gaussian_flow(heavy, none, mu).x1.shape == (0, d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warn_if_heavy_tailed(attention_regime(_model(0.3, d, layers=2, heads=1), mu, none), 100) is False
+
+
 def test_compiled_once_and_context_points_as_an_array():
     """A second call with other queries and another context law of the same shapes compiles nothing
     (counted, not timed); an (n, d) array is read as the uniform empirical measure on its rows."""

@@ -3,6 +3,7 @@ nearly equal tokens."""
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from cfm_jax.stochastic import (
     NoiseKernel,
     exact_increment,
+    feature_increment,
     kernel_matrix,
     random_tokens,
 )
@@ -78,3 +80,21 @@ def test_a_single_token_moves_with_variance_kappa_one(noise):
     dW = np.asarray(jax.vmap(draw)(jax.random.split(jax.random.key(1), R)))
     var = float(np.mean(dW**2))
     assert abs(var - dt * k.kappa1) < 5 * dt * k.kappa1 * math.sqrt(2 / (R * d)), var
+
+
+@pytest.mark.parametrize("dt", [-0.1, float("nan"), float("inf")])
+def test_a_bad_dt_is_refused_as_a_value(dt):
+    """dt is a value: EquinoxRuntimeError naming it, eagerly and traced (a caller's jit, where it used
+    to pass unchecked into √dt), for both increments; dt = 0 is allowed."""
+    key, x, kernel = jax.random.key(0), jnp.eye(3)[:2], NoiseKernel("relu")
+    draws = (
+        lambda t: exact_increment(key, x, kernel, t),
+        lambda t: feature_increment(key, x, kernel, t, 8),
+    )
+    for draw in draws:
+        with pytest.raises(eqx.EquinoxRuntimeError, match="`dt` must be finite and >= 0"):
+            draw(dt)
+        with pytest.raises(eqx.EquinoxRuntimeError, match="`dt` must be finite and >= 0"):
+            eqx.filter_jit(draw)(jnp.asarray(dt))
+        np.testing.assert_array_equal(draw(0.0), 0.0)
+        np.testing.assert_allclose(jax.jit(draw)(0.25), draw(0.25), rtol=1e-6)

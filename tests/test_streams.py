@@ -71,5 +71,15 @@ def test_teacher_stream_checks_its_teacher_once_and_draws_without_callbacks():
     hlo = jax.jit(lambda k: stream(k).y).lower(3).as_text()
     assert "callback" not in hlo
     bad = jax.tree.map(lambda a: a.at[0].set(jnp.nan) if eqx.is_inexact_array(a) and a.ndim else a, teacher)
-    with pytest.raises(ValueError, match="`teacher` parameters contain non-finite"):
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`teacher` parameters contain non-finite"):
         cfm_jax.TeacherStudentStream(bad, cfm_jax.gaussian(3), jax.random.key(1))
+    # a traced teacher (a caller's jit): the same check, carried by the teacher into the samples
+    draw = eqx.filter_jit(lambda t: cfm_jax.TeacherStudentStream(t, cfm_jax.gaussian(3), jax.random.key(1))(0).y)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`teacher` parameters contain non-finite"):
+        draw(bad)
+    np.testing.assert_array_equal(
+        draw(teacher), cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(3), jax.random.key(1))(0).y
+    )
+    for name, kwargs in (("batch", dict(batch=2.5)), ("context_size", dict(context_size=0))):
+        with pytest.raises(ValueError, match=f"`{name}` must be a positive int"):
+            cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(3), jax.random.key(1), **kwargs)  # pyright: ignore[reportArgumentType]

@@ -5,6 +5,7 @@ One jitted Sinkhorn (ε passed as an array) and shared shapes keep compilation t
 
 from typing import Any, cast
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,8 +130,15 @@ def test_bad_input():
         wasserstein1(mu2, mu2, method="emd")  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="d = 1"):
         wasserstein1(mu2, mu2, method="sorted")
-    with pytest.raises(ValueError, match="relative_epsilon"):
-        wasserstein1(mu2, mu2, relative_epsilon=0.0)
+    for name in ("relative_epsilon", "epsilon"):  # a value: the same error eagerly and under jit
+        for bad in (0.0, -1.0, float("nan")):
+            eps: dict[str, Any] = {name: bad}
+            with pytest.raises(eqx.EquinoxRuntimeError, match=f"`{name}` must be finite and > 0"):
+                wasserstein1(mu2, mu2, **eps)
+            with pytest.raises(eqx.EquinoxRuntimeError, match=f"`{name}` must be finite and > 0"):
+                eqx.filter_jit(lambda e, name=name: wasserstein1(mu2, mu2, **{name: e}))(jnp.asarray(bad))
+            with pytest.raises(eqx.EquinoxRuntimeError, match=f"`{name}` must be finite and > 0"):
+                jax.jit(lambda x, eps=eps: wasserstein1(x, mu2, **eps))(mu2.points)
     with pytest.raises(ValueError, match="mu"):
         wasserstein1(np.zeros((3,)), mu2)
     with pytest.raises(ValueError, match="traced"):
@@ -245,5 +253,5 @@ def test_throw_false_leaves_the_checks_out_of_a_traced_program():
     assert "callback" in str(
         jax.make_jaxpr(jax.jit(lambda x: wasserstein1(EmpiricalMeasure.unchecked(x, mu.weights), nu)))(mu.points)
     )
-    with pytest.raises(ValueError, match="`relative_epsilon`"):
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`relative_epsilon`"):
         wasserstein1(_cloud(0), _cloud(1), relative_epsilon=-1.0, throw=False)

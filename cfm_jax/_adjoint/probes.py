@@ -15,20 +15,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._arguments import static_int
 from .._random import as_key
+from .._validation import check, is_concrete
+
+
+def _radius(radius):
+    """``radius``: ValueError naming it for what is not a real number; its value (finite, > 0) checked
+    by :func:`~cfm_jax._validation.check` (returned with the check: under a caller's jit it travels
+    with the value)."""
+    # a concrete value in NumPy: no eager program per call, and no tracer made of a constant inside a jit
+    try:
+        r = np.asarray(radius) if is_concrete(radius) else radius
+    except (TypeError, ValueError):
+        r = np.asarray(None)
+    if np.ndim(r) or np.dtype(r.dtype).kind not in "iuf":
+        raise ValueError(f"`radius` must be a real number > 0, got {radius!r:.60}.")
+    failed = ~(np.isfinite(r) & (r > 0)) if is_concrete(radius) else ~(jnp.isfinite(r) & (r > 0))
+    return check(radius, failed, "`radius` must be finite and > 0.")
 
 
 def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
-    """``num`` points uniform in the ball of radius ``radius`` in $R^{dim}$, shape ``(num, dim)``."""
-    if int(num) < 1 or int(dim) < 1:
-        raise ValueError(f"`num` and `dim` must be >= 1, got num={num}, dim={dim}.")
-    if not np.isfinite(radius) or radius <= 0:
-        raise ValueError(f"`radius` must be finite and > 0, got {radius!r}.")
+    """``num`` points uniform in the ball of radius ``radius`` in $R^{dim}$, shape ``(num, dim)``.
+
+    ``num`` and ``dim`` are static positive ints (they are the shape); ``radius`` a real number, finite
+    and > 0, checked as a value (a traced radius too).
+    """
+    num, dim = static_int("num", num), static_int("dim", dim)
     dtype = dtype or jnp.result_type(float)
+    r = jnp.asarray(_radius(radius), dtype)
     kd, kr = jax.random.split(as_key(key))
     g = jax.random.normal(kd, (num, dim), dtype)
     u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
-    return radius * u * jax.random.uniform(kr, (num, 1), dtype) ** (1.0 / dim)
+    return r * u * jax.random.uniform(kr, (num, 1), dtype) ** (1.0 / dim)
 
 
 def grid_probes(dim: int, radius: float = 1.0, per_axis: int = 5, dtype=None):
@@ -36,13 +55,17 @@ def grid_probes(dim: int, radius: float = 1.0, per_axis: int = 5, dtype=None):
 
     The grid grows as per_axis^dim: meant for d ≤ 4 (use :func:`ball_probes` above).
     """
-    if int(per_axis) < 2 or int(dim) < 1:
-        raise ValueError(f"`per_axis` must be >= 2 and `dim` >= 1, got per_axis={per_axis}, dim={dim}.")
+    dim, per_axis = static_int("dim", dim), static_int("per_axis", per_axis)
+    if per_axis < 2:
+        raise ValueError(f"`per_axis` must be >= 2, got {per_axis}.")
+    if not is_concrete(radius):
+        raise ValueError("`radius` must be a number, not a traced value: the grid is built in NumPy.")
+    r = float(_radius(radius))
     if per_axis**dim > 1_000_000:
         raise ValueError(f"grid of {per_axis}^{dim} points is too large; use ball_probes.")
-    axis = np.linspace(-radius, radius, per_axis)
+    axis = np.linspace(-r, r, per_axis)
     pts = np.array(list(itertools.product(axis, repeat=dim)))
-    pts = pts[np.linalg.norm(pts, axis=-1) <= radius * (1 + 1e-12)]
+    pts = pts[np.linalg.norm(pts, axis=-1) <= r * (1 + 1e-12)]
     return jnp.asarray(pts, dtype=dtype or jnp.result_type(float))
 
 

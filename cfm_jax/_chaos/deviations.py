@@ -14,6 +14,7 @@ import numbers
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import ndtr, ndtri
 from jaxtyping import Array, ArrayLike, Float
 
@@ -29,21 +30,21 @@ from .._wasserstein import sinkhorn_w1, sorted_w1
 def prefix_weights(n, size: int, dtype=None, *, throw: bool = True) -> jax.Array:
     """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after, summing to 1.
 
-    ``n``: an integer (Python, numpy or an integer array; a float is refused, not truncated); it
-    may be traced: its range is then checked inside compiled code, unless ``throw=False``, for an
-    n the caller generated itself (a check is a host callback, and the persistent compilation
-    cache never stores a program that holds one). ``dtype``: a floating dtype, default the default
-    float.
+    ``n``: an integer (Python, numpy or an integer array; a float is refused, not truncated). Its
+    range is a value check (``equinox.EquinoxRuntimeError`` naming ``n``): at once for a concrete n,
+    inside the compiled program for a traced one unless ``throw=False`` (an n the caller generated
+    itself). ``dtype``: a floating dtype, default the default float.
     """
     if isinstance(n, bool) or not jnp.issubdtype(jnp.result_type(n), jnp.integer):
         raise ValueError(f"`n` must be an integer (the number of atoms weighted), got {n!r}.")
     if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
         raise ValueError(f"`size` must be a positive int, got {size!r}.")
     dtype = _float_dtype(dtype)
-    if is_concrete(n) and not 1 <= int(n) <= int(size):
-        raise ValueError(f"`n` must be in [1, size = {size}], got {n!r}.")
-    if throw and not is_concrete(n):
-        n = check(n, (n < 1) | (n > size), f"`n` must be in [1, size = {size}].")
+    message = f"`n` must be in [1, size = {size}]."
+    if is_concrete(n):  # always checked (NumPy: inside a caller's jit a jnp comparison would be traced)
+        n = check(n, not 1 <= int(n) <= int(size), message)
+    elif throw:
+        n = check(n, (n < 1) | (n > size), message)
     return _prefix_weights(n, int(size), dtype)
 
 
@@ -216,8 +217,10 @@ def coupled_deviations(
     w1_max = reference.size if coupled else min(reference.size, context.size)
     if w1_size is not None and not 1 <= int(w1_size) <= w1_max:
         raise ValueError(f"`w1_size` must be in [1, {w1_max}], got {w1_size!r}.")
-    if is_concrete(relative_epsilon) and not (math.isfinite(float(relative_epsilon)) and relative_epsilon > 0):
-        raise ValueError(f"`relative_epsilon` must be finite and > 0, got {relative_epsilon!r}.")
+    message = "`relative_epsilon` must be finite and > 0."
+    if is_concrete(relative_epsilon):  # a given value: checked now, whatever `throw` (a traced one in _coupled)
+        v = np.asarray(relative_epsilon, np.float64)
+        relative_epsilon = check(relative_epsilon, not (np.isfinite(v) and v > 0), message)
     eps = jnp.asarray(relative_epsilon, jnp.result_type(context.points, float))
     return _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw)
 
@@ -225,7 +228,7 @@ def coupled_deviations(
 @compiled
 def _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw) -> dict:
     if throw:
-        eps = check(eps, ~(jnp.isfinite(eps) & (eps > 0)), "`relative_epsilon` must be finite and > 0.")
+        eps = check(eps, ~(jnp.isfinite(eps) & (eps > 0)), "`relative_epsilon` must be finite and > 0.")  # traced
     a = system(model, x0, context, y, probes, adjoint, throw)
     b = system(model, x0, reference, y, probes, adjoint, throw)
     out = compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=eps)

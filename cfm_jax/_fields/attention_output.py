@@ -40,7 +40,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._measures import EmpiricalMeasure, GaussianMeasure, as_measure
-from .._validation import compiled, finite, finite_params, is_concrete
+from .._validation import check, compiled, finite
 from .attention import AttentionField
 
 Context = EmpiricalMeasure | GaussianMeasure
@@ -77,16 +77,20 @@ def _context(context, d: int) -> Context:
 
 
 def _scale(scale, d: int) -> Array:
-    """The logits' factor: 1/√d for ``None``; a concrete value must be finite and > 0."""
+    """The logits' factor as a scalar array: 1/√d for ``None``; ValueError naming ``scale`` for what is
+    not a real scalar (its value is checked in the compiled program, :func:`_prepared`)."""
     if scale is None:
         return jnp.asarray(1.0 / math.sqrt(d))
-    if isinstance(scale, bool) or (is_concrete(scale) and np.ndim(scale) != 0):
-        raise ValueError(f"`scale` must be None (1/√d) or a real number > 0, got {scale!r}.")
-    if is_concrete(scale):
-        v = np.asarray(scale)
-        if v.dtype.kind not in "iuf" or not (np.isfinite(v) and v > 0):
-            raise ValueError(f"`scale` must be None (1/√d) or a finite real number > 0, got {scale!r}.")
-    return jnp.asarray(scale)
+    bad = f"`scale` must be None (1/√d) or a real number > 0, got {scale!r:.60}."
+    if isinstance(scale, (bool, np.bool_, str, bytes)):  # jnp.asarray would take a string for a dtype
+        raise ValueError(bad)
+    try:
+        s = jnp.asarray(scale)
+    except (TypeError, ValueError):
+        raise ValueError(bad) from None
+    if s.ndim != 0 or s.dtype.kind not in "iuf":
+        raise ValueError(bad)
+    return s
 
 
 def _prepared(params, context, scale, throw: bool):
@@ -96,8 +100,9 @@ def _prepared(params, context, scale, throw: bool):
     context = _context(context, d)
     s = _scale(scale, d)
     if throw:
-        layer = finite_params(layer)
+        layer = {k: finite(f'params["{k}"]', a) for k, a in layer.items()}
         context = context.checked("context")
+        s = check(s, ~(jnp.isfinite(s) & (s > 0)), "`scale` must be None (1/√d) or a finite real number > 0.")
     dtype = jnp.result_type(*layer.values(), *jax.tree.leaves(context), float)
     layer = {k: a.astype(dtype) for k, a in layer.items()}
     layer["Q"] = s.astype(dtype) * layer["Q"]  # s⟨Q x, K z⟩ = ⟨(sQ) x, K z⟩
@@ -156,8 +161,9 @@ def attention_output(
         scale: the factor s of the logits $s⟨Q_h x, K_h z⟩$: ``None`` (default) is standard
             attention's $1/\sqrt{d}$; ``1.0`` is the library's own [`AttentionField`][cfm_jax.AttentionField]
             (whose models fold the scale into Q and K). A real number > 0, or a traced scalar.
-        throw: check the values (finite parameters and tokens, the context's rule) inside the compiled
-            program, raising an error naming the argument; ``False`` leaves the checks out.
+        throw: check the values (finite parameters and tokens, a finite ``scale`` > 0, the context's
+            rule) inside the compiled program, a failed one raising ``equinox.EquinoxRuntimeError``
+            naming the argument; ``False`` leaves the checks out.
 
     Returns:
         ``(B, d)`` or ``(d,)``, shaped like ``x``. Compiled (``eqx.filter_jit``); ``jax.jit``, ``vmap`` and

@@ -17,7 +17,18 @@ from .loop import (
     vary_alike,
     with_progress,
 )
-from .spec import Ctx, Emit, FlowSolution, FlowSpec, SaveAt, fixed_controller, flow_spec, saved
+from .spec import (
+    Ctx,
+    Emit,
+    FlowSolution,
+    FlowSpec,
+    SaveAt,
+    check_progress_meter,
+    fixed_controller,
+    flow_spec,
+    options_checked_first,
+    saved,
+)
 
 __all__ = [
     "AbstractCarriedContext",
@@ -30,12 +41,14 @@ __all__ = [
     "SaveAt",
     "Segment",
     "advance",
+    "check_progress_meter",
     "first_failure",
     "fixed_controller",
     "flow_spec",
     "layer_ends",
     "loop",
     "merge_leading",
+    "options_checked_first",
     "saved",
     "solution",
     "solve_segment",

@@ -11,6 +11,7 @@ the hand adjoints, ``SaveAt(steps=True)``, the token adjoint) reads.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
@@ -32,17 +33,26 @@ Ctx = TypeVar("Ctx", EmpiricalMeasure, GaussianMeasure)
 """The kind of context a solution carries."""
 
 
-def _depths(ts) -> tuple[float, ...] | None:
-    """``SaveAt(ts=...)`` as a static tuple of Python floats (None stays None)."""
+def _depths(ts) -> tuple[tuple[float, ...] | None, float]:
+    """``SaveAt(ts=...)`` as a static tuple of Python floats (None stays None) and the round-off of
+    the dtype they were given in (float64's for Python numbers): a float32 ``1/3`` is the layer
+    boundary 1/3 to float32's round-off, not to float64's."""
     if ts is None:
-        return None
+        return None, float(np.finfo(np.float64).eps)
     try:
-        values = tuple(float(t) for t in np.asarray(ts, dtype=np.float64).reshape(-1))
+        given = np.asarray(ts)
+        values = tuple(float(t) for t in given.astype(np.float64).reshape(-1))
     except (TypeError, ValueError):
         raise ValueError(f"`ts` must be a sequence of depths s in [0, 1], got {ts!r}.") from None
+    if given.dtype.kind not in "iuf" or given.dtype == object:
+        raise ValueError(f"`ts` must be a sequence of depths s in [0, 1], got {ts!r}.")
     if not values or any(not 0.0 <= t <= 1.0 for t in values) or any(b <= a for a, b in zip(values, values[1:])):
-        raise ValueError(f"`ts` must be a non-empty increasing sequence of depths s in [0, 1], got {list(values)}.")
-    return values
+        raise ValueError(
+            f"`ts` must be a non-empty strictly increasing sequence of depths s in [0, 1] (no depth "
+            f"repeated), got {list(values)}."
+        )
+    eps = np.finfo(given.dtype).eps if given.dtype.kind == "f" else np.finfo(np.float64).eps
+    return values, float(eps)
 
 
 class SaveAt(eqx.Module):
@@ -68,8 +78,16 @@ class SaveAt(eqx.Module):
 
     layers: bool = eqx.field(static=True, default=False)
     steps: bool = eqx.field(static=True, default=False)
-    ts: tuple[float, ...] | None = eqx.field(static=True, default=None, converter=_depths)
+    ts: tuple[float, ...] | None = eqx.field(static=True, default=None)
     fn: Callable[..., Any] | None = eqx.field(static=True, default=None)
+    #: the relative round-off of the dtype ``ts`` was given in (float64's for Python numbers)
+    ts_eps: float = eqx.field(static=True, default=float(np.finfo(np.float64).eps), repr=False)
+
+    def __init__(
+        self, layers: bool = False, steps: bool = False, ts=None, fn: Callable[..., Any] | None = None
+    ) -> None:
+        self.layers, self.steps, self.fn = layers, steps, fn
+        self.ts, self.ts_eps = _depths(ts)
 
     def __check_init__(self):
         if self.ts is not None and (self.layers or self.steps):
@@ -93,9 +111,14 @@ class SaveAt(eqx.Module):
         the solve's grid."""
         if self.ts is None:
             return SaveAt(layers=self.layers, steps=self.steps), None
+        # a depth given in float32 is l/L to float32's round-off (a few ulps of linspace's arithmetic);
+        # 1e-9 at least, for depths typed with nine digits
+        tolerance = max(1e-9, 4 * self.ts_eps)
         for count, needs_fixed in ((num_layers, False), (steps, True)):
-            index = [round(t * count) for t in self.ts]
-            if (fixed or not needs_fixed) and all(abs(t * count - i) <= 1e-9 * count for t, i in zip(self.ts, index)):
+            index = [round(t * count) for t in self.ts]  # the nearest point: 0.57·100 is 56.99…
+            if (fixed or not needs_fixed) and all(
+                abs(t * count - i) <= tolerance * count for t, i in zip(self.ts, index)
+            ):
                 return SaveAt(layers=not needs_fixed, steps=needs_fixed), tuple(index)
         grid = f"the layer boundaries l/{num_layers}" + (
             f" or the step ends j/{steps}" if fixed and steps > num_layers else ""
@@ -226,12 +249,33 @@ def flow_spec(
     saveat, _ = saveat.grid(L, steps, controller is None)  # the grid the loop saves; ts picked after
     if saveat.steps and controller is not None:
         raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
+    check_progress_meter(progress_meter)
+    return FlowSpec(solver, controller, saveat, steps, max_steps, progress_meter)
+
+
+def check_progress_meter(progress_meter) -> None:
+    """ValueError naming ``progress_meter`` unless it is a diffrax progress meter."""
     if not isinstance(progress_meter, diffrax.AbstractProgressMeter):
         raise ValueError(
-            "`progress_meter` must be a diffrax progress meter (e.g. diffrax.TextProgressMeter()), "
-            f"got {progress_meter!r}."
+            "`progress_meter` must be a diffrax progress meter: diffrax.NoProgressMeter() (the default), "
+            "diffrax.TextProgressMeter() or diffrax.TqdmProgressMeter() (which draws its own tqdm bar; a tqdm "
+            f"bar itself is not one), got {type(progress_meter).__name__} {progress_meter!r:.60}."
         )
-    return FlowSpec(solver, controller, saveat, steps, max_steps, progress_meter)
+
+
+def options_checked_first(fn):
+    """``fn`` (a compiled entry point taking forward's options) checking ``progress_meter`` before its
+    compiled call: the options are static arguments of the program, compared with those of earlier
+    calls before anything inside runs, and an object that is not a progress meter may fail that
+    comparison (a tqdm bar compared with a diffrax meter raises inside equinox)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if "progress_meter" in kwargs:
+            check_progress_meter(kwargs["progress_meter"])
+        return fn(*args, **kwargs)
+
+    return call
 
 
 def saved(sol: FlowSolution, saveat: SaveAt, num_layers: int, steps: int, fixed: bool) -> FlowSolution:

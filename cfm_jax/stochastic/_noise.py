@@ -24,7 +24,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
 from .._random import as_key
-from .._validation import is_concrete
+from .._validation import check, is_concrete
 from ._kernels import Activation, NoiseKernel, _get_activation
 
 
@@ -34,10 +34,14 @@ def _check_points(x) -> None:
         raise ValueError(f"`x` must have shape (N, d) with N >= 1, got {jnp.shape(x)}.")
 
 
-def _check_dt(dt) -> None:
-    """A concrete ``dt`` must be finite and >= 0 (a traced one is not checked)."""
-    if is_concrete(dt) and not (np.all(np.isfinite(np.asarray(dt))) and np.all(np.asarray(dt) >= 0)):
-        raise ValueError(f"`dt` must be finite and >= 0, got {dt!r}.")
+def _check_dt(dt):
+    """``dt`` checked finite and >= 0 by :func:`~cfm_jax._validation.check` (a traced one too: the
+    check travels with the returned value)."""
+    message = "`dt` must be finite and >= 0."
+    if is_concrete(dt):  # NumPy: inside a caller's jit a jnp comparison of a constant would be traced
+        v = np.asarray(dt)
+        return check(dt, not (np.all(np.isfinite(v)) and np.all(v >= 0)), message)
+    return check(dt, ~(jnp.all(jnp.isfinite(dt)) & jnp.all(dt >= 0)), message)
 
 
 def kernel_matrix(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N N"]:
@@ -88,7 +92,7 @@ def field_factor(x: Float[Array, "N d"], kernel: NoiseKernel) -> Float[Array, "N
 def exact_increment(key: PRNGKeyArray, x: Float[Array, "N d"], kernel: NoiseKernel, dt) -> Float[Array, "N d"]:
     """One exact increment ΔW of the common field at the N positions: Cov = Δt κ(<x_i,x_j>) δ_ab."""
     key = as_key(key, "key")
-    _check_dt(dt)
+    dt = _check_dt(dt)
     dB = jnp.sqrt(dt) * _random.normal(key, x.shape, x.dtype)
     return field_factor(x, kernel) @ dB
 
@@ -124,6 +128,6 @@ def feature_increment(
     key = as_key(key, "key")
     if isinstance(width, bool) or int(width) != width or int(width) < 1:
         raise ValueError(f"`width` must be an integer >= 1, got {width!r}.")
-    _check_dt(dt)
+    dt = _check_dt(dt)
     w = _sample_mlp(key, kernel, x.shape[-1], int(width), x.dtype)
     return jnp.sqrt(dt) * _mlp_noise(w, x, kernel.activation)
