@@ -141,7 +141,7 @@ def attention_regime(
         queries: the target tokens ``(B, d)`` or ``(d,)`` at which the softmax is evaluated (pass
             context points to see the context's own attention).
         throw: check the values of the queries, the model and an empirical context inside the
-            compiled program (``eqx.error_if``); False for inputs a sweep generates itself.
+            compiled program (the one value check); False for inputs a sweep generates itself.
 
     Returns:
         An :class:`AttentionRegime`; see the module docstring for the definitions. Compiled
