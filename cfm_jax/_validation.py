@@ -117,6 +117,8 @@ _CHECKIFY_CODE = checkify.checkify(lambda: None).__wrapped__.__code__  # pyright
 
 #: the suffix checkify adds to a failed check's message
 _CHECKIFY_SUFFIX = " (`check` failed)"
+#: how checkify's refusal of a program it cannot rewrite begins
+_CHECKIFY_UNSUPPORTED = "Checkify does not support"
 
 
 def _functional() -> bool:
@@ -279,7 +281,7 @@ def _checkified(fn):
             notices: list[tuple[object, Callable]] = []
             with _tracing(_Mode.FUNCTIONAL, notices):
                 out = fn(*args, **kwargs)
-            result = (out, (tuple(v for v, _ in notices), tuple(a for _, a in notices)))
+            result = (out, _split(notices))
             dynamic, rest = eqx.partition(result, eqx.is_array)
             static.append(rest)
             return dynamic
@@ -330,39 +332,58 @@ def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     top = eqx.filter_jit(_checkified(fn))
     inner = eqx.filter_jit(_in_functional(fn))
     traced = eqx.filter_jit(_flagged(fn))
+    # checkify cannot rewrite every program (a vmap of a while loop, e.g. batched Sinkhorn or
+    # adaptive solves): such a function's checks are flags at its top level, host callbacks deeper
+    flags_only = [False]
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         args, kwargs = tuple(map(_static, args)), {k: _static(v) for k, v in kwargs.items()}
         if _functional():  # inside an entry point, or a caller's checkify: the checks join its own
             return inner(*args, **kwargs)  # pyright: ignore[reportCallIssue]
-        if not _top_level():  # inside a caller's own transformation: the checks as host callbacks
-            out, (flags, messages) = traced(*args, **kwargs)  # pyright: ignore[reportCallIssue]
-            return _raise_flagged(out, flags, messages)
-        error, out, (values, advice) = top(*args, **kwargs)  # pyright: ignore[reportCallIssue]
-        message = _message(error)
-        if message is not None:
-            out = _fail(out, message)
-        for value, advise in zip(values, advice, strict=True):
-            _advise(value, advise)
-        return out
+        if _top_level() and not flags_only[0]:
+            try:
+                error, out, notices = top(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+            except ValueError as e:
+                if not str(e).startswith(_CHECKIFY_UNSUPPORTED):
+                    raise
+                flags_only[0] = True
+            else:
+                message = _message(error)
+                return _advised(out if message is None else _fail(out, message), notices)
+        # inside a caller's own transformation (or a program checkify cannot rewrite)
+        out, (flags, messages), notices = traced(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+        return _advised(_raise_flagged(out, flags, messages), notices)
 
     return cast(Callable[_P, _R], call)
 
 
 def _flagged(fn):
-    """``fn`` returning ``(out, (flags, messages))``: the flags ``(k,)`` of the checks at the top
-    level of its program and their (static) messages (:class:`_Flags`)."""
+    """``fn`` returning ``(out, (flags, messages), (values, advice))``: the flags ``(k,)`` of the
+    checks at the top level of its program, their (static) messages (:class:`_Flags`), and its
+    notices."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        flags = _Flags()
-        with _tracing(flags, None):
+        flags, notices = _Flags(), []
+        with _tracing(flags, notices):
             out = fn(*args, **kwargs)
         stacked = jnp.stack([f for f, _ in flags.checks]) if flags.checks else jnp.zeros((0,), bool)
-        return out, (stacked, tuple(m for _, m in flags.checks))
+        return out, (stacked, tuple(m for _, m in flags.checks)), _split(notices)
 
     return run
+
+
+def _split(notices: list[tuple[object, Callable]]) -> tuple[tuple, tuple]:
+    """``(values, advice)`` of a program's notices."""
+    return tuple(v for v, _ in notices), tuple(a for _, a in notices)
+
+
+def _advised(out, notices):
+    """``out``, after giving the notices ``(values, advice)`` whose values are known (top level)."""
+    for value, advise in zip(*notices, strict=True):
+        _advise(value, advise)
+    return out
 
 
 def _raise_flagged(out, flags, messages: tuple[str, ...]):

@@ -366,3 +366,17 @@ IMPORTED_INSIDE_JIT = textwrap.dedent(
 def test_the_top_level_is_known_when_the_package_is_first_used_inside_a_jit():
     out = subprocess.run([sys.executable, "-c", IMPORTED_INSIDE_JIT], capture_output=True, text=True, check=True)
     assert "RESULT EquinoxRuntimeError" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_program_checkify_cannot_rewrite_still_checks():
+    """checkify refuses a vmap of a while loop (here Sinkhorn's, batched over depths inside
+    ``chaos.coupled_deviations``): such a program keeps its checks as flags at its top level and host
+    callbacks deeper; its clean run gives finite values and a bad value still raises naming it."""
+    from cfm_jax import chaos
+
+    model = cfm_jax.Transformer.init(KEY_M, dim=2, heads=1, mlp_width=4, layers=2)
+    ref, x0 = jax.random.normal(KEY_Z, (9, 2)), jax.random.normal(KEY_X, (3, 2))
+    out = chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=4, adjoint=False)
+    assert _finite(out)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
+        chaos.coupled_deviations(model, x0.at[0, 0].set(jnp.nan), ref[:5], ref, w1_size=4, adjoint=False)
