@@ -266,7 +266,7 @@ def test_state_before_is_the_state_at_the_start_of_a_step_or_layer(small_problem
 def test_the_first_failed_layer_is_the_solves_result():
     """Per-layer results reduce to the first failure, whichever follow it (and to success when every
     layer succeeded): a later failure, or a success after a failure, must not hide it."""
-    from cfm_jax._flow.loop import _first_failure
+    from cfm_jax._flow.loop import first_failure
 
     R = diffrax.RESULTS
     ok, steps, singular = R.successful, R.max_steps_reached, R.singular
@@ -279,4 +279,4 @@ def test_the_first_failed_layer_is_the_solves_result():
         ((ok, ok, singular), singular),
     ):
         stacked = jax.tree.map(lambda *v: jnp.stack(v), *items)
-        assert bool(_first_failure(stacked) == want), (items, want)
+        assert bool(first_failure(stacked) == want), (items, want)
