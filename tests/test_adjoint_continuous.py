@@ -158,8 +158,9 @@ def test_piecewise_linear_path_at_awkward_step_counts():
 
 def test_a_backward_solve_that_fails_is_raised_however_the_gradient_is_taken():
     """An adaptive backward solve that reaches ``max_steps`` is raised with diffrax's message, whether
-    the gradient is taken eagerly, under ``jax.jit`` or in ``cfm_jax.compiled``; the same problem with
-    room to step gives finite gradients (so the check is not always on)."""
+    the gradient is taken under ``jax.jit`` (of a loss linear in the output: only the backward carries
+    the check) or in ``cfm_jax.compiled``; a looser tolerance gives finite gradients (the check is not
+    always on)."""
     import diffrax
 
     key_m, key_x, key_z = jax.random.split(jax.random.key(3), 3)
@@ -176,8 +177,10 @@ def test_a_backward_solve_that_fails_is_raised_however_the_gradient_is_taken():
         )
         return jnp.sum(sol.x1)  # linear: the backward alone carries the check
 
-    for way in (jax.grad, lambda f: jax.jit(jax.grad(f)), lambda f: cfm_jax.compiled(jax.grad(f))):
+    # the tolerances are traced: each way compiles one program for both runs
+    for way in (lambda f: jax.jit(jax.grad(f)), lambda f: cfm_jax.compiled(jax.grad(f))):
+        grad = way(loss)
         with pytest.raises(Exception, match="backward solve failed: The maximum number of solver steps"):
-            jax.block_until_ready(way(lambda m: loss(m, 1e-12))(model))
-        grads = way(lambda m: loss(m, 1e-2))(model)
+            jax.block_until_ready(grad(model, jnp.asarray(1e-12)))
+        grads = grad(model, jnp.asarray(1e-2))
         assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(eqx.filter(grads, eqx.is_inexact_array)))
