@@ -315,19 +315,23 @@ def _message(error) -> str | None:
 
 def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``eqx.filter_jit(fn)`` whose value checks are data: arrays traced, everything else static, one
-    program per structure; a failed check (:func:`check`) raised as ``equinox.EquinoxRuntimeError``
-    after the call, notices (:func:`notice`) given after that (module docstring).
+    program per structure; a failed value check raised as ``equinox.EquinoxRuntimeError`` naming the
+    argument after the call, and the library's warnings that depend on values given after that.
 
-    The decorator of every entry point of the library, public as ``cfm_jax.compiled`` for a user's
-    own step: the checks of the library's functions called inside (through ``scan``, ``vmap`` and
-    ``grad`` too) become the step's own data, with no host callback, so the persistent compilation
-    cache stores the step. Inside another ``compiled`` function or a caller's ``checkify`` its checks
-    join the enclosing ones; inside a caller's own ``jit``/``vmap``/``grad`` they are host callbacks
-    tied to the result and its gradient.
+    The decorator of every entry point of the library, public for a user's own step: the checks of
+    the library's functions called inside (through ``scan``, ``vmap`` and ``grad`` too) become the
+    step's own data, with no host callback, so the persistent compilation cache stores the step.
+    Inside another ``compiled`` function or a caller's ``checkify`` its checks join the enclosing
+    ones; inside a caller's own ``jit``/``vmap``/``grad`` they are host callbacks tied to the result
+    and its gradient. A program ``checkify`` cannot rewrite (a ``vmap`` of a while loop) keeps its
+    checks as data at its top level and as host callbacks deeper.
 
     Numpy integer and bool scalars among the top-level arguments are turned into Python values
     first, so that ``steps=np.int64(4)`` is static like ``steps=4`` (``eqx.filter_jit`` traces every
     numpy value).
+
+    Example: ``step = cfm_jax.compiled(lambda model, x0, context, y: cfm_jax.loss_and_grad(model, x0,
+    context, y))``.
     """
     top = eqx.filter_jit(_checkified(fn))
     inner = eqx.filter_jit(_in_functional(fn))
