@@ -62,6 +62,7 @@ from jax.experimental import checkify
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class _RepeatedCheckLog(logging.Filter):
@@ -212,7 +213,7 @@ def _attach(x, pred, index, messages: Sequence[str]):
     return eqx.combine(inexact, rest)
 
 
-def check(x, failed, message: str):
+def check(x: _T, failed, message: str) -> _T:
     """``x``, with the value check ``failed`` (a boolean array: any True fails) raising ``message``.
 
     One function for every value check, whatever traces it (module docstring): a functional check

@@ -300,10 +300,14 @@ def test_adjoint_trajectories_reports_the_solves_result():
     model = cfm_jax.Transformer.init(key_m, dim=3, heads=1, mlp_width=4, layers=2)
     x0, z, y = (jax.random.normal(k, s) for k, s in ((key_x, (2, 3)), (key_z, (6, 3)), (key_y, (2, 3))))
     adjoint = cfm_jax.ContinuousAdjoint(solver=diffrax.Tsit5())
-    options = dict(solver=diffrax.Tsit5(), adjoint=adjoint)
+    options: dict[str, Any] = dict(solver=diffrax.Tsit5(), adjoint=adjoint)
     # one max_steps (static) and traced tolerances: the raising and the succeeding run share a program
-    tight = dict(stepsize_controller=diffrax.PIDController(rtol=jnp.asarray(1e-12), atol=1e-12), max_steps=16)
-    loose = dict(stepsize_controller=diffrax.PIDController(rtol=jnp.asarray(1e-2), atol=1e-2), max_steps=16)
+    tight: dict[str, Any] = dict(
+        stepsize_controller=diffrax.PIDController(rtol=jnp.asarray(1e-12), atol=1e-12), max_steps=16
+    )
+    loose: dict[str, Any] = dict(
+        stepsize_controller=diffrax.PIDController(rtol=jnp.asarray(1e-2), atol=1e-2), max_steps=16
+    )
     with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
         cfm_jax.adjoint_trajectories(model, x0, z, y, **options, **tight)
     sol = cfm_jax.adjoint_trajectories(model, x0, z, y, throw=False, **options, **tight)
