@@ -198,6 +198,13 @@ RHO = Declaration(
             why="local slopes need three sizes",
         ),
         Option("rho_contexts", 2, "contexts per model", low=2, why=INTERVAL),
+        Option(
+            "rho_draws",
+            6,
+            "independent draws of models pooled in the ρ line (each fills every bin with --rho-per-bin models)",
+            low=1,
+            quick=1,
+        ),
         LAYERS,
     ),
 )
