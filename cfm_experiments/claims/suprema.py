@@ -589,16 +589,20 @@ def suprema_figure(rows):
     a1.set_title("supremum in the ball vs the number of heads")
     a1.legend(fontsize=7)
     d_rows = [r for r in rows if r["config"]["sweep"] == "d"]
+    first_gauss = next((r for r in d_rows if r["config"]["law"] == "gaussian"), None)
     for i, r in enumerate(d_rows):
         ns = np.asarray(r["config"]["eval_ns"])
         is_ball = r["config"]["law"] == "ball"
+        label_ = f"d = {r['config']['dim']}, ball $B_1$" if is_ball else None
+        if r is first_gauss:
+            label_ = "Gaussian contrast (every d, both budgets)"
         a2.plot(
             ns,
             np.asarray(r["worst_case"]).mean(axis=0),
             "o-" if is_ball else "^--",
             color=COLORS[i % 8] if is_ball else "0.6",
             lw=1.0 if is_ball else 0.7,
-            label=f"d = {r['config']['dim']}, {family(r['config'])}" if is_ball or r["config"]["dim"] == 2 else None,
+            label=label_,
         )
     if d_rows:
         log_ticks(a2, d_rows[0]["config"]["eval_ns"], "x")
