@@ -32,7 +32,10 @@ def _row(
     held[S_ + STARTS.index("trivial · isotropic")] = trivial * sup * noise()
     ns = np.array([32, 128, 512])
     worst = held[0][:, None] * (ns / 128.0) ** (slope + 0.5) * np.exp(0.05 * rng.standard_normal((contexts, 3)))
-    config = dict(sweep=sweep, dim=dim, heads=heads, energy=energy, vnorm=vnorm, sup_n=128, eval_ns=ns.tolist())
+    config = dict(
+        sweep=sweep, dim=dim, heads=heads, energy=energy, vnorm=vnorm, sup_n=128, eval_ns=ns.tolist(),
+        slope_ns=ns.tolist(),
+    )  # fmt: skip
     return {
         "config": config | {"layers": 4, "law": law, "sup_steps": 60},
         "starts": STARTS,
@@ -41,6 +44,7 @@ def _row(
         "converged": converged,
         "bound": 32.6,
         "held_out": held.tolist(),
+        "worst_ns": ns.tolist(),
         "worst_case": worst.tolist(),
         "law_found": [[0.99, 0.0, 1.0]] * S_,
     }
@@ -151,6 +155,20 @@ def test_heads_lines_on_known_laws():
     assert line.verdict == NOT_TESTED and "H=4 never improved on its start" in line.measured
 
 
+def test_the_ball_slope_is_read_at_its_own_sizes():
+    """A row measured at more sizes than its slope's reads the slope at ``slope_ns`` only: a worst case
+    flat in √n·dev from the ascent's n up (slope −1/2 there) whatever it does below."""
+    rng = np.random.default_rng(7)
+    r = _row("d", 4, 1, "1", "concat", 2.0, rng)
+    ns = [32, 128, 512, 2048]
+    level = np.array([0.5, 1.0, 1.0, 1.0]) * np.exp(0.05 * rng.standard_normal((32, 4)))
+    r["worst_ns"], r["worst_case"] = ns, (2.0 * level).tolist()
+    r["config"]["slope_ns"] = ns[1:]
+    assert S.worst_slope(r).contains(-0.5) and not S.supremum(r)["problems"]
+    r["config"]["slope_ns"] = ns
+    assert not S.worst_slope(r).contains(-0.5)
+
+
 def test_worst_rate_line():
     rng = np.random.default_rng(2)
     good = [_row("d", d, 1, "1", "concat", 1.0, rng) for d in (2, 4, 8, 16, 32)]
@@ -195,7 +213,8 @@ def test_a_tiny_sweep_runs_through_the_driver(tmp_path):
     assert len(report.rows) == 2 + 2 + 4 and (tmp_path / "o" / "suprema.png").exists()
     row = next(r for r in report.rows if r["config"]["heads"] == 2 and r["config"]["vnorm"] == "concat")
     S_ = len(row["starts"])
-    assert S_ == len(A.BALL_STRUCTURED) + 1 and len(row["held_out"]) == 2 * S_ + 2 and len(row["worst_case"][0]) == 2
+    assert S_ == len(A.BALL_STRUCTURED) + 1 and len(row["held_out"]) == 2 * S_ + 2
     assert len(row["stretch_best"]) == 2 and row["bound"] == pytest.approx(A.ball_bound(8, 1, 1.0, 2**0.5))
+    assert row["worst_ns"] == [4, 8, 32, 128, 512] and len(row["worst_case"][0]) == 5  # the ball's slope: 8 … 512
     # per embedding: one ascent and one or two evaluations per class
     assert report.compile.programs <= 20, report.compile.names

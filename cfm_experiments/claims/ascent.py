@@ -492,16 +492,21 @@ def ball_starts(rng, dim, heads, layers, pairs, restarts, v_sum) -> tuple[dict, 
 
 def counts(rng, w, contexts: int, ns) -> np.ndarray:
     """``(S, contexts, len(ns), K)``: the shares c/n of each atom among the first n of ``contexts``
-    draws of max(ns) i.i.d. points from each law's weights ``w (S, K)`` (the n-point context of a
-    discrete law is its atoms weighted by these shares: points drawn at one atom move together)."""
+    sequences of i.i.d. draws from each law's weights ``w (S, K)`` (the n-point context of a discrete
+    law is its atoms weighted by these shares: points drawn at one atom move together). The counts
+    of the first n draws are built by multinomial increments between consecutive n, so the sizes
+    nest (one sequence of draws per context) at no cost in n."""
     w = np.asarray(w, np.float64)
-    cum = np.cumsum(w, axis=-1)
-    cum /= cum[..., -1:]
-    u = rng.random((contexts, max(ns)))
-    idx = np.stack([np.searchsorted(c, u, side="right") for c in cum])  # (S, contexts, N)
-    idx = np.minimum(idx, w.shape[-1] - 1)
-    onehot = idx[..., None] == np.arange(w.shape[-1])  # (S, contexts, N, K)
-    return np.stack([onehot[:, :, :n].sum(axis=2) / n for n in ns], axis=2)
+    w = w / w.sum(axis=-1, keepdims=True)
+    ns = [int(n) for n in ns]
+    order = np.argsort(ns)
+    out = np.zeros((w.shape[0], contexts, len(ns), w.shape[-1]))
+    total, done = np.zeros((w.shape[0], contexts, w.shape[-1])), 0
+    for j in order:
+        total = total + np.stack([rng.multinomial(ns[j] - done, p, size=contexts) for p in w])
+        done = ns[j]
+        out[:, :, j] = total / ns[j]
+    return out
 
 
 def project_atoms(a, mask_d, radius: float = RADIUS):

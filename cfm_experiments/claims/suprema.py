@@ -83,6 +83,9 @@ BALL_CONTEXTS = 8
 #: the Gaussian contrast's cap on stretches (its n-point systems cost n² per context: a contrast, not a search
 #: to convergence; its rows say whether it converged).
 GAUSSIAN_STRETCHES = 2
+#: the ball's worst case is measured at n = sup_n·4^k, k < this, for its slope (the rate is an asymptotic
+#: claim: below the ascent's n a law tuned there, with a rare atom drawn a few times, is pre-asymptotic).
+BALL_SLOPE_SIZES = 4
 #: the ascent has converged when no start gains more than this (relative) over a stretch.
 CONVERGED = 0.005
 
@@ -136,13 +139,15 @@ class Suprema(Part):
         # layer costs H times one head: padding heads would cost more than the programs it saves)
         dims = dict(base, sweep="d", heads=1, vnorm="concat", embed_heads=1)
         embed = lambda d: embed_dim(d, settings["sup_dims"])  # noqa: E731
-        out = [dict(dims, law="ball", energy="1", dim=d, embed_dim=embed(d)) for d in settings["sup_dims"]]
+        # the ball's worst case measured from the ascent's n up (its shares cost nothing in n)
+        ball = {"law": "ball", "energy": "1", "slope_ns": [settings["sup_n"] * 4**k for k in range(BALL_SLOPE_SIZES)]}
+        out = [dict(dims, **ball, dim=d, embed_dim=embed(d)) for d in settings["sup_dims"]]
         at = settings["sup_at_dim"]
-        heads = dict(base, law="ball", sweep="heads", dim=at, energy="1", embed_dim=at)
+        heads = dict(base, **ball, sweep="heads", dim=at, embed_dim=at)
         for vnorm in ("concat", "sum"):
             out += [dict(heads, heads=h, vnorm=vnorm, embed_heads=h) for h in settings["sup_heads"] if h > 1]
         out += [
-            dict(dims, law="gaussian", dim=d, energy=energy, embed_dim=embed(d))
+            dict(dims, law="gaussian", dim=d, energy=energy, embed_dim=embed(d), slope_ns=list(settings["sup_eval_ns"]))
             for d in settings["sup_dims"]
             for energy in ENERGIES
         ]
@@ -214,7 +219,7 @@ def run_ball(config: dict) -> dict:
     identical-heads construction only for H > 1, then random models on random laws), the ascent
     of θ and the atoms on the training shares until it converges, and every (θ, law) found, every
     start and ``sup_randoms`` random models on random laws measured on held-out shares at every n
-    of ``eval_ns``; the problem embedded in ``embed_dim`` and ``embed_heads``."""
+    of ``eval_ns`` and ``slope_ns``; the problem embedded in ``embed_dim`` and ``embed_heads``."""
     d, H, L = int(config["dim"]), int(config["heads"]), int(config["layers"])
     v_sum = config["vnorm"] == "sum"
     rng = np.random.default_rng([int(config["seed"]), 3, d, H, int(v_sum)])
@@ -224,7 +229,8 @@ def run_ball(config: dict) -> dict:
     R = int(config["sup_randoms"])
     randoms = stack([random_params(rng, d, H, L, 1.0, 1.0, v_sum) for _ in range(R)])
     random_laws = stack([ball_law(rng, d, "random") for _ in range(R)])
-    n, ns = int(config["sup_n"]), [int(m) for m in config["eval_ns"]]
+    n = int(config["sup_n"])
+    ns = sorted({int(m) for m in config["eval_ns"]} | {int(m) for m in config["slope_ns"]})
     train = counts(rng, law0["w"], BALL_CONTEXTS * int(config["sup_contexts"]), [n])[:, :, 0]
     a0 = prob.points(law0["a"])
 
@@ -250,7 +256,8 @@ def run_ball(config: dict) -> dict:
         "stretch_best": bests.tolist(),  # (stretches, starts): the best value after each stretch
         "converged": bool(converged),
         "held_out": values[:, :, at].tolist(),  # (found, starts, randoms; contexts) at n
-        "worst_case": values[win].tolist(),  # the winner: (contexts, eval ns)
+        "worst_ns": ns,
+        "worst_case": values[win].tolist(),  # the winner: (contexts, worst_ns)
         "law_found": {"atoms": np.asarray(a)[win, :, :d].tolist(), "weights": law0["w"][win].tolist()},
         "bound": float(ball_bound(n, L, RADIUS, value_norm(config))),
     }
@@ -301,6 +308,7 @@ def run_suprema(config: dict) -> dict:
         "stretch_best": bests.tolist(),
         "converged": bool(converged),
         "held_out": np.asarray(values, np.float64)[:, :, 0].tolist(),  # (found, starts, randoms; contexts) at n
+        "worst_ns": [int(m) for m in config["eval_ns"]],
         "worst_case": np.asarray(worst, np.float64)[0].tolist(),  # the winner: (contexts, eval ns)
         "law_found": moments(law, d, energy).tolist(),
     }
@@ -362,10 +370,18 @@ def log_mean_slope(xs, per_config: list, paired: bool, n_boot: int = 2000) -> In
     return Interval(point, float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5)))
 
 
+def worst_ns(row) -> list[int]:
+    """The sizes of the winner's slope, ``slope_ns``: the ball's from the ascent's n up, the Gaussian's ``eval_ns``."""
+    return list(row["config"]["slope_ns"])
+
+
 def worst_slope(row) -> Interval:
-    """The n-slope of the winner's mean deviation on the held-out draws (:func:`log_mean_slope`, paired)."""
-    ns = np.asarray(row["config"]["eval_ns"], np.float64)
-    dev = np.asarray(row["worst_case"]) / np.sqrt(ns)  # (contexts, K)
+    """The n-slope of the winner's mean deviation on the held-out draws at :func:`worst_ns`
+    (:func:`log_mean_slope`, paired)."""
+    measured = list(row["worst_ns"])
+    ns = worst_ns(row)
+    cols = [measured.index(n) for n in ns]
+    dev = np.asarray(row["worst_case"])[:, cols] / np.sqrt(np.asarray(ns, np.float64))  # (contexts, K)
     return log_mean_slope(ns, list(dev.T), paired=True)
 
 
@@ -487,8 +503,7 @@ def worst_rate_line(rows, have) -> Claim:
     fits = [(r, worst_slope(r)) for r in rows]
     off = [(r, f) for r, f in fits if not f.contains(-0.5)]
     measured = (
-        f"slopes of the worst case found in $B_1$, n = {rows[0]['config']['eval_ns'][0]} … "
-        f"{rows[0]['config']['eval_ns'][-1]}: "
+        f"slopes of the worst case found in $B_1$, n = {worst_ns(rows[0])[0]} … {worst_ns(rows[0])[-1]}: "
         + "; ".join(
             f"d={r['config']['dim']} H={r['config']['heads']} {r['config']['vnorm']}: {ci(f, fmt='+.2f')}"
             for r, f in fits
@@ -591,7 +606,7 @@ def suprema_figure(rows):
     d_rows = [r for r in rows if r["config"]["sweep"] == "d"]
     first_gauss = next((r for r in d_rows if r["config"]["law"] == "gaussian"), None)
     for i, r in enumerate(d_rows):
-        ns = np.asarray(r["config"]["eval_ns"])
+        ns = np.asarray(r["worst_ns"])
         is_ball = r["config"]["law"] == "ball"
         label_ = f"d = {r['config']['dim']}, ball $B_1$" if is_ball else None
         if r is first_gauss:
@@ -605,7 +620,7 @@ def suprema_figure(rows):
             label=label_,
         )
     if d_rows:
-        log_ticks(a2, d_rows[0]["config"]["eval_ns"], "x")
+        log_ticks(a2, sorted({n for r in d_rows for n in r["worst_ns"]}), "x")
     a2.set_yscale("log")
     a2.set_xlabel("context size $n$")
     a2.set_ylabel(r"$\sqrt{n}\,\cdot$ deviation of the worst case (flat: rate $n^{-1/2}$)")
@@ -616,6 +631,7 @@ def suprema_figure(rows):
 
 __all__ = [
     "BALL_CONTEXTS",
+    "BALL_SLOPE_SIZES",
     "CLASSES",
     "CONVERGED",
     "ENERGIES",
@@ -648,5 +664,6 @@ __all__ = [
     "supremum",
     "value_norm",
     "worst_rate_line",
+    "worst_ns",
     "worst_slope",
 ]
