@@ -10,6 +10,7 @@ import pytest
 
 from cfm_experiments.claims import rho as R
 from cfm_experiments.protocol import Settings
+from cfm_jax.stats import Interval
 
 HAVE = {"largest n": 10240, "models per bin": 16, "contexts": 2, "draws": 6}
 RANGE = (0.5, 16.0)
@@ -152,6 +153,26 @@ def test_the_regression_verdict_on_synthetic_slopes():
     assert R.rho_line(law, HAVE | {"largest n": 2560}).verdict == "inconclusive at these sizes"
     assert R.rho_line(law, HAVE | {"models per bin": 8}).verdict == "inconclusive at these sizes"
     assert R.rho_line(law, HAVE | {"draws": 1}).verdict == "inconclusive at these sizes"
+
+
+@pytest.mark.parametrize(
+    "a, b, verdict",
+    [
+        ((-0.1, 0.1), (0.8, 1.2), "holds"),
+        ((-0.1, 0.1), (0.3, 0.9), "refuted at these sizes"),
+        ((-0.1, 0.1), (1.1, 1.4), "refuted at these sizes"),
+        ((-0.1, 0.1), (-0.2, 1.3), "undecided: interval straddles the boundary"),
+        ((0.1, 0.3), (0.8, 1.2), "not observed at these sizes"),
+        ((-0.1, 0.1), (float("nan"), float("nan")), "not measured: no usable rows"),
+        ((-0.1, 0.1), (-float("inf"), float("inf")), "not measured: no usable rows"),
+        ((0.1, -0.1), (0.8, 1.2), "not measured: no usable rows"),
+    ],
+)
+def test_the_law_rule_is_total(a, b, verdict):
+    """Every interval pair reads a verdict of the vocabulary: NaN, infinite or reversed ones *not
+    measured* (never *refuted* on no data), a b that reaches both 1 and 0 *undecided*."""
+    iv = lambda lo, hi: Interval(0.5 * (lo + hi), lo, hi)  # noqa: E731
+    assert R.law_rule(iv(*a), iv(*b)) == verdict
 
 
 def test_the_line_pools_the_draws_and_prints_each_draws_own_verdict():

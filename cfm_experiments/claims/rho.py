@@ -47,7 +47,7 @@ from cfm_jax.stats import Interval, bootstrap
 from ..declarations.claims import RHO
 from ..plotting import COLORS, figure, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_OBSERVED, REFUTED
+from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, REFUTED, UNDECIDED, Verdict
 from . import verdicts as V
 from .deviation import deviations_program, references
 from .sampling import DRAW_OPTIONS, fixed_norm_params, gaussian_law, sample_law
@@ -333,15 +333,25 @@ def binned(models) -> list[dict]:
     return out
 
 
-def law_verdict(models):
-    """The regression's verdict on ``models``: *holds* when b contains 1 and a contains 0, *refuted*
-    when b misses 1, else *not observed*; with (a, b)."""
+def law_rule(a: Interval, b: Interval) -> Verdict:
+    """The regression measured ≈ a + b·law against the law (b = 1, a = 0): an interval of b that
+    misses 1 → *refuted*; one that contains 1 and reaches 0 (no dependence on the law: it cannot
+    tell the law from no transition) → *undecided*; b containing 1 only, with a containing 0 →
+    *holds*, with a missing 0 → *not observed*; a NaN, infinite or reversed interval → *not measured*."""
+    edges = (a.ci_low, a.ci_high, b.ci_low, b.ci_high)
+    if not all(math.isfinite(e) for e in edges) or a.ci_low > a.ci_high or b.ci_low > b.ci_high:
+        return NOT_MEASURED
+    if not b.ci_low <= 1.0 <= b.ci_high:
+        return REFUTED
+    if b.ci_low <= 0.0:
+        return UNDECIDED
+    return HOLDS if a.ci_low <= 0.0 <= a.ci_high else NOT_OBSERVED
+
+
+def law_verdict(models) -> tuple[Verdict, Interval, Interval]:
+    """:func:`law_rule` on the regression of ``models``, with (a, b)."""
     a, b = regression(models)
-    if b.contains(1.0) and a.contains(0.0):
-        return HOLDS, a, b
-    if not b.contains(1.0):
-        return REFUTED, a, b
-    return NOT_OBSERVED, a, b
+    return law_rule(a, b), a, b
 
 
 def rho_line(models, have) -> Claim:
@@ -434,6 +444,7 @@ __all__ = [
     "draw",
     "inputs",
     "label",
+    "law_rule",
     "law_verdict",
     "model_key",
     "per_model",
