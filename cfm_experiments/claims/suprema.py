@@ -27,8 +27,8 @@ paired. A supremum that does not beat its start (the gain's interval's lower edg
 :data:`MIN_GAIN` of the start), that the best trivial model beats (the paired interval below 0),
 whose search did not converge, or whose own n-slope misses −1/2 (a worst case that does not decay
 like the rate is not a constant of it; in the ball read at n = 4 to 256 times the ascent's n, past
-the sizes the law was tuned at: :data:`BALL_SLOPE_SIZES`) is not a measured constant: its line says which, and its
-verdict is withheld (*not tested*).
+the sizes the law was tuned at: :data:`BALL_SLOPE_SIZES`) is not a measured constant: its line
+says which, and its verdict is withheld (*not tested*).
 """
 
 from __future__ import annotations
