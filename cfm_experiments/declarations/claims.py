@@ -130,7 +130,7 @@ SUPREMA = Declaration(
         Option(
             "sup_stretches",
             8,
-            "most stretches of --sup-steps steps of each ascent (it stops earlier once no start gains 0.5 %)",
+            "most stretches of --sup-steps steps of each ascent (it stops earlier once no start gains half a percent)",
             low=2,
             quick=4,
             why="a gain needs two stretches",
