@@ -443,7 +443,7 @@ def random_mean(row) -> Interval:
 def _entry(x, s) -> str:
     """One configuration's supremum in a claim line: value, winner, gain, steps, the best trivial model, problems."""
     return (
-        f"{x}: {ci(s['interval'])} ({s['start']}{', stationary' if s['stationary'] else ''}; gain "
+        f"{x}: {ci(s['interval'])} ({s['start']}{', converged at its start' if s['stationary'] else ''}; gain "
         f"{ci(s['gain'], fmt='+.3g')}, {s['steps']} steps, last "
         f"stretch {s['last_gain']:+.1%}; trivial {s['trivial'].value:.3g})" + "".join(f", {p}" for p in s["problems"])
     )
