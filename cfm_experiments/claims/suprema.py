@@ -418,7 +418,7 @@ def supremum(row) -> dict:
     if not row["converged"]:
         problems.append("search not converged")
     if not slope.contains(-0.5):
-        problems.append(f"its n-slope {ci(slope, fmt='+.2f')} misses −1/2")
+        problems.append(f"its n-slope {ci(slope, fmt='+.3f')} misses −1/2")
     return {
         "start": row["starts"][i],
         "index": i,
