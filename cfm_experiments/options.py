@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,31 @@ def apply_global_options(args: argparse.Namespace) -> None:
             raise ValueError(f"--cache-dir {path}: cannot create it ({str(e).rsplit('(', 1)[-1]}") from None
 
 
+def check_out(path: str | os.PathLike) -> Path:
+    """``--out``: a folder this process can write results into, or a path where it can make one,
+    checked before anything is written (a ValueError naming ``--out`` otherwise). An existing path
+    must be a writable folder; for a new one, the nearest existing folder above it must let this
+    process create a folder in it, probed by making and removing an empty temporary folder there
+    (permission bits do not tell: the super-user passes them on ``/proc``)."""
+    out = Path(path).expanduser()
+    if out.exists():
+        if not out.is_dir():
+            raise ValueError(f"--out {path}: exists and is not a folder.")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise ValueError(f"--out {path}: the folder is not writable.")
+        return out
+    above = out.absolute().parent
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        raise ValueError(f"--out {path}: {above} is not a folder.")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".cfm-out-probe-", dir=above))
+    except OSError as e:
+        raise ValueError(f"--out {path}: cannot create a folder in {above} ({e.strerror or e}).") from None
+    return out
+
+
 def distinct(flag: str, values: Iterable[Any]) -> tuple:
     """``values`` as a tuple, or a ValueError naming ``flag`` when one repeats: each value of a list
     option is a configuration of its own (a repeat would run one twice, or measure it against
@@ -148,6 +174,7 @@ __all__ = [
     "HelpFormatter",
     "add_global_arguments",
     "apply_global_options",
+    "check_out",
     "cpu_device_count",
     "default_cache_dir",
     "distinct",

@@ -119,36 +119,48 @@ def _what(obj: object) -> str:
     return f"the Command {obj.name!r}" if isinstance(obj, Command) else f"a {type(obj).__name__}"
 
 
-def installed() -> dict[str, Command]:
+def installed(problems: list[str] | None = None) -> dict[str, Command]:
     """The commands other packages register under :data:`GROUP`, by name (each entry point loaded:
-    its module, not the command's parts). A ValueError names an entry point that is not a
-    :class:`Command` of its own name, or that takes a built-in command's name."""
+    its module, not the command's parts). An entry point that does not load, is not a
+    :class:`Command` of its own name, or takes a built-in command's name is a ValueError naming it;
+    given a ``problems`` list, its one-line message is appended there instead and the entry point
+    skipped, so that one broken package leaves every other command working."""
     found: dict[str, Command] = {}
     for ep in importlib.metadata.entry_points(group=GROUP):
         where = f"entry point {ep.name} = {ep.value} ({GROUP})"
         try:
-            cmd = ep.load()
-        except Exception as e:
-            raise ValueError(f"{where} does not load: {type(e).__name__}: {e}") from None
-        if not isinstance(cmd, Command) or cmd.name != ep.name:
-            raise ValueError(f"{where} must name a Command called {ep.name!r}, got {_what(cmd)}.")
-        if cmd.name in BUILTIN or cmd.name in found:
-            raise ValueError(f"{where}: the command {cmd.name!r} exists already.")
+            try:
+                cmd = ep.load()
+            except Exception as e:
+                first = (str(e).strip().splitlines() or [""])[0]
+                raise ValueError(f"{where} does not load: {type(e).__name__}: {first}") from None
+            if not isinstance(cmd, Command) or cmd.name != ep.name:
+                raise ValueError(f"{where} must name a Command called {ep.name!r}, got {_what(cmd)}.")
+            if cmd.name in BUILTIN or cmd.name in found:
+                raise ValueError(f"{where}: the command {cmd.name!r} exists already.")
+        except ValueError as e:
+            if problems is None:
+                raise
+            problems.append(str(e))
+            continue
         found[cmd.name] = cmd
     return found
 
 
 class _Commands(MutableMapping[str, Command]):
     """The built-in commands, then the installed ones (:func:`installed`), looked up when first
-    needed; entries may be added (tests, or a script registering its own command)."""
+    needed; entries may be added (tests, or a script registering its own command). A broken
+    installed entry point is skipped, its message kept in :attr:`problems`."""
 
     def __init__(self, builtin: dict[str, Command]):
         self._commands = dict(builtin)
         self._installed: dict[str, Command] | None = None
+        #: one line per installed entry point that was skipped (:func:`installed`).
+        self.problems: list[str] = []
 
     def _all(self) -> dict[str, Command]:
         if self._installed is None:
-            self._installed = installed()
+            self._installed = installed(self.problems)
             self._commands.update({k: v for k, v in self._installed.items() if k not in self._commands})
         return self._commands
 
@@ -172,7 +184,7 @@ class _Commands(MutableMapping[str, Command]):
 
 
 #: every command: the built-in ones, then the installed ones (:data:`GROUP`).
-COMMANDS: MutableMapping[str, Command] = _Commands(BUILTIN)
+COMMANDS: _Commands = _Commands(BUILTIN)
 
 
 def command(name: str) -> Command:

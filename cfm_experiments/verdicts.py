@@ -22,6 +22,7 @@ text for the terminal (``$…$`` maths rendered by :func:`plain`).
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
@@ -89,15 +90,41 @@ def code_check(passed: bool) -> Verdict:
     return CODE_PASSED if passed else CODE_FAILED
 
 
+def measured(ci_low: float, ci_high: float) -> bool:
+    """Whether ``[ci_low, ci_high]`` is an interval a rule can use: both edges finite and ordered (a
+    NaN, an infinite edge or a reversed pair carries no information)."""
+    return math.isfinite(ci_low) and math.isfinite(ci_high) and ci_low <= ci_high
+
+
 def against_band(ci_low: float, ci_high: float, low: float = -float("inf"), high: float = float("inf")) -> Verdict:
     """An interval against the claimed band ``[low, high]``: inside it *holds*, wholly outside it
-    *refuted*, across an edge *undecided*; no interval (a NaN edge) is *not measured*."""
-    if not (ci_low <= ci_high):  # NaN, or no interval at all
+    *refuted*, across an edge *undecided*; no interval (:func:`measured`) is *not measured*."""
+    if not measured(ci_low, ci_high):
         return NOT_MEASURED
     if low <= ci_low and ci_high <= high:
         return HOLDS
     if ci_high < low or ci_low > high:
         return REFUTED
+    return UNDECIDED
+
+
+def against_claim(
+    ci_low: float, ci_high: float, claim: float, alternative: float, beyond: Verdict = REFUTED
+) -> Verdict:
+    """An interval against a claimed value ``claim`` and the ``alternative`` the claim denies (on one
+    side of it): an interval wholly beyond ``claim`` on the alternative's side reads ``beyond``
+    (*refuted*, or *not observed* for a finite-size statement); one that reaches ``claim`` (or lies
+    on its far side) and excludes ``alternative`` *holds*; one that reaches both *undecided*; no
+    interval (:func:`measured`) *not measured*. With ``alternative == claim`` it is the one-sided
+    bound: only an interval wholly on the claim's side holds."""
+    if not measured(ci_low, ci_high):
+        return NOT_MEASURED
+    if alternative < claim:  # mirror: the alternative above the claim
+        ci_low, ci_high, claim, alternative = -ci_high, -ci_low, -claim, -alternative
+    if ci_low > claim:
+        return beyond
+    if ci_high < alternative or ci_high <= claim:
+        return HOLDS
     return UNDECIDED
 
 
@@ -255,9 +282,11 @@ __all__ = [
     "Style",
     "Verdict",
     "against_band",
+    "against_claim",
     "claim_line",
     "claim_lines",
     "code_check",
+    "measured",
     "plain",
     "worst",
 ]

@@ -110,6 +110,8 @@ def test_d_line_in_the_ball_on_known_laws():
     assert "B_1" in line.claim and "a-priori bound in the ball 32.6" in line.measured
     linear = [_row("d", d, 1, "1", "concat", 2.0 * d, rng) for d in dims]
     assert S.d_line(linear, HAVE).verdict == "refuted at these sizes"
+    root = [_row("d", d, 1, "1", "concat", 2.0 * d**0.5, rng) for d in dims]
+    assert S.d_line(root, HAVE).verdict == "refuted at these sizes"  # γ = ½: its interval above 0
     stuck = flat[:2] + [_row("d", 8, 1, "1", "concat", 2.0, rng, start=1.0, converged=False)] + flat[3:]
     line = S.d_line(stuck, HAVE)
     assert line.verdict == NOT_TESTED and "d=8 never improved on its start" in line.measured, line.measured

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,11 +67,13 @@ def test_global_options_before_or_after_the_subcommand():
 #: a driver run in a fresh interpreter: the `experiments` extra (matplotlib, tqdm) is made absent, then
 #: `cfm-jax ARGS` runs; the modules imported are printed last, as JSON.
 WITHOUT_EXTRA = """
-import json, sys
+import json, os, sys
+
+BLOCKED = os.environ.get("CFM_TEST_BLOCKED", "matplotlib tqdm").split()
 
 class NoExtra:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("matplotlib", "tqdm"):
+        if name.split(".")[0] in BLOCKED:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 sys.meta_path.insert(0, NoExtra())
@@ -98,8 +101,11 @@ LIGHT = (
 )
 
 
-def _without_extra(*args):
-    proc = subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, *args], capture_output=True, text=True, timeout=900)
+def _without_extra(*args, blocked="matplotlib tqdm"):
+    env = {**os.environ, "CFM_TEST_BLOCKED": blocked}
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRA, *args], capture_output=True, text=True, timeout=900, env=env
+    )
     return proc, json.loads(proc.stdout.splitlines()[-1])
 
 
@@ -123,6 +129,53 @@ def test_a_run_without_the_extra_is_one_line_naming_it(tmp_path):
     proc, out = _without_extra("gradcheck", "--quick", "--no-progress", "--out", str(tmp_path / "never"))
     assert out["code"] == 2 and proc.stderr.strip() == cli.NEEDS_EXTRA, proc.stderr
     assert not (tmp_path / "never").exists()
+
+
+def test_a_module_the_extra_needs_missing_is_the_extra_missing(tmp_path):
+    """matplotlib importing but pyplot not (its kiwisolver missing): the same one-line install hint, naming
+    what is missing, exit 2, no results folder (not a ModuleNotFoundError once the parts are imported)."""
+    proc, out = _without_extra("gradcheck", "--quick", "--out", str(tmp_path / "never"), blocked="kiwisolver")
+    (line,) = proc.stderr.strip().splitlines()
+    assert out["code"] == 2 and line.startswith(cli.NEEDS_EXTRA) and "kiwisolver" in line, proc.stderr
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["rates", "--seeds", "0"], "--seeds"),
+        (["rates", "--out", "/proc/nope"], "--out /proc/nope"),
+        (["ogd", "--parts", "curvature", "--curvature-seeds", "1"], "--curvature-seeds"),
+        (["sync", "--out", "FILE"], "--out"),
+    ],
+)
+def test_a_bad_option_is_refused_before_the_heavy_imports(tmp_path, argv, flag):
+    """Options are checked from their declarations: one line naming the option, exit 2, no folder, and
+    neither JAX nor the extra imported (the check comes before both: with the extra absent the option
+    is still what the line names)."""
+    if "/proc/nope" in argv and not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    file = tmp_path / "a_file"
+    file.write_text("")
+    argv = [str(file) if a == "FILE" else a for a in argv]
+    proc, out = _without_extra(*argv)
+    (line,) = proc.stderr.strip().splitlines()
+    assert out["code"] == 2 and flag in line and line.startswith(f"cfm-jax {argv[0]}: error: "), proc.stderr
+    heavy = [m for m in out["modules"] if m.split(".")[0] in HEAVY]
+    assert not heavy, heavy
+    assert not Path("/proc/nope").exists() and file.is_file()
+
+
+def test_check_out_refuses_what_cannot_hold_results(tmp_path):
+    from cfm_experiments.options import check_out
+
+    assert check_out(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert not (tmp_path / "new").exists() and list(tmp_path.iterdir()) == []  # the probe leaves nothing
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="--out .*: exists and is not a folder"):
+        check_out(tmp_path / "f")
+    with pytest.raises(ValueError, match="--out .*f is not a folder"):
+        check_out(tmp_path / "f" / "sub")
 
 
 def test_the_extra_is_what_pyproject_installs():

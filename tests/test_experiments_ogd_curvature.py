@@ -65,9 +65,11 @@ def test_summary_of_rows_with_known_rates():
 def test_summary_verdicts_follow_the_data():
     b = np.log1p(ETA * 0.25)
     _, v = _verdicts(_synthetic_rows({0.0: -0.05, 0.25: -0.05, 1.0: 0.02}))
-    assert v[:3] == [NOT_OBSERVED, NOT_OBSERVED, REFUTED]  # no growth below, growth above
+    assert v[:3] == [NOT_OBSERVED, NOT_OBSERVED, REFUTED]  # no growth below (a settling deviation), growth above
+    _, v = _verdicts(_synthetic_rows({0.0: 1.5 * b, 1.0: -0.02}))
+    assert v[0] == DIFFERENT  # exponential, faster than (1 + ηC)^k but within an estimated C's factor 2
     _, v = _verdicts(_synthetic_rows({0.0: 3 * b, 1.0: -0.02}))
-    assert v[0] == DIFFERENT  # exponential, but faster than (1 + ηC)^k
+    assert v[0] == REFUTED  # three times the bound's rate: beyond what a C low by 2 explains
     _, v = _verdicts(_synthetic_rows({0.0: 0.7 * b, 0.5: 0.0}, C=0.25))
     assert v[1] == NOT_MEASURED  # λ = C exactly: no row where the bound predicts growth
 
@@ -124,3 +126,41 @@ def test_still_growing_needs_both_intervals_wholly_past_their_boundaries():
     assert cv.growth_verdict(flat, contracting) == NOT_OBSERVED
     assert cv.growth_verdict(flat, straddling) == UNDECIDED
     assert cv.growth_verdict(Interval(1.9, 1.5, cv.GROWTH + 0.1), contracting) == UNDECIDED  # may double
+
+
+@pytest.mark.parametrize(
+    "q, verdict",
+    [
+        ((0.7, 0.5, 0.9), HOLDS),  # the bound's rate
+        ((0.3, 0.2, 0.45), DIFFERENT),  # slower growth
+        ((1.5, 1.2, 1.8), DIFFERENT),  # faster, within the factor 2 of an estimated C
+        ((3.0, 2.5, 3.5), REFUTED),  # faster than the bound allows even with C doubled
+        ((-0.5, -0.7, -0.3), REFUTED),  # the deviation decays where the curvature says it grows
+        ((0.1, -0.1, 0.3), NOT_OBSERVED),  # no growth told apart, ½ excluded
+        ((0.3, -0.1, 0.7), UNDECIDED),  # reaches both no growth and the bound's rate
+        ((2.0, 1.5, 2.5), UNDECIDED),  # across the factor 2
+        ((float("nan"),) * 3, NOT_MEASURED),
+        ((0.7, 0.5, float("inf")), NOT_MEASURED),
+    ],
+)
+def test_the_growth_rate_at_lambda_zero_can_be_refuted(q, verdict):
+    from cfm_jax.stats import Interval
+
+    assert cv.rate_verdict(Interval(*q)) == verdict
+
+
+def test_the_bound_trajectory_line_refutes_what_no_estimate_explains():
+    """e_k/B_k: under the bound holds; above it but under the bound with C and δ_n doubled, a different
+    constant; above even that (the 10⁹ a point rule would call a different constant) refuted."""
+    assert cv.bound_ratio_verdict(0.9, 0.4) == HOLDS
+    assert cv.bound_ratio_verdict(1.36, 0.59) == DIFFERENT
+    assert cv.bound_ratio_verdict(1e9, 4e8) == REFUTED
+    assert cv.bound_ratio_verdict(float("nan"), 0.5) == cv.bound_ratio_verdict(float("inf"), 2.0) == NOT_MEASURED
+    # from rows: a deviation 10⁴ × the planted rows' on one ridge is refuted, and the table carries both ratios
+    b = np.log1p(ETA * 0.25)
+    rows = _synthetic_rows({0.0: 0.7 * b, 1.0: -0.02})
+    t, v = _verdicts(rows)
+    assert t["0"]["max_dev_over_loose_bound"] < t["0"]["max_dev_over_bound"]
+    assert v[-2] in (HOLDS, DIFFERENT)
+    rows[1]["deviations"] = (1e4 * np.asarray(rows[1]["deviations"])).tolist()
+    assert _verdicts(rows)[1][-2] == REFUTED

@@ -82,3 +82,23 @@ def test_intervals_over_few_seeds_cover_at_their_level(seeds):
     geos = [V.geometric_mean_ci(np.exp(d)) for d in draws]
     assert 0.90 <= np.mean([m.ci_low <= 1.0 <= m.ci_high for m in means]) <= 0.99
     assert 0.90 <= np.mean([g.ci_low <= np.e <= g.ci_high for g in geos]) <= 0.99
+
+
+@pytest.mark.parametrize("seeds, method", [(7, "t"), (8, "bootstrap"), (9, "bootstrap")])
+def test_the_interval_is_the_bootstrap_from_eight_seeds_on(seeds, method):
+    """From MIN_BOOTSTRAP_SEEDS = 8 seeds the mean's interval is the percentile bootstrap of the mean (the
+    same interval cfm_jax.stats.bootstrap gives), below it the Student-t interval; the boundary itself is
+    the bootstrap's. The geometric mean follows the same rule on the logs."""
+    from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, bootstrap, mean_ci
+
+    assert MIN_BOOTSTRAP_SEEDS == 8
+    values = np.random.default_rng(seeds).normal(1.0, 0.5, seeds)
+    boot = bootstrap(lambda a: a.mean(), values)
+    mean, half = mean_ci(values)
+    expected = (boot.ci_low, boot.ci_high) if method == "bootstrap" else (mean - half, mean + half)
+    other = (mean - half, mean + half) if method == "bootstrap" else (boot.ci_low, boot.ci_high)
+    assert not np.allclose(expected, other)  # the two methods tell apart on these draws
+    got = V.mean_interval(values)
+    np.testing.assert_allclose((got.ci_low, got.ci_high), expected, rtol=1e-12)
+    geo = V.geometric_mean_ci(np.exp(values))
+    np.testing.assert_allclose((geo.ci_low, geo.ci_high), np.exp(expected), rtol=1e-12)

@@ -85,12 +85,37 @@ def test_an_installed_package_registers_its_command_by_entry_point(monkeypatch, 
     ],
 )
 def test_a_bad_entry_point_is_named(monkeypatch, value, match, capsys):
+    """A broken entry point names itself in one line on stderr and is skipped: every other command, the
+    built-in ones and another package's, still works; the broken one is an unknown command (exit 2)."""
     from cfm_experiments import cli
 
-    _entry_points(monkeypatch, ("planted", value))
-    assert cli.main(["planted", "--help"]) == 1
-    line = capsys.readouterr().err.strip()
-    assert "\n" not in line and f"entry point planted = {value} (cfm_jax.commands)" in line and match in line
+    _entry_points(monkeypatch, ("broken", value), ("planted", "_planted:COMMAND"))
+    match = match.replace("'planted'", "'broken'")
+    for argv in (["rates", "--help"], ["planted", "--help"], ["--help"]):
+        with pytest.raises(SystemExit) as exit:
+            cli.main(argv)
+        assert exit.value.code == 0, argv
+        out = capsys.readouterr()
+        (line,) = out.err.strip().splitlines()
+        assert f"entry point broken = {value} (cfm_jax.commands)" in line and match in line, line
+        assert line.startswith("cfm-jax: warning: ") and line.endswith("(its command is skipped)")
+        assert out.out.startswith("usage: cfm-jax")
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["broken", "--help"])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "entry point broken" in err[0] and "invalid choice: 'broken'" in err[1]
+
+
+def test_installed_raises_for_a_bad_entry_point_unless_it_may_skip_it(monkeypatch):
+    from cfm_experiments import registry
+
+    _entry_points(monkeypatch, ("broken", "no_such_module:X"), ("planted", "_planted:COMMAND"))
+    with pytest.raises(ValueError, match="entry point broken = no_such_module:X .* does not load"):
+        registry.installed()
+    problems: list[str] = []
+    assert list(registry.installed(problems)) == ["planted"]
+    assert len(problems) == 1 and "\n" not in problems[0] and "ModuleNotFoundError" in problems[0]
 
 
 def test_an_entry_point_cannot_replace_a_builtin_command(monkeypatch):

@@ -99,3 +99,25 @@ def test_a_second_seed_reuses_the_programs():
         PART.run(_config(T=0.2, R=2, seed=1))
     heavy = [n for n in stats.names if n in ("jit(_samples)", "jit(stage)")]
     assert not heavy, stats.names
+
+
+@pytest.mark.parametrize(
+    "estimate, inside",
+    [
+        (-0.5, True),
+        (-0.45, True),
+        (-0.55, True),
+        (-0.6, True),
+        (-0.4, True),
+        (-0.3, False),
+        (-0.7, False),
+        (-5.0, False),
+    ],
+)
+def test_within_ci_is_two_sided(estimate, inside):
+    """λ₁ = −½ against estimate ± 0.1: an estimate far below the closed form misses exactly as one far above
+    does (a one-sided check would count every estimate below λ₁ as a hit)."""
+    from cfm_experiments.sync.lyapunov import within_ci
+
+    assert within_ci(estimate, 0.1, -0.5) is inside
+    assert not within_ci(float("nan"), 0.1, -0.5) and not within_ci(-0.5, float("nan"), -0.5)

@@ -20,12 +20,12 @@ covariance over the atoms is Σ, and sup_s ‖G_s‖ is drawn 10⁵ times (once 
 laws: the uniform ball (the paper's compact support; QMC reference of ``n_ref`` points) and the
 Gaussian (exact limit; unbounded, outside the bound's assumption).
 
-The verdict is two-sided and per model (:func:`model_verdict`): a light tail alone does not hold.
-The deviation must also decay in n (the median's exponent between the smallest and the largest n,
-interval at or below :data:`DECAY`) and sit near its limit at the largest n (every q_δ over the
-limit's, interval inside :data:`LIMIT_BAND`): a sample that is light-tailed but does not decay, or
-is far from the linearised limit, is not the limit's tail. A law's line is the worst of its
-models' verdicts (:func:`cfm_experiments.verdicts.worst`), each model's stated in the line.
+The verdict is two-sided and per model (:func:`.tail_rule.model_verdict`): a light tail alone
+does not hold. The deviation must also decay in n at the claimed rate and sit near its limit at
+the largest n, each threshold derived from the claim (:mod:`.tail_rule`): a sample that is
+light-tailed but does not decay like n^{−½}, or is far from the linearised limit, is not the
+limit's tail. A law's line is the worst of its models' verdicts
+(:func:`cfm_experiments.verdicts.worst`), each model's stated in the line.
 """
 
 from __future__ import annotations
@@ -38,17 +38,18 @@ import numpy as np
 from matplotlib.ticker import NullLocator
 
 from cfm_jax import EmpiricalMeasure
-from cfm_jax.stats import Interval, bootstrap
+from cfm_jax.stats import bootstrap
 
 from ..declarations.claims import TAIL_EXPONENT
 from ..plotting import COLORS, figure, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import NOT_MEASURED, Verdict, against_band, worst
+from ..verdicts import worst
 from . import verdicts as V
 from .deviation import deviations_program, references, token_trajectory
 from .rho import rho_of
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer
 from .statistics import ci, exponent_of, tail_exponent, upper_quantiles
+from .tail_rule import decay, decay_bound, gamma_of, limit_band, model_verdict
 
 #: the tail levels δ of the exponent fit (those with ≥ MIN_BEYOND contexts beyond: :func:`deltas_for`).
 TAIL_DELTAS = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)
@@ -59,11 +60,6 @@ DIM = 4
 CHUNK = 4096
 #: draws of the linearised limit's sup_s ‖G_s‖.
 GAUSSIAN_DRAWS = 100_000
-#: near the limit: q_δ of √n·dev within this factor band of the linearised limit's q_δ.
-LIMIT_BAND = (0.5, 2.0)
-#: decaying: the median's exponent in n at most this, half the limit's −½ (a finite-n slope may be
-#: slower than the asymptotic one, but not by more than half).
-DECAY = -0.25
 RATIO_KEYS = ("value", "ci_low", "ci_high")
 #: bootstrap resamples of a row's intervals (the sorts dominate).
 TAIL_BOOT = 200
@@ -259,41 +255,6 @@ def tail_statistics(scaled, lin, deltas=TAIL_DELTAS) -> dict:
     }
 
 
-def gamma_of(entry) -> Interval:
-    return Interval(**entry["gamma"])
-
-
-def decay(sizes) -> Interval | None:
-    """The exponent in n of the deviation's median (√n·dev's over √n) from the smallest to the
-    largest n of a model's ``sizes`` (entries with ``n`` and ``median_ci``): −½ for the limit's
-    decay, 0 for none. Its interval joins the two medians' intervals at their far ends (the samples
-    are independent); None without two sizes."""
-    if len(sizes) < 2:
-        return None
-    a, b = min(sizes, key=lambda s: s["n"]), max(sizes, key=lambda s: s["n"])
-    m0, m1 = Interval(**a["median_ci"]), Interval(**b["median_ci"])
-    span = np.log(b["n"] / a["n"])
-    slope = lambda hi, lo: float(np.log(hi / lo) / span - 0.5)  # noqa: E731
-    return Interval(slope(m1.value, m0.value), slope(m1.ci_low, m0.ci_high), slope(m1.ci_high, m0.ci_low))
-
-
-def near_limit(entry) -> list[Verdict]:
-    """Per δ, q_δ over the limit's against :data:`LIMIT_BAND` (inside holds, outside refuted)."""
-    r = entry["ratio"]
-    return [against_band(lo, hi, *LIMIT_BAND) for lo, hi in zip(r["ci_low"], r["ci_high"])]
-
-
-def model_verdict(row) -> Verdict:
-    """One model's verdict: the worst of γ at the largest n against max(½, the limit's γ)
-    (:func:`~.verdicts.at_most`), its decay in n (:func:`decay`, at most :data:`DECAY`) and its
-    agreement with the limit at the largest n (:func:`near_limit`)."""
-    last = max(row["sizes"], key=lambda s: s["n"])
-    slope = decay(row["sizes"])
-    checks = [V.at_most(gamma_of(last), max(0.5, last["gamma_lin"])), *near_limit(last)]
-    checks.append(NOT_MEASURED if slope is None else against_band(slope.ci_low, slope.ci_high, high=DECAY))
-    return worst(checks)
-
-
 def _delta(d: float) -> str:
     return f"{d:.0e}".replace("e-0", "e-")
 
@@ -320,12 +281,15 @@ def exponent_line(rows, what, have) -> Claim:
     rows = sorted(rows, key=lambda r: r["rho"])
     deltas = rows[0]["deltas"]
     verdict, sizes = V.judge(worst(model_verdict(r) for r in rows), {"contexts per model": 25_000}, have)
-    lo, hi = LIMIT_BAND
+    ns = sorted(s["n"] for s in rows[0]["sizes"])
+    lo, hi = limit_band(ns[-1])
+    slowest = decay_bound(ns[0], ns[-1])
     return Claim(
         claim=r"the sup deviation has a sub-Gaussian tail, $q_\delta \propto \sqrt{\log(1/\delta)}$ "
         f"(exponent ½, as the linearised limiting Gaussian process), not a sub-exponential one (exponent 1), "
-        f"and is that limit's: it decays in n (exponent ≤ {DECAY:g}) and its quantiles are within "
-        f"[{lo:g}, {hi:g}] × the limit's, for every model: {what}",
+        f"and is that limit's up to a relative correction $1/\\sqrt n$: it decays in n (exponent ≤ {slowest:.3f} "
+        f"from n = {ns[0]} to {ns[-1]}) and its quantiles are within [{lo:.3g}, {hi:.3g}] × the limit's at "
+        f"n = {ns[-1]}, for every model: {what}",
         measured=f"{len(rows)} models, ρ at N(0, I/d); {rows[0]['config']['tail_samples']} contexts per model and n, "
         f"δ = {_delta(deltas[0])} … {_delta(deltas[-1])}, $\\log q_δ ≈ c + γ\\log\\log(1/δ)$: "
         + "; ".join(model_text(r) for r in rows),
@@ -371,7 +335,10 @@ def tail_figure(rows):
                 ax.set_xticks(x, [_delta(d) for d in sel[0]["deltas"]], fontsize=7, rotation=40)
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.set_xlabel(r"$\log(1/\delta)$ (log scale), labelled by $\delta$")
-        a1.axhspan(*LIMIT_BAND, color="0.92", zorder=0, label="band of the rule")
+        if sel:
+            a1.axhspan(
+                *limit_band(max(s["n"] for s in sel[0]["sizes"])), color="0.92", zorder=0, label="band of the rule"
+            )
         a1.axhline(1.0, color="0.6", lw=0.8)
         log_values(a0, "y")
         log_values(a1, "y")
@@ -387,24 +354,18 @@ def tail_figure(rows):
 
 __all__ = [
     "CHUNK",
-    "DECAY",
     "LAWS",
-    "LIMIT_BAND",
     "MIN_BEYOND",
     "TAIL_DELTAS",
     "TailExponent",
     "at_rho",
     "contexts",
-    "decay",
     "deltas_for",
     "exponent_line",
-    "gamma_of",
     "influence",
     "linearised_sups",
     "model_inputs",
     "model_text",
-    "model_verdict",
-    "near_limit",
     "quantile_ratios",
     "tail_figure",
     "tail_statistics",

@@ -19,7 +19,19 @@ from collections.abc import Mapping, Sequence
 
 from cfm_jax.stats import Interval, RateFit
 
-from ..verdicts import BELOW_STABLE_SIZES, DIFFERENT, HOLDS, NOT_OBSERVED, REFUTED, Verdict, code_check
+from ..verdicts import (
+    BELOW_STABLE_SIZES,
+    DIFFERENT,
+    HOLDS,
+    NOT_MEASURED,
+    NOT_OBSERVED,
+    REFUTED,
+    UNDECIDED,
+    Verdict,
+    against_claim,
+    code_check,
+    measured,
+)
 
 
 def _fmt(v) -> str:
@@ -38,38 +50,72 @@ def judge(verdict: Verdict, need: Mapping[str, float], have: Mapping[str, float]
     return verdict, f"stable from {stable}; this run: {run}"
 
 
-def independence(gamma: Interval) -> Verdict:
-    """C ∝ x^γ and the claim "C does not grow with x": the interval contains 0 or lies below it
-    (C decreases: a bound independent of x holds) → *holds*; it lies above 0 → *refuted*."""
-    return REFUTED if gamma.ci_low > 0 else HOLDS
+#: the growth exponent a claim "C does not grow with x" must exclude to hold: C ∝ √x, the growth the
+#: bounds allow when they are not independent of x (an interval that cannot tell 0 from ½ decides nothing).
+GROWTH_RESOLUTION = 0.5
+#: the decay exponent a rate interval must exclude to count: 0, no decay at all.
+NO_DECAY = 0.0
+
+
+def _usable(fits: Sequence[Interval | RateFit]) -> bool:
+    return bool(fits) and all(measured(f.ci_low, f.ci_high) for f in fits)
+
+
+def independence(gamma: Interval, resolution: float = GROWTH_RESOLUTION) -> Verdict:
+    """C ∝ x^γ and the claim "C does not grow with x": the interval reaches 0 or lies below it and
+    excludes the growth ``resolution`` (C ∝ √x by default) → *holds*; lies above 0 → *refuted*;
+    reaches both 0 and ``resolution`` → *undecided*; no interval → *not measured*."""
+    return against_claim(gamma.ci_low, gamma.ci_high, 0.0, resolution)
 
 
 def bounded_growth(kappa: Interval, bound: float) -> Verdict:
-    """log C ≈ a + κβ against a bound's exponent ``bound``: the interval lies below it → *holds with
-    a different constant* (slower than the bound says); contains it → *holds*; above it → *refuted*."""
+    """log C ≈ a + κβ against a bound's exponent ``bound`` > 0: the interval lies below it → *holds
+    with a different constant* (slower than the bound says); contains it and excludes both no growth
+    (0) and twice the bound's exponent → *holds*; contains it and reaches either → *undecided*;
+    above it → *refuted*; no interval → *not measured*."""
+    if not measured(kappa.ci_low, kappa.ci_high):
+        return NOT_MEASURED
     if kappa.ci_high < bound:
         return DIFFERENT
     if kappa.ci_low > bound:
         return REFUTED
-    return HOLDS
+    return HOLDS if kappa.ci_low > 0 and kappa.ci_high < 2 * bound else UNDECIDED
 
 
-def rate(fits: Sequence[Interval | RateFit], target: float, share: float = 0.8) -> Verdict:
+def rate(
+    fits: Sequence[Interval | RateFit], target: float, share: float = 0.8, alternative: float = NO_DECAY
+) -> Verdict:
     """Slopes of several models: *holds* when at least ``share`` of their intervals contain
-    ``target``, else *not observed*."""
-    inside = sum(f.contains(target) for f in fits)
-    return HOLDS if fits and inside >= share * len(fits) else NOT_OBSERVED
+    ``target`` and exclude ``alternative`` (no decay), else *not observed*; any interval NaN or
+    infinite, or none → *not measured*."""
+    if not _usable(fits):
+        return NOT_MEASURED
+    inside = sum(f.contains(target) and not f.contains(alternative) for f in fits)
+    return HOLDS if inside >= share * len(fits) else NOT_OBSERVED
 
 
-def all_contain(fits: Sequence[Interval | RateFit], target: float) -> Verdict:
-    """*holds* when every interval contains ``target``, else *not observed at these sizes*."""
-    return HOLDS if fits and all(f.contains(target) for f in fits) else NOT_OBSERVED
+def all_contain(fits: Sequence[Interval | RateFit], target: float, alternative: float = NO_DECAY) -> Verdict:
+    """*holds* when every interval contains ``target`` and excludes ``alternative`` (no decay), else
+    *not observed at these sizes*; any interval NaN or infinite, or none → *not measured*."""
+    return rate(fits, target, share=1.0, alternative=alternative)
 
 
-def at_most(gamma: Interval, limit: float) -> Verdict:
-    """The claim "γ ≤ limit": the interval reaches down to ``limit`` or below → *holds*; lies above
-    it → *refuted*."""
-    return REFUTED if gamma.ci_low > limit else HOLDS
+def at_most(gamma: Interval, limit: float, alternative: float | None = None) -> Verdict:
+    """The claim "γ ≤ limit": the interval lies at or below ``limit`` → *holds*; above it →
+    *refuted*; across it → *undecided*, unless an ``alternative`` above ``limit`` is named (the value
+    the claim denies): then an interval that reaches ``limit`` and excludes ``alternative`` also
+    *holds* (it is the claimed value, measured). No interval → *not measured*."""
+    return against_claim(gamma.ci_low, gamma.ci_high, limit, limit if alternative is None else alternative)
 
 
-__all__ = ["all_contain", "at_most", "bounded_growth", "code_check", "independence", "judge", "rate"]
+__all__ = [
+    "GROWTH_RESOLUTION",
+    "NO_DECAY",
+    "all_contain",
+    "at_most",
+    "bounded_growth",
+    "code_check",
+    "independence",
+    "judge",
+    "rate",
+]

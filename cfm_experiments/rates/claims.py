@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .. import verdicts as _v
 from ..protocol import Claim
 from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, Verdict
 
@@ -38,8 +39,9 @@ CLAIMS: tuple[tuple[str, str | None, str], ...] = (
 
 
 def counts(fit: dict) -> bool:
-    """Whether a fit enters its claim's verdict: not floor-limited, and a CI that excludes 0."""
-    return bool(fit["meaningful"]) and (fit["ci_high"] < 0 or fit["ci_low"] > 0)
+    """Whether a fit enters its claim's verdict: not floor-limited, a finite CI, and one that excludes 0."""
+    lo, hi = float(fit["ci_low"]), float(fit["ci_high"])
+    return bool(fit["meaningful"]) and _v.measured(lo, hi) and (hi < 0 or lo > 0)
 
 
 def agrees(fit: dict) -> bool:

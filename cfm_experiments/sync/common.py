@@ -31,17 +31,17 @@ from scipy import stats
 from cfm_jax.stochastic import random_tokens
 
 from ..declarations.sync import REALISATIONS
-from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, Verdict
+from ..verdicts import HOLDS, REFUTED, Verdict, against_claim
 
 #: the significance at which a set of intervals missing a claimed value refutes it.
 ALPHA = 0.01
 
 
 def order_verdict(ci_low: float, ci_high: float, order: float) -> Verdict:
-    """The verdict on ``error = O(x^{-order})`` from the 95 % interval of the fitted slope."""
-    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        return NOT_MEASURED
-    return HOLDS if ci_low <= -order else REFUTED
+    """The verdict on ``error = O(x^{-order})`` from the 95 % interval of the fitted slope: reaching
+    −order or below it and excluding 0 (no convergence) holds; wholly above −order refuted; reaching
+    both −order and 0 undecided; no interval (NaN or infinite) not measured."""
+    return against_claim(ci_low, ci_high, -order, 0.0)
 
 
 def miss_probability(misses: int, n: int, level: float = 0.95) -> float:

@@ -56,6 +56,12 @@ def step_for(kernel: NoiseKernel, d: int, base: float) -> float:
     return min(base, 3 * base / (d * kernel.kappa1))
 
 
+def within_ci(estimate: float, half_width: float, value: float) -> bool:
+    """Whether the interval ``estimate ± half_width`` contains ``value`` (on either side; a NaN
+    estimate or half-width contains nothing)."""
+    return bool(abs(estimate - value) <= half_width)
+
+
 class Lyapunov(Part):
     name = "lyapunov"
     title = (
@@ -119,7 +125,7 @@ class Lyapunov(Part):
             "estimate": est.estimate,
             "ci_half_width": est.ci_half_width,
             "closed_form": closed,
-            "within_ci": bool(abs(est.estimate - closed) <= est.ci_half_width),
+            "within_ci": within_ci(est.estimate, est.ci_half_width, closed),
             "dt": dt,
             "steps": steps,
         }
@@ -222,4 +228,14 @@ def lyapunov_figure(table: list[dict]):
     return fig
 
 
-__all__ = ["ACTS", "DIMS", "GROUPS", "Lyapunov", "coverage_claim", "lyapunov_figure", "lyapunov_table", "step_for"]
+__all__ = [
+    "ACTS",
+    "DIMS",
+    "GROUPS",
+    "Lyapunov",
+    "coverage_claim",
+    "lyapunov_figure",
+    "lyapunov_table",
+    "step_for",
+    "within_ci",
+]
