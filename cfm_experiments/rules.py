@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from cfm_jax.stats import Interval, RateFit
 
-from .claims import tail_rule as tail, token_sample, verdicts as claim_rules
+from .claims import rho, tail_rule as tail, token_sample, verdicts as claim_rules
 from .claims.tail_exponent import TAIL_DELTAS
 from .ogd import curvature, verdicts as ogd_rules
 from .rates.claims import verdict as rates_verdict
@@ -128,6 +128,13 @@ RULES: tuple[Rule, ...] = (
         lambda lo, hi: claim_rules.at_most(_iv(lo, hi), 0.5, alternative=1.0),
         0.5,
         1.0,
+    ),
+    Rule(
+        "claims.rho.law_rule (b against 1, 0 the alternative)",
+        rho.law_rule,
+        lambda lo, hi: rho.law_rule(_iv(-0.05, 0.05), _iv(lo, hi)),
+        1.0,
+        0.0,
     ),
     Rule(
         "ogd.slope_verdict",
@@ -271,6 +278,7 @@ NOT_ON_INTERVALS: dict[Callable, str] = {
     worst: "the weakest of verdicts already reached",
     code_check: "an identity of the implementation: a boolean",
     claim_rules.judge: "withholds a verdict below the rule's stable sizes",
+    rho.law_verdict: "rho.law_rule on the regression it fits to the models",
     sync_common.coverage_verdict: "counts of intervals missing a value (Binomial tails)",
 }
 

@@ -1,5 +1,7 @@
-"""claims.rho: the candidate law, per-model ρ, the selection that fills the ρ bins, the size buckets,
-the regression verdict on synthetic slopes, and bins that agree across two independent draws."""
+"""claims.rho: the candidate law, per-model ρ, candidates inside the declared β range, the option's
+refusals, the selection that fills the ρ bins, the size buckets, the regression verdict on synthetic
+slopes pooled over draws, bins that agree across two independent draws, and the pooled verdict the
+same for four base seeds at its stated sizes (slow)."""
 
 import math
 
@@ -8,8 +10,9 @@ import pytest
 
 from cfm_experiments.claims import rho as R
 from cfm_experiments.protocol import Settings
+from cfm_jax.stats import Interval
 
-HAVE = {"largest n": 10240, "models per bin": 16, "contexts": 2}
+HAVE = {"largest n": 10240, "models per bin": 16, "contexts": 2, "draws": 6}
 RANGE = (0.5, 16.0)
 
 
@@ -64,6 +67,37 @@ def test_the_part_reports_the_rho_of_its_models():
     np.testing.assert_allclose(alone["Q"][0], params["Q"][1], rtol=1e-6)
 
 
+def test_candidates_lie_in_the_declared_beta_range_log_uniformly():
+    """Every candidate's β lies in ``--rho-beta-range`` (its edges included, in float32), and about half
+    of them below the range's geometric mean (log-uniform), for a narrow and a wide range."""
+    for lo, hi in ((0.5, 16.0), (2.0, 2.5), (1e-3, 1e4)):
+        beta, _ = R.candidates(R.model_key(3, 1), np.arange(512), np.asarray([lo, hi]), layers=1)
+        beta = np.asarray(beta, np.float64)
+        assert beta.min() >= np.float32(lo) and beta.max() <= np.float32(hi), (lo, hi, beta.min(), beta.max())
+        below = np.mean(beta < np.sqrt(lo * hi))
+        assert 0.4 < below < 0.6, (lo, hi, below)
+        assert beta.min() < lo * (hi / lo) ** 0.05 and beta.max() > hi * (lo / hi) ** 0.05  # the whole range
+
+
+def test_a_rho_that_is_not_finite_falls_in_no_bin():
+    np.testing.assert_array_equal(R._bin_of([0.5, np.nan, np.inf, 7.0, 1.0]), [0, -1, -1, 4, 1])
+
+
+@pytest.mark.parametrize(
+    "values", [["16", "0.5"], ["0.5", "4", "16"], ["0.5", "1e40"], ["0", "16"], ["1e-50", "1"]], ids=str
+)
+def test_a_bad_beta_range_is_refused_at_option_checking(values, tmp_path, capsys):
+    """Reversed, three numbers, a high end that overflows float32 logits, a low end of 0 or below
+    float32: one line on stderr naming the option, exit 2, no results folder."""
+    from cfm_experiments import cli
+
+    out = tmp_path / "never"
+    assert cli.main(["claims", "--parts", "rho", "--rho-beta-range", *values, "--no-progress", "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--rho-beta-range" in lines[0], lines
+    assert not out.exists()
+
+
 def test_select_keeps_the_first_candidates_of_each_bin():
     """Every bin gets ``per_bin`` candidates whose ρ lies in it, and they are the first such in index
     order (the selection reads ρ alone: no candidate of the bin is skipped)."""
@@ -79,6 +113,7 @@ def test_select_keeps_the_first_candidates_of_each_bin():
         assert idx == inside[:per_bin], (b, idx, inside)
     other = R.select(1, per_bin, RANGE, layers=1)
     assert other != chosen  # another seed, another draw
+    assert R.select(0, per_bin, RANGE, layers=1, draw=1) != chosen  # another draw of the same seed
 
 
 def test_select_refuses_what_it_cannot_fill():
@@ -94,15 +129,17 @@ def test_buckets_keep_large_sizes_alone():
     assert R.buckets([10, 40, 160, 640, 2560, 10240]) == [[10, 40], [160, 640], [2560], [10240]]
 
 
-def _models(rhos, slope_of, rng, ns=(640, 2560, 10240)):
-    """Per model (its bin from its ρ): a mean deviation ∝ n^{slope} ending with the given slope, 4
-    contexts of small noise."""
+def _models(rhos, slope_of, rng, ns=(640, 2560, 10240), draws=1):
+    """Per model (its bin from its ρ), in each of ``draws`` draws: a mean deviation ∝ n^{slope} ending
+    with the given slope, 4 contexts of small noise."""
     out = []
-    for rho in rhos:
-        s = slope_of(rho)
-        values = np.asarray(ns, float) ** s * np.exp(0.02 * rng.standard_normal((4, len(ns))))
-        b = int(np.searchsorted(R.RHO_BINS, rho, side="right") - 1)
-        out.append({"config": {"rho_bin": b}, "ns": list(ns), "beta": [1.0], "rho": [rho], "values": [values.tolist()]})
+    for k in range(draws):
+        for rho in rhos:
+            s = slope_of(rho)
+            values = np.asarray(ns, float) ** s * np.exp(0.02 * rng.standard_normal((4, len(ns))))
+            b = int(np.searchsorted(R.RHO_BINS, rho, side="right") - 1)
+            config = {"rho_bin": b, "draw": k}
+            out.append({"config": config, "ns": list(ns), "beta": [1.0], "rho": [rho], "values": [values.tolist()]})
     return R.per_model(out)
 
 
@@ -115,6 +152,45 @@ def test_the_regression_verdict_on_synthetic_slopes():
     assert R.rho_line(flat, HAVE).verdict == "refuted at these sizes"
     assert R.rho_line(law, HAVE | {"largest n": 2560}).verdict == "inconclusive at these sizes"
     assert R.rho_line(law, HAVE | {"models per bin": 8}).verdict == "inconclusive at these sizes"
+    assert R.rho_line(law, HAVE | {"draws": 1}).verdict == "inconclusive at these sizes"
+
+
+@pytest.mark.parametrize(
+    "a, b, verdict",
+    [
+        ((-0.1, 0.1), (0.8, 1.2), "holds"),
+        ((-0.1, 0.1), (0.3, 0.9), "refuted at these sizes"),
+        ((-0.1, 0.1), (1.1, 1.4), "refuted at these sizes"),
+        ((-0.1, 0.1), (-0.2, 1.3), "undecided: interval straddles the boundary"),
+        ((0.1, 0.3), (0.8, 1.2), "not observed at these sizes"),
+        ((-0.1, 0.1), (float("nan"), float("nan")), "not measured: no usable rows"),
+        ((-0.1, 0.1), (-float("inf"), float("inf")), "not measured: no usable rows"),
+        ((0.1, -0.1), (0.8, 1.2), "not measured: no usable rows"),
+    ],
+)
+def test_the_law_rule_is_total(a, b, verdict):
+    """Every interval pair reads a verdict of the vocabulary: NaN, infinite or reversed ones *not
+    measured* (never *refuted* on no data), a b that reaches both 1 and 0 *undecided*."""
+    iv = lambda lo, hi: Interval(0.5 * (lo + hi), lo, hi)  # noqa: E731
+    assert R.law_rule(iv(*a), iv(*b)) == verdict
+
+
+def test_the_line_pools_the_draws_and_prints_each_draws_own_verdict():
+    """Three draws: the verdict is the pooled regression's over all models; the line says how many draws
+    and models it pooled and each draw's own verdict — here one draw holding the law, two without
+    the transition, pooled *refuted*."""
+    rng = np.random.default_rng(2)
+    rhos = np.linspace(0.3, 6.0, 20)
+    law = _models(rhos, lambda r: float(R.predicted_slope(r)), rng)
+    flat = _models(rhos, lambda r: -0.5, rng, draws=2)
+    for m in flat:
+        m["draw"] += 1
+    line = R.rho_line(law + flat, HAVE)
+    assert line.verdict == "refuted at these sizes"
+    assert "3 independent draws pooled, 60 models" in line.measured, line.measured
+    own = line.measured.split("each draw alone (20 models): ")[1].split("; ")
+    assert [x.split(",")[0][:10] for x in own] == ["draw 0: b ", "draw 1: b ", "draw 2: b "]
+    assert own[0].endswith("holds") and all(x.endswith("refuted at these sizes") for x in own[1:]), own
 
 
 def test_binned_slopes_cover_the_bins():
@@ -144,6 +220,7 @@ def _bins(seed):
     """The part's bins (configs → run → per_model → binned) at tiny sizes, one layer."""
     values = {
         "seed": seed,
+        "rho_draws": 1,
         "rho_per_bin": 16,
         "rho_beta_range": RANGE,
         "rho_ns": (8, 32, 128),
@@ -165,3 +242,23 @@ def test_bins_agree_across_two_independent_draws():
         assert x["models"] == y["models"] == 16
         sx, sy = x["slope"], y["slope"]
         assert sx.ci_low <= sy.ci_high and sy.ci_low <= sx.ci_high, (x["label"], sx, sy)
+
+
+def _verdict(seed):
+    """The ρ line's verdict (and its measured text) of the default run's rho part at base seed ``seed``."""
+    import cfm_experiments
+
+    parts = cfm_experiments.COMMANDS["claims"].select(["rho"])
+    defaults = cfm_experiments.resolve(parts)
+    settings = Settings(False, {k: defaults[k] for k in defaults} | {"seed": seed})
+    part = parts[0]
+    rows = [{"config": c, **part.run(c)} for c in part.configs(settings)]
+    line = part.summarize(rows, settings).claims[0]
+    return line.verdict, line.measured
+
+
+@pytest.mark.slow  # the default sizes (6 draws × 80 models, n ≤ 10240) four times: ~20 min on two idle cores
+def test_the_pooled_verdict_is_the_same_for_four_base_seeds():
+    """The stated sizes are those at which independent draws agree: four base seeds, one verdict."""
+    verdicts = [_verdict(seed) for seed in range(4)]
+    assert len({v for v, _ in verdicts}) == 1, verdicts

@@ -132,8 +132,10 @@ def test_the_table_and_the_figure_show_every_quantity_and_reference():
     rows = [_row(e, np.sqrt(e**2 + 0.03**2), scale=s, horizon=h) for s, h in ((0.1, 0.05), (1.0, 0.5), (10.0, 5.0))]
     data = [T.per_horizon(r) for r in rows]
     text = T.table(data)
-    assert len(text.splitlines()) == 1 + 3 * 4 + 1
-    references = [line.split()[4] for line in text.splitlines()[1:-1]]  # s, H, H/√d, quantity, reference
+    # the three planted horizons have the same errors: the last two repeat the first
+    assert len(text.splitlines()) == 1 + 3 * 4 + 2 + 1 and text.count("repeats a smaller horizon") == 2
+    body = [line for line in text.splitlines()[1:-1] if "repeats" not in line]
+    references = [line.split()[4] for line in body]  # s, H, H/√d, quantity, reference
     assert references == ["exact", "Monte-Carlo"] * 6
     fig = T.token_figure(rows, data)
     axes = fig.axes
@@ -145,3 +147,42 @@ def test_the_table_and_the_figure_show_every_quantity_and_reference():
         assert "exact reference" in labels and any(t.startswith("Monte-Carlo reference") for t in labels)
     labels = [t.get_text() for t in legends[2].get_texts()]  # pyright: ignore[reportOptionalMemberAccess]
     assert {f"{q}, {r}" for q in T.QUANTITIES.values() for r in T.REFERENCES.values()} <= set(labels)
+
+
+def test_the_floor_model_is_the_reference_error_adding_in_quadrature():
+    """Errors n^{-1/2} exactly and a Monte-Carlo error √(n^{-1} + n_ref^{-1}) (independent errors adding):
+    the measured Δβ, prefactor ratio and err_MC/err (paired fits over seeds) are the floor model's
+    prediction from the exact slope, err_MC/err = √(1 + n/n_ref) ≥ 1 at every n while the intercept
+    ratio at n = 1 is below 1; below n_ref a steeper exact slope predicts a smaller floor."""
+    n_ref = 2000
+    e = np.tile(np.asarray(NS, float) ** -0.5, (3, 1))
+    row = _row(e, np.sqrt(e**2 + 1 / n_ref))
+    row["config"]["n_ref"] = n_ref
+    h = T.per_horizon(row)["mean"]
+    np.testing.assert_allclose(h["exact"]["slope"], -0.5, atol=1e-12)
+    np.testing.assert_allclose(h["error_ratio"], np.sqrt(1 + np.asarray(NS) / n_ref), rtol=1e-12)
+    np.testing.assert_allclose(h["floor"]["error_ratio"], h["error_ratio"], rtol=1e-12)
+    np.testing.assert_allclose(h["floor"]["delta"], h["delta"]["value"], atol=1e-12)
+    np.testing.assert_allclose(h["floor"]["ratio"], h["ratio"]["value"], rtol=1e-12)
+    assert h["delta"]["value"] > 0.02 and h["ratio"]["value"] < 1 and min(h["error_ratio"]) > 1
+    root, steep = T.floor_model(NS, -0.5, 10_000), T.floor_model(NS, -1.0, 10_000)  # every n below n_ref
+    assert 0 < steep["delta"] < root["delta"] and 1 < steep["error_ratio"][-1] < root["error_ratio"][-1]
+
+
+def test_distinct_horizons_are_those_whose_errors_change():
+    """A horizon whose errors are within REPEAT of the last distinct one's at every n repeats it; 5 %
+    at one n is new information, and a later horizon is compared with the last distinct one."""
+    e = _planted()
+    mc = np.sqrt(e**2 + 0.03**2)
+    bump = np.ones(len(NS))
+    bump[-1] = 1.05
+    rows = [
+        _row(e, mc, horizon=0.1),
+        _row(e * (1 + T.REPEAT / 4), mc, horizon=0.2),
+        _row(e * bump, mc, horizon=1.0),
+        _row(e * bump * (1 + T.REPEAT / 4), mc, horizon=2.0),
+    ]
+    data = [T.per_horizon(r) for r in rows]
+    assert T.distinct(data) == [True, False, True, False]
+    line = T.bias_line("mean", data, dict(T.STABLE["mean"]), 10_000)
+    assert "2 of them distinct" in line.measured and "floor model" in line.measured, line.measured

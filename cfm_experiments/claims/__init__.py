@@ -17,14 +17,16 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`; the v
   in β against the bound's e^{2β});
 - ``tails``: the tail quantiles' n^{-1/2} decay over 512 contexts;
 - ``suprema``: the paper's constant as a supremum searched over θ within the norm ball and over
-  Gaussian context laws within an energy budget (E‖z‖² ≤ 1, and ≤ d so that √d growth could show),
-  by projected ascent through the n-point system and the exact limit from the constructions, the
-  trivial model and random starts, vs d and H; each row reports the ascent's gain over its start
-  and the best trivial model, and a "supremum" that does not beat them withholds its verdict;
+  laws supported in the ball B_1 (four atoms: an exact limit), beside the a-priori bound there, by
+  projected ascent through the n-point system until it converges, from the constructions (the
+  aligned corner, Q = K = V = I), the trivial model and random starts, vs d and H; Gaussian laws
+  within an energy budget as a labelled contrast without a verdict; each row reports the ascent's
+  gain over its start, its steps and the best trivial model, and a "supremum" that does not beat
+  them, did not converge or does not decay like n^{-1/2} withholds its verdict;
 - ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H, on N(0, I/d)
   and on N(0, I), beside the best fixed start;
 - ``rho``: the Gaussian rate's local slope at n ≥ 10⁴ against ρ = 2‖QᵀK‖σ²/d, with models drawn to
-  fill every ρ bin;
+  fill every ρ bin, pooled over independent draws (each draw's own verdict beside the pooled one);
 - ``tail_exponent``: the tail exponent with 25000 contexts per model down to δ = 10⁻³, for models
   spanning ρ, against the linearised limiting Gaussian process (exponent and quantiles, two-sided);
 - ``bounds`` and ``curvature`` (optional; :data:`cfm_experiments.ogd.CLAIM_PARTS`, also parts of
@@ -32,7 +34,7 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`; the v
   ridge threshold where curvature makes it act;
 - ``token_sample`` (optional): another paper's measurement (Bohbot et al.'s token sample complexity
   of one attention layer) redone against the exact Gaussian limit, beside the Monte-Carlo
-  reference it used.
+  reference it used and the floor model that predicts what that reference does.
 
 Docs: ``docs/claims.md``.
 """

@@ -27,6 +27,25 @@ intervals over seeds (:func:`cfm_jax.stats.mean_ci`); each slope's interval is
 :func:`cfm_jax.stats.fit_loglog`'s. Computed in float32 (the errors are 10⁻³ and more of their
 quantities, far above its round-off).
 
+What the Monte-Carlo numbers measure follows mostly from arithmetic. If the n-point error and the
+reference's own are independent, of sizes err(n) = c·n^β and err(n_ref), the error against the
+reference is
+
+    err_MC(n) = √(err(n)² + err(n_ref)²)        (the floor model; at β = −1/2: c·√(1/n + 1/n_ref)),
+
+whose fitted slope is flatter and whose fitted prefactor, an intercept at n = 1, is lower, while at
+every measured n err_MC/err = √(1 + (n/n_ref)^{−2β}) ≥ 1: the Monte-Carlo referenced error is
+*larger*. :func:`floor_model` predicts Δβ, the prefactor ratio and err_MC/err from the exact
+reference's own fit; the line prints each prediction beside the measured number, and the measured
+err_MC/err at the smallest and the largest n instead of the intercept alone. Where the measured
+numbers follow the prediction, the reference adds its own error and nothing else.
+
+At small horizons the layer is linear in its logits' scale (the softmax is uniform to first order),
+so its errors do not change with s: such a horizon repeats a smaller one. :func:`distinct` keeps a
+horizon as information when its errors (both quantities, both references) differ from those of the
+last distinct horizon by more than :data:`REPEAT` at some n, and the table and the line say which
+horizons repeat.
+
 The claim line, per quantity: the Monte-Carlo reference biases the fitted slope, by more than
 :data:`NEGLIGIBLE`, at every horizon: *holds* when every Δβ interval lies outside ±NEGLIGIBLE,
 *refuted* when one lies inside it, *undecided* otherwise; withheld below the sizes at which it was
@@ -60,6 +79,8 @@ DTYPE = jnp.float32
 NEGLIGIBLE = 0.01
 QUANTITIES = {"mean": "mean", "cov": "covariance"}
 REFERENCES = {"exact": "exact", "mc": "Monte-Carlo"}
+#: a horizon repeats the last distinct one when its errors differ from them by less than this (relative) at every n.
+REPEAT = 0.02
 #: the paper's sizes (``--token-paper-grid``): 12 context sizes from 1000 to 30000, 200 contexts each.
 PAPER_NS = tuple(int(n) for n in np.geomspace(1000, 30000, 12).astype(int))
 PAPER_CONTEXTS = 200
@@ -204,6 +225,17 @@ def _paired(ns, exact, mc) -> dict:
     }
 
 
+def floor_model(ns, slope: float, n_ref: int) -> dict:
+    """The floor model's prediction (module docstring) on the grid ``ns`` for an exact-reference error
+    c·n^``slope``: ``delta`` (β_MC − β_exact), ``ratio`` (the fitted prefactors' ratio, at n = 1) and
+    ``error_ratio`` (err_MC/err at each n); c cancels."""
+    lx = np.log(np.asarray(ns, np.float64))
+    exact = slope * lx
+    mc = 0.5 * np.log(np.exp(2 * exact) + float(n_ref) ** (2 * slope))
+    b, a = np.polyfit(lx, mc, 1)
+    return {"delta": float(b - slope), "ratio": float(np.exp(a)), "error_ratio": np.exp(mc - exact).tolist()}
+
+
 def per_horizon(row: dict) -> dict:
     """One scale's fits: per quantity, each reference's :func:`cfm_jax.stats.fit_loglog` and the paired
     differences (:func:`_paired`); the Monte-Carlo reference's own errors, ‖m_ref − m‖·√n_ref and
@@ -216,7 +248,13 @@ def per_horizon(row: dict) -> dict:
     }
     for q in QUANTITIES:
         fits = {ref: fit_loglog(ns, np.asarray(row[f"{q}_{ref}"]).T).as_dict() for ref in REFERENCES}
-        out[q] = {**fits, **_paired(ns, row[f"{q}_exact"], row[f"{q}_mc"])}
+        ratio = np.exp(np.log(np.asarray(row[f"{q}_mc"]) / np.asarray(row[f"{q}_exact"])).mean(axis=0))
+        out[q] = {
+            **fits,
+            **_paired(ns, row[f"{q}_exact"], row[f"{q}_mc"]),
+            "error_ratio": ratio.tolist(),  # err_MC/err at each n, geometric mean over seeds
+            "floor": floor_model(ns, fits["exact"]["slope"], int(cfg["n_ref"])),
+        }
     out["ref_mean_error"] = float(np.mean(row["ref_mean_error"]) * math.sqrt(cfg["n_ref"]))
     out["ref_cov_error"] = float(np.mean(row["ref_cov_error"]) / row["cov_norm"])
     out["ns"] = ns
@@ -229,6 +267,19 @@ def per_horizon(row: dict) -> dict:
     return out
 
 
+def distinct(data: list[dict]) -> list[bool]:
+    """Per horizon (in increasing order), whether it adds information: its errors (both quantities and
+    references, geometric means over seeds) differ by more than :data:`REPEAT` at some n from those
+    of the last distinct horizon (the first always does)."""
+    keep, last = [], None
+    for h in data:
+        e = np.log([h["errors"][q][ref] for q in QUANTITIES for ref in REFERENCES])
+        new = last is None or bool(np.max(np.abs(e - last)) > np.log1p(REPEAT))
+        keep.append(new)
+        last = e if new else last
+    return keep
+
+
 def _ci(entry: dict, fmt: str = "+.3f") -> str:
     return f"{entry['value']:{fmt}} [{entry['ci_low']:{fmt}}, {entry['ci_high']:{fmt}}]"
 
@@ -238,19 +289,29 @@ def table(data: list[dict]) -> str:
     reference its Δβ and prefactor ratio against the exact one."""
     head = (
         f"{'s':>7} {'H':>7} {'H/√d':>6}  {'quantity':<10} {'reference':<11} {'slope β [95 % CI]':<26} "
-        f"{'prefactor':>9}  {'Δβ = β_MC − β_exact':<26} {'c_MC / c_exact':<22}"
+        f"{'prefactor':>9}  {'Δβ = β_MC − β_exact':<26} {'(floor)':>7}  {'c_MC / c_exact':<22} {'(floor)':>7}  "
+        f"{'err_MC/err, n first…last':<24} {'(floor)':<13}"
     )
     lines = [head]
-    for h in data:
+    for h, new in zip(data, distinct(data)):
         for q, label in QUANTITIES.items():
             for ref, name in REFERENCES.items():
-                f = h[q][ref]
+                f, fl = h[q][ref], h[q]["floor"]
                 slope = _ci({"value": f["slope"], "ci_low": f["ci_low"], "ci_high": f["ci_high"]})
-                extra = f"{_ci(h[q]['delta']):<26} {_ci(h[q]['ratio'], '.3f'):<22}" if ref == "mc" else ""
+                er = h[q]["error_ratio"]
+                extra = (
+                    f"{_ci(h[q]['delta']):<26} {fl['delta']:+7.3f}  {_ci(h[q]['ratio'], '.3f'):<22} "
+                    f"{fl['ratio']:7.3f}  {f'{er[0]:.3f} … {er[-1]:.3f}':<24} "
+                    f"{fl['error_ratio'][0]:.3f} … {fl['error_ratio'][-1]:.3f}"
+                    if ref == "mc"
+                    else ""
+                )
                 lines.append(
                     f"{h['scale']:7.3g} {h['horizon']:7.3g} {h['horizon_logits']:6.3g}  {label:<10} {name:<11} "
                     f"{slope:<26} {f['prefactor']:9.3g}  {extra}".rstrip()
                 )
+        if not new:
+            lines.append(f"{'':>7} (H = {h['horizon']:.3g} repeats a smaller horizon: errors within {REPEAT:.0%})")
     lines.append(
         "Monte-Carlo reference's own error: ‖m_ref − m‖·√n_ref "
         + ", ".join(f"{h['ref_mean_error']:.2f}" for h in data)
@@ -287,19 +348,30 @@ def bias_line(q: str, data: list[dict], have: dict, n_ref: int) -> Claim:
     flat = sum(d["ci_low"] > NEGLIGIBLE for d in deltas)
     steep = sum(d["ci_high"] < -NEGLIGIBLE for d in deltas)
     first, last = data[0], data[-1]
+    keep = distinct(data)
+    fl = [h[q]["floor"] for h in data]
+    er = [h[q]["error_ratio"] for h in data]
     if q == "mean":
         own = [h["ref_mean_error"] for h in data]
         own_text = f"‖m_ref − m‖·√n_ref from {min(own):.2f} to {max(own):.2f}"
     else:
         own = [100 * h["ref_cov_error"] for h in data]
         own_text = f"‖C_ref − C‖_F/‖C‖_F from {min(own):.0f} to {max(own):.0f} %"
+    ns = first["ns"]
     measured = (
-        f"{len(data)} horizons H = {first['horizon']:.3g}…{last['horizon']:.3g}; Δβ = β_MC − β_exact at the "
-        f"smallest {_ci(first[q]['delta'], '+.2f')}, at the largest {_ci(last[q]['delta'], '+.2f')} "
-        f"(slopes {first[q]['exact']['slope']:+.2f} → {first[q]['mc']['slope']:+.2f} and "
+        f"{len(data)} horizons H = {first['horizon']:.3g}…{last['horizon']:.3g}, {sum(keep)} of them distinct "
+        f"(the others repeat a smaller one: the layer is linear there); Δβ = β_MC − β_exact at the smallest "
+        f"{_ci(first[q]['delta'], '+.3f')} (floor model {fl[0]['delta']:+.3f}), at the largest "
+        f"{_ci(last[q]['delta'], '+.3f')} (floor model {fl[-1]['delta']:+.3f}) (slopes "
+        f"{first[q]['exact']['slope']:+.2f} → {first[q]['mc']['slope']:+.2f} and "
         f"{last[q]['exact']['slope']:+.2f} → {last[q]['mc']['slope']:+.2f}); flatter at {flat}, steeper at {steep} "
-        f"of {len(data)} horizons; prefactor c_MC/c_exact {min(ratios):.2f}…{max(ratios):.2f}; the reference's "
-        f"own error: {own_text}"
+        f"of {len(data)} horizons; the fitted prefactor ratio c_MC/c_exact (an intercept at n = 1) "
+        f"{min(ratios):.2f}…{max(ratios):.2f} (floor model {min(f['ratio'] for f in fl):.2f}…"
+        f"{max(f['ratio'] for f in fl):.2f}); the measured error ratio err_MC/err at n = {ns[0]} "
+        f"{min(e[0] for e in er):.3f}…{max(e[0] for e in er):.3f} and at n = {ns[-1]} "
+        f"{min(e[-1] for e in er):.3f}…{max(e[-1] for e in er):.3f} (floor model "
+        f"{fl[0]['error_ratio'][0]:.3f} and {fl[0]['error_ratio'][-1]:.3f} at the smallest horizon); the "
+        f"reference's own error: {own_text}"
     )
     verdict, sizes_text = V.judge(bias_verdict(deltas), STABLE[q], have)
     return Claim(
@@ -366,11 +438,14 @@ __all__ = [
     "NEGLIGIBLE",
     "PAPER_CONTEXTS",
     "PAPER_NS",
+    "REPEAT",
     "STABLE",
     "TokenSample",
     "base_layer",
     "bias_line",
     "bias_verdict",
+    "distinct",
+    "floor_model",
     "errors",
     "horizon",
     "per_horizon",

@@ -156,7 +156,9 @@ def uniform_line(scan, label_x, x_of, have, energy: Energy) -> Claim:
             r"count p (heads, $\sum_h ‖V_h‖ \leq 1$)"
         )
         rule, need = V.independence(gamma), {"steps": 60, "contexts": 16, "largest H": 8}
-    verdict, searched = search_verdict(entries, rule)
+    verdict, searched = search_verdict(
+        entries, rule, "every context's supremum improved on the best fixed start and beats the trivial models"
+    )
     verdict, sizes = V.judge(verdict, need, have)
     values = "; ".join(
         f"{x}: {ci(u['interval'])} (best fixed start {u['fixed'].value:.3g}, gain {ci(u['gain'], fmt='+.3g')}; "
@@ -166,7 +168,7 @@ def uniform_line(scan, label_x, x_of, have, energy: Energy) -> Claim:
     return Claim(
         claim=claim,
         measured=f"E sup found (95 % CI over contexts): {values}; $∝ {label_x}^γ$, γ = {ci(gamma, fmt='+.3f')}; "
-        + searched.replace("on its start", "on the best fixed start").replace("supremum", "context's supremum"),
+        + searched.replace("on its start", "on the best fixed start"),
         verdict=verdict,
         figure="uniform.png",
         sizes=sizes,

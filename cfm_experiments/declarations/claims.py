@@ -22,7 +22,7 @@ NS = Option(
 )
 LAYERS = Option("layers", 4, "layers L (one Euler step each: the residual network)", low=1)
 SUP_N = Option("sup_n", 128, "context size n of the ascents", low=2, quick=64)
-SUP_STEPS = Option("sup_steps", 60, "projected-ascent steps", low=1, quick=30)
+SUP_STEPS = Option("sup_steps", 60, "projected-ascent steps (of each stretch of the suprema's ascent)", low=1, quick=30)
 SUP_CONTEXTS = Option("sup_contexts", 16, "common random contexts of each ascent", low=1, quick=8)
 SUP_AT_DIM = Option("sup_at_dim", 4, "d of the heads sweeps (one of --sup-dims and --uni-dims)", low=1, quick=2)
 
@@ -127,6 +127,14 @@ SUPREMA = Declaration(
         Option("sup_eval_contexts", 32, "held-out contexts", low=2, quick=16, why=INTERVAL),
         SUP_N,
         SUP_STEPS,
+        Option(
+            "sup_stretches",
+            8,
+            "most stretches of --sup-steps steps of each ascent (it stops earlier once no start gains half a percent)",
+            low=2,
+            quick=4,
+            why="a gain needs two stretches",
+        ),
         SUP_CONTEXTS,
         LAYERS,
     ),
@@ -190,6 +198,13 @@ RHO = Declaration(
             why="local slopes need three sizes",
         ),
         Option("rho_contexts", 2, "contexts per model", low=2, why=INTERVAL),
+        Option(
+            "rho_draws",
+            6,
+            "independent draws of models pooled in the ρ line (each fills every bin with --rho-per-bin models)",
+            low=1,
+            quick=1,
+        ),
         LAYERS,
     ),
 )
