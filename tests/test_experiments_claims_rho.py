@@ -257,7 +257,7 @@ def _verdict(seed):
     return line.verdict, line.measured
 
 
-@pytest.mark.slow  # the default sizes (6 draws × 80 models, n ≤ 10240) four times: ~20 min on two idle cores
+@pytest.mark.long  # the default sizes (6 draws × 80 models, n ≤ 10240) four times: ~20 min on two idle cores
 def test_the_pooled_verdict_is_the_same_for_four_base_seeds():
     """The stated sizes are those at which independent draws agree: four base seeds, one verdict."""
     verdicts = [_verdict(seed) for seed in range(4)]
