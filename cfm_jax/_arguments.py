@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
+from ._validation import check, is_concrete
+
 
 def as_array(name: str, x) -> jax.Array:
     """``jnp.asarray(x)``; what is not an array of numbers (a string, None, a dict…) raises
@@ -47,3 +49,20 @@ def static_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
     return int(value)
+
+
+def real_number(name: str, value, *, positive: bool = False):
+    """``value``, a real scalar (a traced one too): ``ValueError`` naming ``name`` for anything else;
+    its value finite (and > 0 with ``positive``) checked by the one value check and returned with it,
+    so that under a caller's jit the check travels with the value."""
+    concrete = is_concrete(value)
+    try:  # a concrete value in NumPy: no eager program per call, no tracer made of a constant in a jit
+        a = np.asarray(value) if concrete else value
+    except (TypeError, ValueError):
+        a = np.asarray(None)
+    if np.ndim(a) or np.dtype(a.dtype).kind not in "iuf":
+        raise ValueError(f"`{name}` must be a real number{' > 0' if positive else ''}, got {value!r:.60}.")
+    xp = np if concrete else jnp
+    ok = xp.isfinite(a) & (a > 0) if positive else xp.isfinite(a)
+    message = f"`{name}` must be finite and > 0." if positive else f"`{name}` must be finite, got a non-finite value."
+    return check(value, ~ok, message)

@@ -29,10 +29,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _random
-from ._arguments import static_int
+from ._arguments import real_number, static_int
 from ._fields import AbstractAttentionKernel, AbstractField, AttentionField, mlp_field
 from ._measures import EmpiricalMeasure
-from ._validation import check, check_finite, is_concrete
+from ._validation import check_finite
 
 
 class AbstractCFM(eqx.Module):
@@ -228,7 +228,7 @@ class Transformer(AbstractPiecewiseConstantCFM):
             raise ValueError(f"`mlp_width` must be an int >= 0 (0: no MLP), got {mlp_width!r:.60}.")
         mlp_width = int(mlp_width)
         qk_scale, v_scale, mlp_scale = (
-            _scale(name, v) for name, v in (("qk_scale", qk_scale), ("v_scale", v_scale), ("mlp_scale", mlp_scale))
+            real_number(name, v) for name, v in (("qk_scale", qk_scale), ("v_scale", v_scale), ("mlp_scale", mlp_scale))
         )
         dtype = dtype or jnp.result_type(float)
         keys = jax.random.split(_random.as_key(key), 5)  # Q, K, V, W1, W2
@@ -287,20 +287,6 @@ class Transformer(AbstractPiecewiseConstantCFM):
 
     def astype(self, dtype) -> Transformer:
         return jax.tree.map(lambda a: a.astype(dtype), self)
-
-
-def _scale(name: str, value):
-    """A real scalar (a traced one too), checked finite through :func:`check` (the value is
-    returned: under a caller's jit the check travels with it); ValueError naming ``name`` otherwise."""
-    # a concrete value in NumPy: no eager program per call, and no tracer made of a constant inside a jit
-    try:
-        a = np.asarray(value) if is_concrete(value) else value
-    except (TypeError, ValueError):
-        a = np.asarray(None)
-    if np.ndim(a) or np.dtype(a.dtype).kind not in "iuf":
-        raise ValueError(f"`{name}` must be a real number, got {value!r:.60}.")
-    failed = ~np.isfinite(a) if is_concrete(value) else ~jnp.isfinite(a)
-    return check(value, failed, f"`{name}` must be finite, got a non-finite value.")
 
 
 def _check_dim(field: AbstractField, params: dict[str, Array], dim) -> int:

@@ -15,24 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._arguments import static_int
+from .._arguments import real_number, static_int
 from .._random import as_key
-from .._validation import check, is_concrete
-
-
-def _radius(radius):
-    """``radius``: ValueError naming it for what is not a real number; its value (finite, > 0) checked
-    by :func:`~cfm_jax._validation.check` (returned with the check: under a caller's jit it travels
-    with the value)."""
-    # a concrete value in NumPy: no eager program per call, and no tracer made of a constant inside a jit
-    try:
-        r = np.asarray(radius) if is_concrete(radius) else radius
-    except (TypeError, ValueError):
-        r = np.asarray(None)
-    if np.ndim(r) or np.dtype(r.dtype).kind not in "iuf":
-        raise ValueError(f"`radius` must be a real number > 0, got {radius!r:.60}.")
-    failed = ~(np.isfinite(r) & (r > 0)) if is_concrete(radius) else ~(jnp.isfinite(r) & (r > 0))
-    return check(radius, failed, "`radius` must be finite and > 0.")
+from .._validation import is_concrete
 
 
 def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
@@ -43,7 +28,7 @@ def ball_probes(key, num: int, dim: int, radius: float = 1.0, dtype=None):
     """
     num, dim = static_int("num", num), static_int("dim", dim)
     dtype = dtype or jnp.result_type(float)
-    r = jnp.asarray(_radius(radius), dtype)
+    r = jnp.asarray(real_number("radius", radius, positive=True), dtype)
     kd, kr = jax.random.split(as_key(key))
     g = jax.random.normal(kd, (num, dim), dtype)
     u = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
@@ -60,7 +45,7 @@ def grid_probes(dim: int, radius: float = 1.0, per_axis: int = 5, dtype=None):
         raise ValueError(f"`per_axis` must be >= 2, got {per_axis}.")
     if not is_concrete(radius):
         raise ValueError("`radius` must be a number, not a traced value: the grid is built in NumPy.")
-    r = float(_radius(radius))
+    r = float(real_number("radius", radius, positive=True))
     if per_axis**dim > 1_000_000:
         raise ValueError(f"grid of {per_axis}^{dim} points is too large; use ball_probes.")
     axis = np.linspace(-r, r, per_axis)
