@@ -46,7 +46,7 @@ from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import worst
 from . import verdicts as V
 from .deviation import deviations_program, references, token_trajectory
-from .rho import rho_of
+from .rho_models import rho_of
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer
 from .statistics import ci, exponent_of, tail_exponent, upper_quantiles
 from .tail_rule import decay, decay_bound, gamma_of, limit_band, model_verdict
