@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cfm_experiments
-from cfm_experiments.claims import ascent as A, suprema as S
+from cfm_experiments.claims import ball as B, suprema as S
 
 HAVE = {"steps": 60, "held-out contexts": 32, "largest d": 32, "largest H": 8}
 STARTS = ["aligned · one-dimensional", "aligned · isotropic", "trivial · isotropic", "random 1 · isotropic"]
@@ -215,8 +215,8 @@ def test_a_tiny_sweep_runs_through_the_driver(tmp_path):
     assert len(report.rows) == 2 + 2 + 4 and (tmp_path / "o" / "suprema.png").exists()
     row = next(r for r in report.rows if r["config"]["heads"] == 2 and r["config"]["vnorm"] == "concat")
     S_ = len(row["starts"])
-    assert S_ == len(A.BALL_STRUCTURED) + 1 and len(row["held_out"]) == 2 * S_ + 2
-    assert len(row["stretch_best"]) == 2 and row["bound"] == pytest.approx(A.ball_bound(8, 1, 1.0, 2**0.5))
+    assert S_ == len(B.BALL_STRUCTURED) + 1 and len(row["held_out"]) == 2 * S_ + 2
+    assert len(row["stretch_best"]) == 2 and row["bound"] == pytest.approx(B.ball_bound(8, 1, 1.0, 2**0.5))
     assert row["worst_ns"] == [4, 8, 32, 128, 512, 2048] and len(row["worst_case"][0]) == 6  # slope: 32 … 2048
     # per embedding: one ascent and one or two evaluations per class
     assert report.compile.programs <= 20, report.compile.names

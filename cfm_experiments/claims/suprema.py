@@ -2,10 +2,10 @@
 
 The paper's forward bound is for contexts supported in a ball B_R. Its constant is searched there
 (the paper's class): √n·dev is maximised jointly over θ with ‖Q_lh‖‖K_lh‖ ≤ 1 and ‖[V_l1 … V_lH]‖ ≤ 1
-(or Σ_h‖V_lh‖ ≤ 1) and over laws of :data:`~.ascent.ATOMS` atoms in B_1 (R = 1; the atoms move, each
+(or Σ_h‖V_lh‖ ≤ 1) and over laws of :data:`~.ball.ATOMS` atoms in B_1 (R = 1; the atoms move, each
 start's weights stay), whose infinite-context limit is exact (the atoms with their weights) and
-whose n-point context is the atoms weighted by multinomial shares (:func:`~.ascent.counts`). Every
-law in the ball obeys the a-priori bound :func:`~.ascent.ball_bound` (√n·dev ≤ 32.6 at n = 128,
+whose n-point context is the atoms weighted by multinomial shares (:func:`~.ball.counts`). Every
+law in the ball obeys the a-priori bound :func:`~.ball.ball_bound` (√n·dev ≤ 32.6 at n = 128,
 L = 4, one head): the value found is a lower bound of the supremum over the ball, the a-priori
 bound an upper one. As a labelled **contrast** outside the paper's class, the same search over
 Gaussian laws N(m, Σ) within an energy budget (E‖z‖² ≤ 1, and E‖z‖² ≤ d with every direction's
@@ -46,27 +46,9 @@ from ..plotting import COLORS, figure, log_ticks, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import NOT_TESTED
 from . import verdicts as V
-from .ascent import (
-    BALL_STRUCTURED,
-    JITTER,
-    RADIUS,
-    STRUCTURED,
-    Problem,
-    ascend,
-    ascend_ball,
-    ball_bound,
-    ball_law,
-    ball_starts,
-    converge,
-    counts,
-    evaluate,
-    evaluate_ball,
-    law_start,
-    normals,
-    random_params,
-    stack,
-    starts,
-)
+from .ascent import JITTER, Problem, ascend, converge, evaluate, normals
+from .ball import BALL_STRUCTURED, RADIUS, ascend_ball, ball_bound, ball_law, ball_starts, counts, evaluate_ball
+from .starts import STRUCTURED, law_start, random_params, stack, starts
 from .statistics import ci
 
 Energy = Literal["1", "d"]
@@ -221,7 +203,7 @@ def _stretches(stretch, state, config, cap=None):
 
 
 def run_ball(config: dict) -> dict:
-    """One configuration in the paper's class: the starts (:data:`~.ascent.BALL_STRUCTURED`, the
+    """One configuration in the paper's class: the starts (:data:`~.ball.BALL_STRUCTURED`, the
     identical-heads construction only for H > 1, then random models on random laws), the ascent
     of θ and the atoms on the training shares until it converges, and every (θ, law) found, every
     start and ``sup_randoms`` random models on random laws measured on held-out shares at every n

@@ -27,7 +27,8 @@ from ..declarations.claims import UNIFORM
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
-from .ascent import Problem, ascend_each, normals, stack, starts
+from .ascent import Problem, ascend_each, normals
+from .starts import stack, starts
 from .statistics import ci, growth
 from .suprema import ENERGIES, LEARNING_RATE, Energy, budget, embed_dim, label, search, search_verdict
 
