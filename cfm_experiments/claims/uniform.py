@@ -28,9 +28,11 @@ from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
 from .ascent import Problem, ascend_each, normals
+from .searches import ENERGIES, LEARNING_RATE, Energy, budget
 from .starts import stack, starts
 from .statistics import ci, growth
-from .suprema import ENERGIES, LEARNING_RATE, Energy, budget, embed_dim, label, search, search_verdict
+from .suprema import embed_dim, label
+from .supremum import search, search_verdict
 
 #: the starts of every context's ascent: the aligned and trivial constructions, then one random model.
 PAIRS = (("aligned", "isotropic"), ("trivial", "isotropic"))
