@@ -97,7 +97,7 @@ fixed_inputs = jax.jit(
 
 
 def at_rho(params: dict, rho: float) -> dict:
-    """``params`` with Q and K rescaled (each by the same factor) so that :func:`~.rho.rho_of` is ``rho``."""
+    """``params`` with Q and K rescaled (each by the same factor) so that :func:`~.rho_models.rho_of` is ``rho``."""
     factor = np.sqrt(rho / rho_of(jax.tree.map(lambda a: np.asarray(a)[None], params))[0])
     return {**params, "Q": np.asarray(params["Q"]) * factor, "K": np.asarray(params["K"]) * factor}
 

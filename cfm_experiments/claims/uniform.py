@@ -12,7 +12,7 @@ so that a √d growth shows if it is there); the heads sweep at one d on the fir
 Beside E sup: the best fixed start (the start whose value, before any ascent, is largest on average
 over the contexts: sup_θ E rather than E sup_θ) and the trivial model (Q = K = 0). A per-context
 ascent that gains nothing over the best fixed start measures one model, not the uniform quantity:
-its line says so (:func:`.suprema.search`) and its verdict is withheld.
+its line says so (:func:`.supremum.search`) and its verdict is withheld.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class Uniform(Part):
 def uniform_sup(row) -> dict:
     """E sup (per context the largest value any ascent reached) with its interval, the best fixed
     start (largest mean value before the ascent: its name and interval), the trivial model's
-    interval, and :func:`~.suprema.search`'s gain over the best fixed start and problems."""
+    interval, and :func:`~.supremum.search`'s gain over the best fixed start and problems."""
     best, initial = np.asarray(row["best"]), np.asarray(row["initial"])
     sup = best.max(axis=1)
     s = int(np.argmax(initial.mean(axis=0)))
