@@ -1,5 +1,6 @@
-"""claims.ascent: the projections onto the norm ball and the law set, the embedding, and the ascent
-against worst cases known in closed form or by a dense grid of the same objective.
+"""claims.ascent: the projections onto the norm ball and the law set, the embedding, the ascent
+against worst cases known in closed form or by a dense grid of the same objective, and the loop that
+runs it to convergence.
 
 Closed form (θ only): with Q = K = 0 (‖Q‖‖K‖ ≤ 0) attention is uniform, and one layer moves the
 token by (Σ_h V_h) m_n on the n-point context against (Σ_h V_h)·0 on the infinite one, so √n·dev =
@@ -18,7 +19,7 @@ import jax
 import numpy as np
 import pytest
 
-from cfm_experiments.claims import ascent as A
+from cfm_experiments.claims import ascent as A, starts as S
 from cfm_experiments.compiles import recording
 
 
@@ -78,31 +79,10 @@ def test_law_projection_lands_in_the_law_set(energy):
         np.testing.assert_allclose(v, inside[k] * (mask[:, None] if k == "F" else 1), atol=1e-12)
 
 
-@pytest.mark.parametrize("name", A.LAWS)
-def test_law_starts_are_in_the_set_and_spend_the_budget(name):
-    """Each start law has E‖z‖² = B (isotropic: Σ = B I/d exactly) unless the direction bound clips it,
-    and its points are m + εLᵀ with L Σ's Cholesky factor, zero beyond d."""
-    d = 3
-    mask = np.array([1.0, 1.0, 1.0, 0.0, 0.0])
-    for energy in (1.0, float(d)):
-        law = A.Problem(d, 1, 5, 1, energy).law(A.law_start(d, name, energy))
-        S = _second_moment(law, energy, mask)
-        assert np.linalg.eigvalsh(S).max() <= 1 + 1e-9 and np.trace(S) <= energy * (1 + 1e-9)
-        if name == "isotropic" or energy == 1.0:
-            np.testing.assert_allclose(np.trace(S), energy, rtol=1e-9)
-        if name == "isotropic":
-            np.testing.assert_allclose(S, energy / d * np.eye(d), atol=1e-12)
-    eps = np.random.default_rng(2).standard_normal((2, 6, 5))
-    z = np.asarray(A.contexts_of(law, eps, energy, mask))
-    chol = np.linalg.cholesky(np.asarray(A.covariance(law, energy, mask)))
-    np.testing.assert_allclose(z, (np.asarray(law["m"]) + eps @ chol.T) * mask, atol=1e-12)
-    assert np.all(z[..., 3:] == 0)
-
-
 def test_embedding_leaves_the_objective_unchanged():
     rng = np.random.default_rng(1)
     d, H, L, energy = 2, 2, 2, 2.0
-    theta = A.random_params(rng, d, H, L, 1.5, 1.0, False)
+    theta = S.random_params(rng, d, H, L, 1.5, 1.0, False)
     law = {"m": np.array([0.3, -0.2]), "F": np.array([[0.6, 0.0], [0.4, 0.5]])}
     eps = A.normals(rng, 3, 8, d)
     small = A.objective(theta, law, A.token(d), eps, energy, np.ones(d))
@@ -119,8 +99,8 @@ def test_the_ascent_finds_the_known_worst_case_and_never_exceeds_it(v_sum):
     rng = np.random.default_rng(2)
     d, H, L, n = 2, 3, 1, 8
     prob = A.Problem(d, H, d, H, 1.0)
-    pairs = [(p, "isotropic") for p in A.CONSTRUCTIONS]  # one law (in d = 2 every start law is isotropic)
-    theta0, law0, _ = A.starts(rng, d, H, L, 1.0, pairs, 3, v_sum)
+    pairs = [(p, "isotropic") for p in S.CONSTRUCTIONS]  # one law (in d = 2 every start law is isotropic)
+    theta0, law0, _ = S.starts(rng, d, H, L, 1.0, pairs, 3, v_sum)
     eps = A.normals(rng, 1, n, d)
     law = {k: a[0] for k, a in law0.items()}
     m = np.asarray(A.contexts_of(law, eps, 1.0, prob.mask_d))[0].mean(axis=0)
@@ -130,7 +110,7 @@ def test_the_ascent_finds_the_known_worst_case_and_never_exceeds_it(v_sum):
     )
     best = np.asarray(best)
     assert best.max() <= sup * (1 + 1e-6), (best, sup)
-    assert best[len(A.CONSTRUCTIONS) :].max() >= 0.99 * sup, (best, sup)  # the random starts alone find it
+    assert best[len(S.CONSTRUCTIONS) :].max() >= 0.99 * sup, (best, sup)  # the random starts alone find it
     V = np.asarray(theta["V"])
     if v_sum:
         assert _op(V).sum(axis=2).max() <= 1 + 1e-6
@@ -140,7 +120,7 @@ def test_the_ascent_finds_the_known_worst_case_and_never_exceeds_it(v_sum):
     ident = {k: np.zeros((L, H, d, d)) for k in ("Q", "K")}
     ident["V"] = np.broadcast_to(np.outer(u, u) / (H if v_sum else np.sqrt(H)), (L, H, d, d))
     np.testing.assert_allclose(float(A.objective(ident, law, prob.x0, eps, 1.0, prob.mask_d)), sup, rtol=1e-9)
-    assert np.asarray(history)[len(A.CONSTRUCTIONS) :, 0].max() < 0.99 * sup  # random heads start below it
+    assert np.asarray(history)[len(S.CONSTRUCTIONS) :, 0].max() < 0.99 * sup  # random heads start below it
 
 
 def test_the_joint_ascent_reaches_the_maximum_of_a_dense_grid():
@@ -187,7 +167,7 @@ def test_one_program_serves_every_problem_of_a_sweep():
         for d in (3, 2, 1):
             for energy in (1.0, float(d)):
                 prob = A.Problem(d, 1, 3, 1, energy)
-                theta0, law0, _ = A.starts(rng, d, 1, 1, energy, A.STRUCTURED[:2], 1, False)
+                theta0, law0, _ = S.starts(rng, d, 1, 1, energy, S.STRUCTURED[:2], 1, False)
                 eps = prob.points(A.normals(rng, 2, 4, d))
                 out.append(
                     A.ascend(
@@ -200,67 +180,6 @@ def test_one_program_serves_every_problem_of_a_sweep():
     assert stats.programs + stats.cache_loads == first, stats.names
     assert np.all(np.asarray(out[-1][0]["Q"])[..., 1:, :] == 0)  # d = 1 stays in its block
     assert np.all(np.asarray(out[-1][1]["F"])[..., 1:, :] == 0) and np.all(np.asarray(out[-1][1]["m"])[..., 1:] == 0)
-
-
-def test_shares_of_a_discrete_law_are_its_draws():
-    """counts: every context's shares sum to one, a zero-weight atom is never drawn, the n-prefixes
-    nest (the shares at n are those of the first n draws) and the shares average to the weights."""
-    rng = np.random.default_rng(0)
-    w = np.array([[0.2, 0.0, 0.8, 0.0], [0.25, 0.25, 0.25, 0.25]])
-    c = A.counts(rng, w, 400, [4, 64])
-    assert c.shape == (2, 400, 2, 4)
-    np.testing.assert_allclose(c.sum(axis=-1), 1.0)
-    assert np.all(c[0, :, :, [1, 3]] == 0)
-    assert np.all((c[:, :, 0] * 4) % 1 == 0) and np.all((c[:, :, 1] * 64) % 1 == 0)
-    np.testing.assert_allclose(c[:, :, 1].mean(axis=1), w, atol=0.02)
-
-
-def test_the_ball_objective_is_the_n_point_system_of_the_drawn_points():
-    """The atoms weighted by their shares are the n-point context of the drawn points (points at one
-    atom move together): the same deviation as the n explicit points, one context at a time."""
-    from cfm_experiments.claims.deviation import sup_deviation, token_trajectory
-    from cfm_jax import EmpiricalMeasure
-
-    rng = np.random.default_rng(1)
-    d, n = 3, 12
-    law = A.ball_law(rng, d, "random")
-    theta = A.random_params(rng, d, 1, 2, 1.0, 1.0, False)
-    u = rng.random(n)
-    idx = np.searchsorted(np.cumsum(law["w"]) / law["w"].sum(), u, side="right")
-    shares = np.bincount(idx, minlength=A.ATOMS) / n
-    model = A.model_of(theta)
-    x0 = A.token(d)
-    ref = token_trajectory(model, x0, EmpiricalMeasure(law["a"], law["w"]))
-    explicit = np.sqrt(n) * sup_deviation(token_trajectory(model, x0, EmpiricalMeasure(law["a"][idx])), ref)
-    shared = A.ball_objective(theta, law["a"], law["w"], shares[None], x0, float(n))
-    np.testing.assert_allclose(shared, explicit, rtol=1e-5)
-
-
-def test_the_a_priori_bound_is_the_largest_displacement_and_is_never_exceeded():
-    """With Q = K = V = I and every atom at R e₁ the token e₁ moves by exactly R((1 + 1/L)^L − 1) (half
-    the bound at n = 1); no (θ, ball law) found by the ascent or drawn exceeds the bound."""
-    from cfm_experiments.claims.deviation import token_trajectory
-    from cfm_jax import EmpiricalMeasure
-
-    L, d = 4, 2
-    model = A.model_of(A.identity(d, 1, L, 1.0, 1.0, False))
-    a = np.zeros((2, d))
-    a[:, 0] = 1.0
-    xs = token_trajectory(model, A.token(d), EmpiricalMeasure(a))
-    np.testing.assert_allclose(xs[-1, 0, 0] - 1.0, A.ball_bound(1, L) / 2, rtol=1e-6)
-    rng = np.random.default_rng(2)
-    theta0, law0, _ = A.ball_starts(rng, d, 1, L, A.BALL_STRUCTURED[:3], 2, False)
-    shares = A.counts(rng, law0["w"], 8, [16])[:, :, 0]
-    ones = (np.ones(d), np.ones(1))
-    theta, atoms, best, history = A.ascend_ball(
-        theta0, law0["a"], law0["w"], shares, A.token(d), 16.0, False, 0.3, *ones, steps=20
-    )
-    assert np.all(np.linalg.norm(np.asarray(atoms), axis=-1) <= 1.0 + 1e-6)
-    assert np.all(np.asarray(best) >= np.asarray(history)[:, 0] - 1e-6) and np.any(best > history[:, 0] * 1.01)
-    assert np.max(history) <= A.ball_bound(16, L)
-    held = A.counts(rng, law0["w"], 16, [4, 16, 64])
-    values = A.evaluate_ball(theta, atoms, law0["w"], held, A.token(d), np.asarray([4, 16, 64]))
-    assert np.all(np.asarray(values) <= A.ball_bound(np.asarray([4, 16, 64]), L))
 
 
 def test_converge_stops_on_its_criterion_or_at_its_cap():

@@ -34,18 +34,8 @@ leaves a sharp maximum at once (the aligned construction on a one-dimensional la
 under Adam at rates from 5·10⁻⁴ to 0.05; the normalised step raises it).
 ``learn_law`` (static) False keeps the law at its start and builds no gradient in it (only θ moves).
 
-Starts (:func:`starts`) pair a parameter start with a law start. Parameters: random fixed-norm
-models and three constructions,
-
-- **aligned**: Q_lh = K_lh = √b e₁e₁ᵀ (every logit b (x·e₁)(z·e₁): the largest spread the norms
-  allow along e₁) and identical heads V_lh = v I/√H (concatenated norm v) or v I/H (Σ_h ‖V_lh‖ = v);
-- **identical heads**: one random fixed-norm head (Q_l, K_l, W_l) copied H times with V_lh = W_l/√H
-  (the concatenated norm of one head of value √H W_l) or W_l/H;
-- **trivial**: Q = K = 0 (uniform attention: the token moves by the context's mean) with the
-  aligned construction's values, the largest ‖Σ_h V_lh‖ the norm allows.
-
-Laws (:func:`law_start`, energy B): isotropic N(0, B I/d), or low- or one-dimensional with its
-energy in the plane (e₁, e₂) or on the line e₁ (its variances clipped at the direction bound).
+The starts (parameter constructions paired with law starts) are :mod:`.starts`'s; the paper's
+class, laws of a few atoms in the ball B_R, runs the same :func:`normalised_ascent` in :mod:`.ball`.
 The value found is a lower bound of the supremum, and an upward-biased estimate of E_z √n·dev at
 the (θ, μ) found (it was maximised on those M draws): :data:`evaluate` measures it on independent
 draws at several n. :data:`ascend_each` maximises each context's own deviation (one θ per
@@ -61,8 +51,6 @@ numbers to reproduce, and nothing to compile).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,143 +61,12 @@ from cfm_jax.chaos import map_seeds, prefix_weights
 
 from .deviation import sup_deviation, token_trajectory
 
-#: the share of the context's second moment off the plane (e₁, e₂) in the low-dimensional law.
-LOW_DIM_SPREAD = 0.05
 #: the momentum of the normalised gradient ascent (module docstring).
 MOMENTUM = 0.5
 #: the bound on every direction's second moment E(u·z)² (module docstring).
 DIRECTION_BOUND = 1.0
 #: the share of the energy budget kept as the isotropic floor τI of Σ (module docstring).
 JITTER = 1e-3
-#: the parameter starts built by hand, and the law starts.
-CONSTRUCTIONS = ("aligned", "identity", "identical heads", "trivial")
-LAWS = ("isotropic", "low-dimensional", "one-dimensional", "line")
-#: the starts (parameters, law) of the supremum's ascent besides the random ones.
-STRUCTURED: tuple[tuple[str, str], ...] = (
-    ("aligned", "line"),
-    ("aligned", "one-dimensional"),
-    ("identity", "isotropic"),
-    ("aligned", "isotropic"),
-    ("identical heads", "low-dimensional"),
-    ("trivial", "isotropic"),
-)
-
-
-def law_cov(dim: int, name: str, energy: float = 1.0) -> np.ndarray:
-    """``(d, d)`` covariance of the law ``name`` (:data:`LAWS`) with trace ``energy`` (E‖z‖² = B):
-    isotropic B I/d, or B[(1 − η)P + η I/d] with η = :data:`LOW_DIM_SPREAD` and P the projection
-    onto the plane (e₁, e₂) halved (low-dimensional) or onto e₁ (one-dimensional), or the same
-    with η = :data:`JITTER` (line: the corner of the law set with the whole energy on e₁): the
-    energy in a plane or on a line, whatever d. In d <= 2 the low-dimensional law is the isotropic one."""
-    if name not in LAWS:
-        raise ValueError(f"law_cov: `name` must be one of {LAWS}, got {name!r}.")
-    eye = np.eye(dim) / dim
-    rank = {"isotropic": dim, "low-dimensional": 2, "one-dimensional": 1, "line": 1}[name]
-    if rank >= dim:
-        return energy * eye
-    plane = np.diag((np.arange(dim) < rank) / rank)
-    spread = JITTER if name == "line" else LOW_DIM_SPREAD  # line: all but the floor τ on e₁
-    return energy * ((1 - spread) * plane + spread * eye)
-
-
-def law_start(dim: int, name: str, energy: float) -> dict:
-    """The law ``name`` (:data:`LAWS`) of energy B as the ascent's variables, inside the law set:
-    m = 0 ``(d,)`` and F ``(d, d)`` with FFᵀ + τI the covariance of :func:`law_cov`, its variances
-    clipped at the direction bound (the low-dimensional law at B > 2)."""
-    tau = JITTER * energy / dim
-    lam, vecs = np.linalg.eigh(law_cov(dim, name, energy))
-    lam = np.clip(lam - tau, 0.0, DIRECTION_BOUND - tau)
-    return {"m": np.zeros(dim), "F": vecs * np.sqrt(lam)}
-
-
-def _op(a):
-    return np.linalg.norm(a, ord=2, axis=(-2, -1), keepdims=True)
-
-
-def random_params(rng, dim: int, heads: int, layers: int, qk: float, v: float, v_sum: bool) -> dict:
-    """A random model at fixed norms (as ``Transformer.init`` then rescaled, in NumPy): every layer's
-    ‖Q_lh‖ = ‖K_lh‖ = √qk and ‖[V_l1 … V_lH]‖ = v (or Σ_h ‖V_lh‖ = v). Arrays ``(L, H, d, d)``."""
-    Q, K, Vh = (rng.standard_normal((layers, heads, dim, dim)) for _ in range(3))
-    concat = np.moveaxis(Vh, 1, 2).reshape(layers, dim, heads * dim)
-    vn = _op(Vh)[..., 0, 0].sum(axis=1) if v_sum else _op(concat)[..., 0, 0]
-    return {"Q": Q * np.sqrt(qk) / _op(Q), "K": K * np.sqrt(qk) / _op(K), "V": Vh * (v / vn)[:, None, None, None]}
-
-
-def aligned(dim: int, heads: int, layers: int, qk: float, v: float, v_sum: bool) -> dict:
-    """Q_lh = K_lh = √qk e₁e₁ᵀ; identical heads V_lh = v I/√H (or v I/H)."""
-    e = np.zeros((dim, dim))
-    e[0, 0] = np.sqrt(qk)
-    div = heads if v_sum else np.sqrt(heads)
-    return {
-        "Q": np.broadcast_to(e, (layers, heads, dim, dim)).copy(),
-        "K": np.broadcast_to(e, (layers, heads, dim, dim)).copy(),
-        "V": np.broadcast_to(v / div * np.eye(dim), (layers, heads, dim, dim)).copy(),
-    }
-
-
-def identity(dim: int, heads: int, layers: int, qk: float, v: float, v_sum: bool) -> dict:
-    """The full-rank corner Q_lh = K_lh = √qk I (‖Q‖‖K‖ = qk) with the aligned construction's values
-    (Q = K = V = I at one head and unit norms)."""
-    out = aligned(dim, heads, layers, qk, v, v_sum)
-    eye = np.broadcast_to(np.sqrt(qk) * np.eye(dim), out["Q"].shape).copy()
-    return out | {"Q": eye, "K": eye.copy()}
-
-
-def trivial(dim: int, heads: int, layers: int, v: float, v_sum: bool) -> dict:
-    """Q = K = 0 with the aligned construction's values (uniform attention)."""
-    out = aligned(dim, heads, layers, 0.0, v, v_sum)
-    return out | {"Q": np.zeros_like(out["Q"]), "K": np.zeros_like(out["K"])}
-
-
-def identical(one: dict, heads: int, v_sum: bool) -> dict:
-    """One head (H = 1 parameters) copied ``heads`` times, values W/√H (concatenated norm kept) or W/H."""
-    div = heads if v_sum else np.sqrt(heads)
-    return {
-        "Q": np.repeat(one["Q"], heads, 1),
-        "K": np.repeat(one["K"], heads, 1),
-        "V": np.repeat(one["V"], heads, 1) / div,
-    }
-
-
-def construction(rng, name: str, dim: int, heads: int, layers: int, qk: float, v: float, v_sum: bool) -> dict:
-    """The parameter start ``name``: one of :data:`CONSTRUCTIONS`, or ``"random"``."""
-    if name == "aligned":
-        return aligned(dim, heads, layers, qk, v, v_sum)
-    if name == "identity":
-        return identity(dim, heads, layers, qk, v, v_sum)
-    if name == "identical heads":
-        return identical(random_params(rng, dim, 1, layers, qk, v, False), heads, v_sum)
-    if name == "trivial":
-        return trivial(dim, heads, layers, v, v_sum)
-    if name == "random":
-        return random_params(rng, dim, heads, layers, qk, v, v_sum)
-    raise ValueError(f"construction: `name` must be one of {(*CONSTRUCTIONS, 'random')}, got {name!r}.")
-
-
-def starts(
-    rng,
-    dim: int,
-    heads: int,
-    layers: int,
-    energy: float,
-    pairs: Sequence[tuple[str, str]],
-    restarts: int,
-    v_sum: bool,
-    qk: float = 1.0,
-    v: float = 1.0,
-) -> tuple[dict, dict, list[str]]:
-    """The ascent's starts: ``pairs`` (parameter start, law start), then ``restarts`` random models
-    on the isotropic and low-dimensional laws in turn. Returns θ ``(S, L, H, d, d)``, the laws
-    ``m (S, d)``, ``F (S, d, d)`` and the names ``"<parameters> · <law>"``."""
-    chosen = [*pairs, *(("random", LAWS[i % 2]) for i in range(restarts))]
-    thetas = [construction(rng, p, dim, heads, layers, qk, v, v_sum) for p, _ in chosen]
-    laws = [law_start(dim, law, energy) for _, law in chosen]
-    names = [f"{p}{f' {i + 1 - len(pairs)}' if p == 'random' else ''} · {law}" for i, (p, law) in enumerate(chosen)]
-    return stack(thetas), stack(laws), names
-
-
-def stack(params: list[dict]) -> dict:
-    return {k: np.stack([p[k] for p in params]) for k in params[0]}
 
 
 def normals(rng, count: int, n: int, dim: int) -> np.ndarray:
@@ -337,7 +194,7 @@ def _unit(tree):
     return jax.tree.map(lambda a: a / jnp.maximum(norm, 1e-30), tree)
 
 
-def _normalised_ascent(grad, proj, params0, lr, rates, steps: int):
+def normalised_ascent(grad, proj, params0, lr, rates, steps: int):
     """(best params, best value, value at every step ``(steps,)``) of the projected normalised ascent
     (module docstring) of ``grad`` (params → (value, gradient)) from ``params0`` (a point of the set;
     ``proj`` projects onto it after each step): each group's
@@ -376,7 +233,7 @@ def _ascend(theta0, law0, x0, eps, energy, qk, v, v_sum, lr, mask_d, mask_h, lea
     )
     params0 = (project(theta0, qk, v, v_sum, mask_d, mask_h), project_law(law0, energy, mask_d))
     lr = jnp.asarray(lr, eps.dtype)
-    (theta, law), best, history = _normalised_ascent(grad, proj, params0, lr, (1.0, float(learn_law)), steps)
+    (theta, law), best, history = normalised_ascent(grad, proj, params0, lr, (1.0, float(learn_law)), steps)
     return theta, law, best, history
 
 
@@ -424,144 +281,6 @@ def _evaluate_all(thetas, laws, x0, eps, energy, mask_d, ns):
 evaluate = jax.jit(_evaluate_all)
 
 
-# --- the paper's class: laws supported in the ball B_R ----------------------------------------------
-
-#: the radius R of the ball B_R the contexts of the paper's bound are supported in.
-RADIUS = 1.0
-#: atoms of a ball law (laws with fewer atoms carry zero-weight ones, which are never drawn).
-ATOMS = 4
-#: the rare atom's weight of the skewed corner law.
-SKEW = 0.1
-#: the ball laws' starts: ±R e₁ (the corner: the whole law on the line of the aligned model), the
-#: same with weights :data:`SKEW` and 1 − SKEW (a rare atom, whose share fluctuates most), R e₁ and
-#: 0 (a one-sided corner), and :data:`ATOMS` atoms on the sphere (equal weights).
-BALL_LAWS = ("corner", "skewed", "one-sided", "sphere")
-#: the starts of the ball's ascent besides the random ones.
-BALL_STRUCTURED: tuple[tuple[str, str], ...] = (
-    ("aligned", "corner"),
-    ("aligned", "skewed"),
-    ("aligned", "one-sided"),
-    ("identity", "corner"),
-    ("identity", "skewed"),
-    ("identity", "sphere"),
-    ("identical heads", "sphere"),
-    ("trivial", "corner"),
-    ("trivial", "sphere"),
-)
-
-
-def ball_bound(n, layers: int, radius: float = RADIUS, v: float = 1.0):
-    """The a-priori bound of √n·sup_s‖x_s − x̂_s‖ on every law supported in B_R, with x0 = R e₁: every
-    layer moves a token by at most (v/L)·max‖z‖ (attention averages the context; ‖Σ_h V_h a_h‖ ≤ v
-    max‖a_h‖ with v = 1 under Σ_h‖V_h‖ ≤ 1 and v = √H under ‖[V_1 … V_H]‖ ≤ 1), and the context's
-    radius grows by the factor 1 + v/L per layer, so each of x and x̂ moves by at most
-    R((1 + v/L)^L − 1): √n · 2R((1 + v/L)^L − 1)."""
-    return np.sqrt(np.asarray(n, np.float64)) * 2 * radius * ((1 + v / layers) ** layers - 1)
-
-
-def ball_law(rng, dim: int, name: str, atoms: int = ATOMS, radius: float = RADIUS) -> dict:
-    """The ball law ``name`` (:data:`BALL_LAWS`, or ``"random"``: atoms uniform in the ball with
-    Dirichlet weights) as atoms ``a (atoms, d)`` and weights ``w (atoms,)``."""
-    a, w = np.zeros((atoms, dim)), np.zeros(atoms)
-    if name == "corner":
-        a[0, 0], a[1, 0], w[:2] = radius, -radius, 0.5
-    elif name == "skewed":
-        a[0, 0], a[1, 0], w[:2] = radius, -radius, (SKEW, 1 - SKEW)
-    elif name == "one-sided":
-        a[0, 0], w[:2] = radius, 0.5
-    elif name in ("sphere", "random"):
-        u = rng.standard_normal((atoms, dim))
-        u /= np.linalg.norm(u, axis=1, keepdims=True)
-        r = radius if name == "sphere" else radius * rng.random((atoms, 1)) ** (1 / dim)
-        a, w = u * r, np.full(atoms, 1 / atoms) if name == "sphere" else rng.dirichlet(np.ones(atoms))
-    else:
-        raise ValueError(f"ball_law: `name` must be one of {(*BALL_LAWS, 'random')}, got {name!r}.")
-    return {"a": a, "w": w}
-
-
-def ball_starts(rng, dim, heads, layers, pairs, restarts, v_sum) -> tuple[dict, dict, list[str]]:
-    """The ball ascent's starts: ``pairs`` (parameter start, ball law), then ``restarts`` random
-    models on random ball laws. Returns θ ``(S, L, H, d, d)``, laws ``a (S, K, d)``, ``w (S, K)``
-    and the names."""
-    chosen = [*pairs, *(("random", "random") for _ in range(restarts))]
-    thetas = [construction(rng, p, dim, heads, layers, 1.0, 1.0, v_sum) for p, _ in chosen]
-    laws = [ball_law(rng, dim, law) for _, law in chosen]
-    names = [f"{p}{f' {i + 1 - len(pairs)}' if p == 'random' else ''} · {law}" for i, (p, law) in enumerate(chosen)]
-    return stack(thetas), stack(laws), names
-
-
-def counts(rng, w, contexts: int, ns) -> np.ndarray:
-    """``(S, contexts, len(ns), K)``: the shares c/n of each atom among the first n of ``contexts``
-    sequences of i.i.d. draws from each law's weights ``w (S, K)`` (the n-point context of a discrete
-    law is its atoms weighted by these shares: points drawn at one atom move together). The counts
-    of the first n draws are built by multinomial increments between consecutive n, so the sizes
-    nest (one sequence of draws per context) at no cost in n."""
-    w = np.asarray(w, np.float64)
-    w = w / w.sum(axis=-1, keepdims=True)
-    ns = [int(n) for n in ns]
-    order = np.argsort(ns)
-    out = np.zeros((w.shape[0], contexts, len(ns), w.shape[-1]))
-    total, done = np.zeros((w.shape[0], contexts, w.shape[-1])), 0
-    for j in order:
-        total = total + np.stack([rng.multinomial(ns[j] - done, p, size=contexts) for p in w])
-        done = ns[j]
-        out[:, :, j] = total / ns[j]
-    return out
-
-
-def project_atoms(a, mask_d, radius: float = RADIUS):
-    """The atoms ``(..., K, D)`` onto the ball B_R, zero beyond d (the Euclidean projection)."""
-    a = a * mask_d
-    norm = jnp.linalg.norm(a, axis=-1, keepdims=True)
-    return a * jnp.minimum(1.0, radius / jnp.maximum(norm, 1e-30))
-
-
-def ball_objective(theta, a, w, shares, x0, n):
-    """J(θ, a) = √n · mean over contexts of sup_s‖x_s − x̂_s‖, the n-point contexts the atoms ``a (K, D)``
-    weighted by ``shares (M, K)``, the infinite one by ``w (K,)`` (exact)."""
-    model = model_of(theta)
-    ref = token_trajectory(model, x0, EmpiricalMeasure.unchecked(a, w))
-    devs = map_seeds(
-        lambda c: sup_deviation(token_trajectory(model, x0, EmpiricalMeasure.unchecked(a, c)), ref), shares
-    )
-    return jnp.sqrt(jnp.asarray(n, a.dtype)) * jnp.mean(devs)
-
-
-def _ascend_ball(theta0, a0, w, shares, x0, n, v_sum, lr, mask_d, mask_h, steps: int):
-    grad = jax.value_and_grad(lambda p: ball_objective(p[0], p[1], w, shares, x0, n))
-    proj = lambda p: (project(p[0], 1.0, 1.0, v_sum, mask_d, mask_h), project_atoms(p[1], mask_d))  # noqa: E731
-    params0 = proj((theta0, a0))
-    (theta, a), best, history = _normalised_ascent(grad, proj, params0, jnp.asarray(lr, a0.dtype), (1.0, 1.0), steps)
-    return theta, a, best, history
-
-
-def _ascend_ball_all(theta0, a0, w, shares, x0, n, v_sum, lr, mask_d, mask_h, *, steps: int):
-    one = lambda t, a, ww, c: _ascend_ball(t, a, ww, c, x0, n, v_sum, lr, mask_d, mask_h, steps)  # noqa: E731
-    return map_seeds(lambda p: one(*p), (theta0, a0, w, shares))
-
-
-#: ``ascend_ball(theta0 (S, …), a0 (S, K, D), w (S, K), shares (S, M, K), x0, n, v_sum, lr, mask_d, mask_h,
-#: *, steps)``: the projected normalised ascent of θ (‖Q‖‖K‖ ≤ 1, values ≤ 1) and of the atoms (in
-#: B_R, the weights fixed) from each of S starts on its M contexts: best θ, best atoms, best J ``(S,)``,
-#: J at every step ``(S, steps)``.
-ascend_ball = jax.jit(_ascend_ball_all, static_argnames=("steps",))
-
-
-def _evaluate_ball(thetas, a, w, shares, x0, ns):
-    def one(theta, atoms, weights, c):  # c (M, K_n, K)
-        model = model_of(theta)
-        ref = token_trajectory(model, x0, EmpiricalMeasure.unchecked(atoms, weights))
-        dev = lambda s: sup_deviation(token_trajectory(model, x0, EmpiricalMeasure.unchecked(atoms, s)), ref)  # noqa: E731
-        return jax.vmap(jax.vmap(dev))(c) * jnp.sqrt(ns.astype(atoms.dtype))
-
-    return map_seeds(lambda p: one(*p), (thetas, a, w, shares))
-
-
-#: ``evaluate_ball(thetas (P, …), a (P, K, D), w (P, K), shares (P, M, K_n, K), x0, ns (K_n,))``: √n · sup
-#: deviation of each (θ, ball law) on each context at each n, ``(P, M, K_n)``.
-evaluate_ball = jax.jit(_evaluate_ball)
-
-
 def converge(stretch, state, stretches: int, tol: float):
     """Runs ``stretch(state) -> (state, best (S,))`` until the best value of every start gains less
     than ``tol`` (relative) over one stretch, at most ``stretches`` times. Returns the last state, the
@@ -576,49 +295,23 @@ def converge(stretch, state, stretches: int, tol: float):
 
 
 __all__ = [
-    "ATOMS",
-    "BALL_LAWS",
-    "BALL_STRUCTURED",
-    "RADIUS",
-    "SKEW",
-    "ascend_ball",
-    "ball_bound",
-    "ball_law",
-    "ball_objective",
-    "ball_starts",
     "converge",
-    "counts",
-    "evaluate_ball",
-    "identity",
-    "project_atoms",
-    "CONSTRUCTIONS",
     "DIRECTION_BOUND",
     "JITTER",
-    "LAWS",
-    "LOW_DIM_SPREAD",
     "MOMENTUM",
-    "STRUCTURED",
+    "normalised_ascent",
     "Problem",
-    "aligned",
     "ascend",
     "ascend_each",
-    "construction",
     "contexts_of",
     "covariance",
     "embed",
     "evaluate",
     "gaussian",
-    "identical",
-    "law_cov",
-    "law_start",
     "model_of",
     "normals",
     "objective",
     "project",
     "project_law",
-    "random_params",
-    "stack",
-    "starts",
     "token",
-    "trivial",
 ]

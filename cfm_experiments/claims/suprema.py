@@ -2,10 +2,10 @@
 
 The paper's forward bound is for contexts supported in a ball B_R. Its constant is searched there
 (the paper's class): √n·dev is maximised jointly over θ with ‖Q_lh‖‖K_lh‖ ≤ 1 and ‖[V_l1 … V_lH]‖ ≤ 1
-(or Σ_h‖V_lh‖ ≤ 1) and over laws of :data:`~.ascent.ATOMS` atoms in B_1 (R = 1; the atoms move, each
+(or Σ_h‖V_lh‖ ≤ 1) and over laws of :data:`~.ball.ATOMS` atoms in B_1 (R = 1; the atoms move, each
 start's weights stay), whose infinite-context limit is exact (the atoms with their weights) and
-whose n-point context is the atoms weighted by multinomial shares (:func:`~.ascent.counts`). Every
-law in the ball obeys the a-priori bound :func:`~.ascent.ball_bound` (√n·dev ≤ 32.6 at n = 128,
+whose n-point context is the atoms weighted by multinomial shares (:func:`~.ball.counts`). Every
+law in the ball obeys the a-priori bound :func:`~.ball.ball_bound` (√n·dev ≤ 32.6 at n = 128,
 L = 4, one head): the value found is a lower bound of the supremum over the ball, the a-priori
 bound an upper one. As a labelled **contrast** outside the paper's class, the same search over
 Gaussian laws N(m, Σ) within an energy budget (E‖z‖² ≤ 1, and E‖z‖² ≤ d with every direction's
@@ -14,7 +14,7 @@ like n^{-1/2}; its lines carry no verdict on the paper's claim (*not tested*).
 
 The ascent (:mod:`.ascent`: projected normalised gradient ascent on common random draws) runs in
 stretches of ``--sup-steps`` steps, each restarting the rate's cosine from its top, until no start
-gains more than :data:`CONVERGED` (relative) over a stretch, at most ``--sup-stretches`` stretches;
+gains more than :data:`~.searches.CONVERGED` (relative) over a stretch, at most ``--sup-stretches`` stretches;
 the winner's last stretch's gain is reported, and a search that stopped on the cap is *not
 converged*. Starts: the aligned construction on the corner law (±R e₁: the whole law on the line
 the model reads), the full-rank Q = K = V = I, identical heads, the trivial model (Q = K = 0) and
@@ -24,7 +24,7 @@ The winner is the start whose ascent reached the largest training value; its (θ
 independent draws at several n (the training value is biased upward). Each row reports the winner,
 the gain of its ascent over its start and the best trivial model on the same held-out draws, both
 paired. A supremum that does not beat its start (the gain's interval's lower edge not above
-:data:`MIN_GAIN` of the start), that the best trivial model beats (the paired interval below 0),
+:data:`~.supremum.MIN_GAIN` of the start), that the best trivial model beats (the paired interval below 0),
 whose search did not converge, or whose own n-slope misses −1/2 (a worst case that does not decay
 like the rate is not a constant of it; in the ball read at n = 4 to 256 times the ascent's n, past
 the sizes the law was tuned at: :data:`BALL_SLOPE_SIZES`) is not a measured constant: its line
@@ -34,67 +34,27 @@ says which, and its verdict is withheld (*not tested*).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from cfm_jax.chaos import size_buckets
-from cfm_jax.stats import Interval, bootstrap
 
 from ..declarations.claims import SUP_AT_DIM, SUP_CONTEXTS, SUP_N, SUP_STEPS, SUPREMA
 from ..plotting import COLORS, figure, log_ticks, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import NOT_TESTED
 from . import verdicts as V
-from .ascent import (
-    BALL_STRUCTURED,
-    JITTER,
-    RADIUS,
-    STRUCTURED,
-    Problem,
-    ascend,
-    ascend_ball,
-    ball_bound,
-    ball_law,
-    ball_starts,
-    converge,
-    counts,
-    evaluate,
-    evaluate_ball,
-    law_start,
-    normals,
-    random_params,
-    stack,
-    starts,
-)
+from .ball import RADIUS, ball_bound
+from .searches import ENERGIES, Energy, run_ball, run_suprema, value_norm
 from .statistics import ci
+from .supremum import log_mean_slope, random_mean, search_verdict, supremum, worst_ns, worst_slope
 
-Energy = Literal["1", "d"]
-#: the energy budgets of the Gaussian contrast: E‖z‖² ≤ 1, and E‖z‖² ≤ d (each direction's second moment ≤ 1).
-ENERGIES: tuple[Energy, ...] = ("1", "d")
 #: the context classes: the paper's (laws in the ball B_R), and the Gaussian contrast.
 CLASSES = ("ball", "gaussian")
-#: the rate of the normalised ascent: the length of a θ (or law) step before the cosine decay.
-LEARNING_RATE = 0.3
-#: the least mean gain over the start, relative to the start's value, that counts as an improvement.
-MIN_GAIN = 0.01
-#: the ball's contexts are its atoms (a few points, whatever n): it trains and measures on this many
-#: times ``--sup-contexts`` and ``--sup-eval-contexts`` (the training value's upward bias shrinks).
-BALL_CONTEXTS = 8
-#: the Gaussian contrast's cap on stretches (its n-point systems cost n² per context: a contrast, not a search
-#: to convergence; its rows say whether it converged).
-GAUSSIAN_STRETCHES = 2
 #: the ball's worst case is measured at n = sup_n·4^k, k = 1 … this, for its slope: the rate is an asymptotic
 #: claim, and a law tuned at the ascent's n is pre-asymptotic up to a few times it (the skewed corner's rare
 #: atom is drawn 13 times at n = 128; its √n·dev rises by a tenth to its limit by n ≈ 2048, then stays).
 BALL_SLOPE_SIZES = 4
-#: the ascent has converged when no start gains more than this (relative) over a stretch.
-CONVERGED = 0.005
-
-
-def budget(energy: Energy, dim: int) -> float:
-    """The energy budget B of ``energy`` in dimension ``dim``."""
-    return 1.0 if energy == "1" else float(dim)
 
 
 def label(energy: Energy) -> str:
@@ -104,11 +64,6 @@ def label(energy: Energy) -> str:
 def family(config: dict) -> str:
     """The context class of a row, as printed: ``ball`` (B_1) or ``Gaussian, E‖z‖² ≤ …``."""
     return f"ball B_{RADIUS:g}" if config["law"] == "ball" else f"Gaussian, {label(config['energy'])}"
-
-
-def value_norm(config: dict) -> float:
-    """The largest ‖Σ_h V_h‖ the value norm allows: √H under the concatenated norm, 1 under Σ_h‖V_h‖."""
-    return 1.0 if config["vnorm"] == "sum" else float(np.sqrt(config["heads"]))
 
 
 class Suprema(Part):
@@ -215,118 +170,6 @@ def heads_scan(rows, at, vnorm) -> list[dict]:
     return base + sorted(heads, key=lambda r: r["config"]["heads"])
 
 
-def _stretches(stretch, state, config, cap=None):
-    """:func:`~.ascent.converge` at the part's tolerance and ``--sup-stretches`` (or ``cap``, the smaller)."""
-    return converge(stretch, state, min(int(config["sup_stretches"]), cap or 10**9), CONVERGED)
-
-
-def run_ball(config: dict) -> dict:
-    """One configuration in the paper's class: the starts (:data:`~.ascent.BALL_STRUCTURED`, the
-    identical-heads construction only for H > 1, then random models on random laws), the ascent
-    of θ and the atoms on the training shares until it converges, and every (θ, law) found, every
-    start and ``sup_randoms`` random models on random laws measured on held-out shares at every n
-    of ``eval_ns`` and ``slope_ns``; the problem embedded in ``embed_dim`` and ``embed_heads``."""
-    d, H, L = int(config["dim"]), int(config["heads"]), int(config["layers"])
-    v_sum = config["vnorm"] == "sum"
-    rng = np.random.default_rng([int(config["seed"]), 3, d, H, int(v_sum)])
-    prob = Problem(d, H, int(config["embed_dim"]), int(config["embed_heads"]))
-    pairs = [p for p in BALL_STRUCTURED if H > 1 or p[0] != "identical heads"]
-    theta0, law0, names = ball_starts(rng, d, H, L, pairs, int(config["sup_restarts"]), v_sum)
-    R = int(config["sup_randoms"])
-    randoms = stack([random_params(rng, d, H, L, 1.0, 1.0, v_sum) for _ in range(R)])
-    random_laws = stack([ball_law(rng, d, "random") for _ in range(R)])
-    n = int(config["sup_n"])
-    ns = sorted({int(m) for m in config["eval_ns"]} | {int(m) for m in config["slope_ns"]})
-    train = counts(rng, law0["w"], BALL_CONTEXTS * int(config["sup_contexts"]), [n])[:, :, 0]
-    a0 = prob.points(law0["a"])
-
-    def stretch(state):
-        theta, a, best, _ = ascend_ball(
-            state[0], state[1], law0["w"], train, prob.x0, float(n), v_sum, LEARNING_RATE, *prob.masks,
-            steps=int(config["sup_steps"]),
-        )  # fmt: skip
-        return (theta, a), best
-
-    (theta, a), bests, converged = _stretches(stretch, (prob.theta(theta0), a0), config)
-    w = np.concatenate([law0["w"], law0["w"], random_laws["w"]])
-    held = counts(rng, w, BALL_CONTEXTS * int(config["sup_eval_contexts"]), ns)
-    both = lambda *trees: {k: np.concatenate([np.asarray(t[k]) for t in trees]) for k in trees[0]}  # noqa: E731
-    thetas = both(theta, prob.theta(theta0), prob.theta(randoms))
-    atoms = np.concatenate([np.asarray(a), a0, prob.points(random_laws["a"])])
-    values = np.asarray(evaluate_ball(thetas, atoms, w, held, prob.x0, np.asarray(ns)), np.float64)
-    win = int(np.argmax(bests[-1]))
-    at = ns.index(n)
-    return {
-        "starts": names,
-        "train_best": bests[-1].tolist(),
-        "stretch_best": bests.tolist(),  # (stretches, starts): the best value after each stretch
-        "converged": bool(converged),
-        "held_out": values[:, :, at].tolist(),  # (found, starts, randoms; contexts) at n
-        "worst_ns": ns,
-        "worst_case": values[win].tolist(),  # the winner: (contexts, worst_ns)
-        "law_found": {"atoms": np.asarray(a)[win, :, :d].tolist(), "weights": law0["w"][win].tolist()},
-        "bound": float(ball_bound(n, L, RADIUS, value_norm(config))),
-    }
-
-
-def run_suprema(config: dict) -> dict:
-    """One configuration of the Gaussian contrast: the starts (the identical-heads construction only
-    for H > 1: with one head it is a random model), the ascent on the training draws until it
-    converges, every (θ, law) found, every start and ``sup_randoms`` random models (on the
-    isotropic law) measured on the held-out draws at the ascent's n, and the winner (the largest
-    training value) at each n of ``eval_ns``; the problem embedded in ``embed_dim`` and ``embed_heads``."""
-    d, H, L = int(config["dim"]), int(config["heads"]), int(config["layers"])
-    v_sum = config["vnorm"] == "sum"
-    energy = budget(config["energy"], d)
-    rng = np.random.default_rng([int(config["seed"]), 1, d, H, ENERGIES.index(config["energy"])])
-    prob = Problem(d, H, int(config["embed_dim"]), int(config["embed_heads"]), energy)
-    pairs = [p for p in STRUCTURED if H > 1 or p[0] != "identical heads"]
-    theta0, law0, names = starts(rng, d, H, L, energy, pairs, int(config["sup_restarts"]), v_sum)
-    R = int(config["sup_randoms"])
-    randoms = stack([random_params(rng, d, H, L, 1.0, 1.0, v_sum) for _ in range(R)])
-    iso = stack([law_start(d, "isotropic", energy)] * R)
-    train = prob.points(normals(rng, int(config["sup_contexts"]), int(config["sup_n"]), d))
-    held = prob.points(normals(rng, int(config["sup_eval_contexts"]), max(config["eval_ns"]), d))
-
-    def stretch(state):
-        theta, law, best, _ = ascend(
-            state[0], state[1], prob.x0, train, energy, 1.0, 1.0, v_sum, LEARNING_RATE, *prob.masks,
-            learn_law=True, steps=int(config["sup_steps"]),
-        )  # fmt: skip
-        return (theta, law), best
-
-    state = (prob.theta(theta0), prob.law(law0))
-    (theta, law), bests, converged = _stretches(stretch, state, config, GAUSSIAN_STRETCHES)
-    win = int(np.argmax(bests[-1]))
-    both = lambda found, *more: {k: np.concatenate([np.asarray(found[k]), *(m[k] for m in more)]) for k in found}  # noqa: E731
-    n = int(config["sup_n"])
-    # every (θ, law) found, every start and the random models at the ascent's n (the draws' first n
-    # points); the winner at every n of eval_ns (the slope): the n² cost of the largest n once
-    values = evaluate(
-        both(theta, prob.theta(theta0), prob.theta(randoms)), both(law, prob.law(law0), prob.law(iso)),
-        prob.x0, held[:, :n], energy, prob.mask_d, np.asarray([n]),
-    )  # fmt: skip
-    one = lambda tree: {k: np.asarray(a)[win : win + 1] for k, a in tree.items()}  # noqa: E731
-    worst = evaluate(one(theta), one(law), prob.x0, held, energy, prob.mask_d, np.asarray(config["eval_ns"]))
-    return {
-        "starts": names,
-        "train_best": bests[-1].tolist(),
-        "stretch_best": bests.tolist(),
-        "converged": bool(converged),
-        "held_out": np.asarray(values, np.float64)[:, :, 0].tolist(),  # (found, starts, randoms; contexts) at n
-        "worst_ns": [int(m) for m in config["eval_ns"]],
-        "worst_case": np.asarray(worst, np.float64)[0].tolist(),  # the winner: (contexts, eval ns)
-        "law_found": moments(law, d, energy).tolist(),
-    }
-
-
-def moments(law: dict, d: int, energy: float) -> np.ndarray:
-    """Per law ``(S, 3)``: the largest eigenvalue of the second-moment matrix S = Σ + mmᵀ, ‖m‖², tr S."""
-    m, F = np.asarray(law["m"], np.float64)[:, :d], np.asarray(law["F"], np.float64)[:, :d, :d]
-    second = F @ np.swapaxes(F, 1, 2) + JITTER * energy / d * np.eye(d) + m[:, :, None] * m[:, None, :]
-    return np.stack([np.linalg.eigvalsh(second)[:, -1], (m**2).sum(axis=1), np.trace(second, axis1=1, axis2=2)], 1)
-
-
 def law_text(row, index: int) -> str:
     """The law found by the winner ``index``: its atoms' norms and weights (ball), or its moments (Gaussian)."""
     law = row["law_found"]
@@ -339,107 +182,6 @@ def law_text(row, index: int) -> str:
     return f"law found: σ₁² {m[0]:.2f}, ‖m‖² {m[1]:.2f}, E‖z‖² {m[2]:.3g}"
 
 
-def _paired_mean_difference(a, b) -> Interval:
-    return bootstrap(lambda x, y: float(np.mean(x - y)), np.asarray(a), np.asarray(b), paired=True)
-
-
-def search(found, start, trivial) -> dict:
-    """Whether a supremum found was searched, on paired per-context values: the gain over its start
-    and the margin over the best trivial model (mean differences with their intervals), and the
-    problems: *never improved on its start* (the gain's interval's lower edge not above
-    :data:`MIN_GAIN` of the start's mean), *beaten by a trivial model* (the margin's interval below 0)."""
-    gain, margin = _paired_mean_difference(found, start), _paired_mean_difference(found, trivial)
-    problems = []
-    if not gain.ci_low > MIN_GAIN * float(np.mean(start)):
-        problems.append("never improved on its start")
-    if margin.ci_high < 0:
-        problems.append("beaten by a trivial model")
-    return {"gain": gain, "margin": margin, "problems": problems}
-
-
-def log_mean_slope(xs, per_config: list, paired: bool, n_boot: int = 2000) -> Interval:
-    """Slope of log(mean over contexts) against log x, its 95 % interval by resampling the contexts
-    (the same contexts at every x when ``paired``: one draw measured at several n). The mean, not
-    the mean of logs: a context's deviation can be exactly 0 (a discrete law's shares equal to its
-    weights)."""
-    logx = np.log(np.asarray(xs, np.float64))
-    centred = (logx - logx.mean()) / np.sum((logx - logx.mean()) ** 2)
-    rng = np.random.default_rng(0)
-    values = [np.asarray(v, np.float64) for v in per_config]
-    if paired:
-        idx = rng.integers(len(values[0]), size=(n_boot, len(values[0])))
-        means = np.stack([v[idx].mean(axis=1) for v in values], axis=1)
-    else:
-        means = np.stack([v[rng.integers(len(v), size=(n_boot, len(v)))].mean(axis=1) for v in values], axis=1)
-    boots = np.log(means) @ centred
-    point = float(np.log([v.mean() for v in values]) @ centred)
-    return Interval(point, float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5)))
-
-
-def worst_ns(row) -> list[int]:
-    """The sizes of the winner's slope, ``slope_ns``: the ball's from the ascent's n up, the Gaussian's ``eval_ns``."""
-    return list(row["config"]["slope_ns"])
-
-
-def worst_slope(row) -> Interval:
-    """The n-slope of the winner's mean deviation on the held-out draws at :func:`worst_ns`
-    (:func:`log_mean_slope`, paired)."""
-    measured = list(row["worst_ns"])
-    ns = worst_ns(row)
-    cols = [measured.index(n) for n in ns]
-    dev = np.asarray(row["worst_case"])[:, cols] / np.sqrt(np.asarray(ns, np.float64))  # (contexts, K)
-    return log_mean_slope(ns, list(dev.T), paired=True)
-
-
-def last_gain(row, index: int) -> float:
-    """The relative gain of start ``index``'s best value over the ascent's last stretch (0 after one stretch)."""
-    bests = np.asarray(row["stretch_best"])[:, index]
-    return float(bests[-1] / bests[-2] - 1) if len(bests) >= 2 else 0.0
-
-
-def supremum(row) -> dict:
-    """The winner (largest training value) on the held-out draws at the ascent's n: its name, index,
-    per-context values and interval, with :func:`search`'s gain, margin and problems, the best
-    trivial start's interval, the ascent's steps and last stretch's gain, and the winner's n-slope;
-    the problems also name a search that did not converge and a slope whose interval misses −1/2.
-    A converged search whose winner never left its start (``stationary``: a construction at a
-    stationary point of the ascent, e.g. the aligned model on a corner law) is not a problem."""
-    held = np.asarray(row["held_out"])
-    S = len(row["starts"])
-    i = int(np.argmax(row["train_best"]))
-    trivial = [j for j, name in enumerate(row["starts"]) if name.startswith("trivial")]
-    t = max(trivial, key=lambda j: held[S + j].mean())
-    searched = search(held[i], held[S + i], held[S + t])
-    slope = worst_slope(row)
-    problems = list(searched["problems"])
-    stationary = row["converged"] and "never improved on its start" in problems
-    if stationary:  # a converged ascent that cannot leave its start: the start is a stationary point
-        problems.remove("never improved on its start")
-    if not row["converged"]:
-        problems.append("search not converged")
-    if not slope.contains(-0.5):
-        problems.append(f"its n-slope {ci(slope, fmt='+.3f')} misses −1/2")
-    return {
-        "start": row["starts"][i],
-        "index": i,
-        "values": held[i],
-        "interval": bootstrap(np.mean, held[i]),
-        "trivial": bootstrap(np.mean, held[S + t]),
-        "steps": len(row["stretch_best"]) * int(row["config"]["sup_steps"]),
-        "stationary": stationary,
-        "last_gain": last_gain(row, i),
-        "slope": slope,
-        **searched,
-        "problems": problems,
-    }
-
-
-def random_mean(row) -> Interval:
-    """Mean over random models and held-out draws of √n·dev at the ascent's n (models resampled)."""
-    held = np.asarray(row["held_out"])[2 * len(row["starts"]) :]
-    return bootstrap(np.mean, held.mean(axis=1))
-
-
 def _entry(x, s) -> str:
     """One configuration's supremum in a claim line: value, winner, gain, steps, the best trivial model, problems."""
     return (
@@ -447,22 +189,6 @@ def _entry(x, s) -> str:
         f"{ci(s['gain'], fmt='+.3g')}, {s['steps']} steps, last "
         f"stretch {s['last_gain']:+.1%}; trivial {s['trivial'].value:.3g})" + "".join(f", {p}" for p in s["problems"])
     )
-
-
-#: what :func:`search_verdict` says when no supremum has a problem.
-SEARCHED = (
-    "every search converged, improved on its start (or converged at it), beats the trivial models and decays "
-    "like $n^{-1/2}$"
-)
-
-
-def search_verdict(entries: list[tuple[str, dict]], rule, searched: str = SEARCHED):
-    """The rule's verdict when no supremum has a problem, else *not tested*, and the sentence saying
-    which (``searched`` when none has)."""
-    failed = [f"{x} {p}" for x, s in entries for p in s["problems"]]
-    if failed:
-        return NOT_TESTED, "not a measured constant: " + "; ".join(failed)
-    return rule, searched
 
 
 def d_line(dims, have) -> Claim:
@@ -641,22 +367,13 @@ def suprema_figure(rows):
 
 
 __all__ = [
-    "BALL_CONTEXTS",
     "BALL_SLOPE_SIZES",
     "CLASSES",
-    "CONVERGED",
-    "ENERGIES",
-    "GAUSSIAN_STRETCHES",
-    "LEARNING_RATE",
-    "MIN_GAIN",
-    "SEARCHED",
     "SUP_AT_DIM",
     "SUP_CONTEXTS",
     "SUP_N",
     "SUP_STEPS",
-    "Energy",
     "Suprema",
-    "budget",
     "contrast_line",
     "d_line",
     "embed_dim",
@@ -664,18 +381,6 @@ __all__ = [
     "heads_line",
     "heads_scan",
     "label",
-    "last_gain",
-    "log_mean_slope",
     "law_text",
-    "moments",
-    "random_mean",
-    "run_ball",
-    "run_suprema",
-    "search",
-    "search_verdict",
-    "supremum",
-    "value_norm",
     "worst_rate_line",
-    "worst_ns",
-    "worst_slope",
 ]

@@ -46,7 +46,7 @@ from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import worst
 from . import verdicts as V
 from .deviation import deviations_program, references, token_trajectory
-from .rho import rho_of
+from .rho_models import rho_of
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer
 from .statistics import ci, exponent_of, tail_exponent, upper_quantiles
 from .tail_rule import decay, decay_bound, gamma_of, limit_band, model_verdict
@@ -97,7 +97,7 @@ fixed_inputs = jax.jit(
 
 
 def at_rho(params: dict, rho: float) -> dict:
-    """``params`` with Q and K rescaled (each by the same factor) so that :func:`~.rho.rho_of` is ``rho``."""
+    """``params`` with Q and K rescaled (each by the same factor) so that :func:`~.rho_models.rho_of` is ``rho``."""
     factor = np.sqrt(rho / rho_of(jax.tree.map(lambda a: np.asarray(a)[None], params))[0])
     return {**params, "Q": np.asarray(params["Q"]) * factor, "K": np.asarray(params["K"]) * factor}
 

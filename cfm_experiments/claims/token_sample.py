@@ -27,18 +27,11 @@ intervals over seeds (:func:`cfm_jax.stats.mean_ci`); each slope's interval is
 :func:`cfm_jax.stats.fit_loglog`'s. Computed in float32 (the errors are 10⁻³ and more of their
 quantities, far above its round-off).
 
-What the Monte-Carlo numbers measure follows mostly from arithmetic. If the n-point error and the
-reference's own are independent, of sizes err(n) = c·n^β and err(n_ref), the error against the
-reference is
-
-    err_MC(n) = √(err(n)² + err(n_ref)²)        (the floor model; at β = −1/2: c·√(1/n + 1/n_ref)),
-
-whose fitted slope is flatter and whose fitted prefactor, an intercept at n = 1, is lower, while at
-every measured n err_MC/err = √(1 + (n/n_ref)^{−2β}) ≥ 1: the Monte-Carlo referenced error is
-*larger*. :func:`floor_model` predicts Δβ, the prefactor ratio and err_MC/err from the exact
-reference's own fit; the line prints each prediction beside the measured number, and the measured
-err_MC/err at the smallest and the largest n instead of the intercept alone. Where the measured
-numbers follow the prediction, the reference adds its own error and nothing else.
+What the Monte-Carlo numbers measure follows mostly from arithmetic: the reference's own error adds
+to every size's (the floor model, :mod:`.token_floor`), which predicts Δβ, the prefactor ratio and
+err_MC/err from the exact reference's own fit; the line prints each prediction beside the measured
+number. Where the measured numbers follow the prediction, the reference adds its own error and
+nothing else.
 
 At small horizons the layer is linear in its logits' scale (the softmax is uniform to first order),
 so its errors do not change with s: such a horizon repeats a smaller one. :func:`distinct` keeps a
@@ -66,13 +59,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfm_jax import GaussianMeasure, attention_output_moments
-from cfm_jax.stats import fit_loglog, mean_ci
+from cfm_jax.stats import fit_loglog
 
 from ..declarations.claims import TOKEN_SAMPLE
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, UNDECIDED, Verdict, against_band
 from . import verdicts as V
+from .token_floor import floor_model, paired
 
 DTYPE = jnp.float32
 #: a slope change below this is negligible (the size of a slope's own interval at the paper's sizes).
@@ -211,34 +205,9 @@ class TokenSample(Part):
         return [save(token_figure(rows, summary.data["horizons"]), out / "token_sample.png")] if rows else []
 
 
-def _paired(ns, exact, mc) -> dict:
-    """Per-seed slopes and log-prefactors of both references (least squares of log err on log n):
-    Δβ = β_MC − β_exact and the prefactor ratio c_MC/c_exact, each with its Student-t interval."""
-    lx = np.log(np.asarray(ns, np.float64))
-    fit = lambda y: np.polyfit(lx, np.log(np.asarray(y, np.float64)).T, 1)  # noqa: E731  (2, seeds)
-    (b_ex, a_ex), (b_mc, a_mc) = fit(exact), fit(mc)
-    d, half = mean_ci(b_mc - b_ex)
-    r, rhalf = mean_ci(a_mc - a_ex)
-    return {
-        "delta": {"value": d, "ci_low": d - half, "ci_high": d + half},
-        "ratio": {"value": math.exp(r), "ci_low": math.exp(r - rhalf), "ci_high": math.exp(r + rhalf)},
-    }
-
-
-def floor_model(ns, slope: float, n_ref: int) -> dict:
-    """The floor model's prediction (module docstring) on the grid ``ns`` for an exact-reference error
-    c·n^``slope``: ``delta`` (β_MC − β_exact), ``ratio`` (the fitted prefactors' ratio, at n = 1) and
-    ``error_ratio`` (err_MC/err at each n); c cancels."""
-    lx = np.log(np.asarray(ns, np.float64))
-    exact = slope * lx
-    mc = 0.5 * np.log(np.exp(2 * exact) + float(n_ref) ** (2 * slope))
-    b, a = np.polyfit(lx, mc, 1)
-    return {"delta": float(b - slope), "ratio": float(np.exp(a)), "error_ratio": np.exp(mc - exact).tolist()}
-
-
 def per_horizon(row: dict) -> dict:
     """One scale's fits: per quantity, each reference's :func:`cfm_jax.stats.fit_loglog` and the paired
-    differences (:func:`_paired`); the Monte-Carlo reference's own errors, ‖m_ref − m‖·√n_ref and
+    differences (:func:`~.token_floor.paired`); the Monte-Carlo reference's own errors, ‖m_ref − m‖·√n_ref and
     ‖C_ref − C‖_F/‖C‖_F, mean over seeds."""
     ns, cfg = row["ns"], row["config"]
     out: dict = {
@@ -251,7 +220,7 @@ def per_horizon(row: dict) -> dict:
         ratio = np.exp(np.log(np.asarray(row[f"{q}_mc"]) / np.asarray(row[f"{q}_exact"])).mean(axis=0))
         out[q] = {
             **fits,
-            **_paired(ns, row[f"{q}_exact"], row[f"{q}_mc"]),
+            **paired(ns, row[f"{q}_exact"], row[f"{q}_mc"]),
             "error_ratio": ratio.tolist(),  # err_MC/err at each n, geometric mean over seeds
             "floor": floor_model(ns, fits["exact"]["slope"], int(cfg["n_ref"])),
         }
@@ -445,7 +414,6 @@ __all__ = [
     "bias_line",
     "bias_verdict",
     "distinct",
-    "floor_model",
     "errors",
     "horizon",
     "per_horizon",

@@ -12,7 +12,7 @@ so that a √d growth shows if it is there); the heads sweep at one d on the fir
 Beside E sup: the best fixed start (the start whose value, before any ascent, is largest on average
 over the contexts: sup_θ E rather than E sup_θ) and the trivial model (Q = K = 0). A per-context
 ascent that gains nothing over the best fixed start measures one model, not the uniform quantity:
-its line says so (:func:`.suprema.search`) and its verdict is withheld.
+its line says so (:func:`.supremum.search`) and its verdict is withheld.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ from ..declarations.claims import UNIFORM
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
-from .ascent import Problem, ascend_each, normals, stack, starts
+from .ascent import Problem, ascend_each, normals
+from .searches import ENERGIES, LEARNING_RATE, Energy, budget
+from .starts import stack, starts
 from .statistics import ci, growth
-from .suprema import ENERGIES, LEARNING_RATE, Energy, budget, embed_dim, label, search, search_verdict
+from .suprema import embed_dim, label
+from .supremum import search, search_verdict
 
 #: the starts of every context's ascent: the aligned and trivial constructions, then one random model.
 PAIRS = (("aligned", "isotropic"), ("trivial", "isotropic"))
@@ -121,7 +124,7 @@ class Uniform(Part):
 def uniform_sup(row) -> dict:
     """E sup (per context the largest value any ascent reached) with its interval, the best fixed
     start (largest mean value before the ascent: its name and interval), the trivial model's
-    interval, and :func:`~.suprema.search`'s gain over the best fixed start and problems."""
+    interval, and :func:`~.supremum.search`'s gain over the best fixed start and problems."""
     best, initial = np.asarray(row["best"]), np.asarray(row["initial"])
     sup = best.max(axis=1)
     s = int(np.argmax(initial.mean(axis=0)))

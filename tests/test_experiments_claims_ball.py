@@ -1,0 +1,68 @@
+"""claims.ball: the shares of a discrete law are its draws, the ball objective is the n-point system of
+the drawn points, and the a-priori bound is the largest displacement, never exceeded by the ascent
+in the ball or by what it measures."""
+
+import numpy as np
+
+from cfm_experiments.claims import ascent as A, ball as B, starts as S
+
+
+def test_shares_of_a_discrete_law_are_its_draws():
+    """counts: every context's shares sum to one, a zero-weight atom is never drawn, the n-prefixes
+    nest (the shares at n are those of the first n draws) and the shares average to the weights."""
+    rng = np.random.default_rng(0)
+    w = np.array([[0.2, 0.0, 0.8, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    c = B.counts(rng, w, 400, [4, 64])
+    assert c.shape == (2, 400, 2, 4)
+    np.testing.assert_allclose(c.sum(axis=-1), 1.0)
+    assert np.all(c[0, :, :, [1, 3]] == 0)
+    assert np.all((c[:, :, 0] * 4) % 1 == 0) and np.all((c[:, :, 1] * 64) % 1 == 0)
+    np.testing.assert_allclose(c[:, :, 1].mean(axis=1), w, atol=0.02)
+
+
+def test_the_ball_objective_is_the_n_point_system_of_the_drawn_points():
+    """The atoms weighted by their shares are the n-point context of the drawn points (points at one
+    atom move together): the same deviation as the n explicit points, one context at a time."""
+    from cfm_experiments.claims.deviation import sup_deviation, token_trajectory
+    from cfm_jax import EmpiricalMeasure
+
+    rng = np.random.default_rng(1)
+    d, n = 3, 12
+    law = B.ball_law(rng, d, "random")
+    theta = S.random_params(rng, d, 1, 2, 1.0, 1.0, False)
+    u = rng.random(n)
+    idx = np.searchsorted(np.cumsum(law["w"]) / law["w"].sum(), u, side="right")
+    shares = np.bincount(idx, minlength=B.ATOMS) / n
+    model = A.model_of(theta)
+    x0 = A.token(d)
+    ref = token_trajectory(model, x0, EmpiricalMeasure(law["a"], law["w"]))
+    explicit = np.sqrt(n) * sup_deviation(token_trajectory(model, x0, EmpiricalMeasure(law["a"][idx])), ref)
+    shared = B.ball_objective(theta, law["a"], law["w"], shares[None], x0, float(n))
+    np.testing.assert_allclose(shared, explicit, rtol=1e-5)
+
+
+def test_the_a_priori_bound_is_the_largest_displacement_and_is_never_exceeded():
+    """With Q = K = V = I and every atom at R e₁ the token e₁ moves by exactly R((1 + 1/L)^L − 1) (half
+    the bound at n = 1); no (θ, ball law) found by the ascent or drawn exceeds the bound."""
+    from cfm_experiments.claims.deviation import token_trajectory
+    from cfm_jax import EmpiricalMeasure
+
+    L, d = 4, 2
+    model = A.model_of(S.identity(d, 1, L, 1.0, 1.0, False))
+    a = np.zeros((2, d))
+    a[:, 0] = 1.0
+    xs = token_trajectory(model, A.token(d), EmpiricalMeasure(a))
+    np.testing.assert_allclose(xs[-1, 0, 0] - 1.0, B.ball_bound(1, L) / 2, rtol=1e-6)
+    rng = np.random.default_rng(2)
+    theta0, law0, _ = B.ball_starts(rng, d, 1, L, B.BALL_STRUCTURED[:3], 2, False)
+    shares = B.counts(rng, law0["w"], 8, [16])[:, :, 0]
+    ones = (np.ones(d), np.ones(1))
+    theta, atoms, best, history = B.ascend_ball(
+        theta0, law0["a"], law0["w"], shares, A.token(d), 16.0, False, 0.3, *ones, steps=20
+    )
+    assert np.all(np.linalg.norm(np.asarray(atoms), axis=-1) <= 1.0 + 1e-6)
+    assert np.all(np.asarray(best) >= np.asarray(history)[:, 0] - 1e-6) and np.any(best > history[:, 0] * 1.01)
+    assert np.max(history) <= B.ball_bound(16, L)
+    held = B.counts(rng, law0["w"], 16, [4, 16, 64])
+    values = B.evaluate_ball(theta, atoms, law0["w"], held, A.token(d), np.asarray([4, 16, 64]))
+    assert np.all(np.asarray(values) <= B.ball_bound(np.asarray([4, 16, 64]), L))
