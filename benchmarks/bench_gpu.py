@@ -228,6 +228,16 @@ def _key(r):
     return (r["n"], r["d"], r["precision"], r["kind"])
 
 
+def _previous_rows(json_path: Path, dry: bool) -> dict:
+    """The rows of an earlier run at ``json_path`` on this backend and in this mode, by key (--resume)."""
+    if not json_path.exists():
+        return {}
+    prev = json.loads(json_path.read_text())
+    if prev["machine"]["backend"] != jax.default_backend() or prev["config"]["dry_run"] != dry:
+        return {}
+    return {_key(r): r for r in prev["rows"]}
+
+
 def to_markdown(result) -> str:
     m, cfg = result["machine"], result["config"]
     rates, bw = result["matmul_rate_flops"], result["bandwidth_bytes_per_s"]
@@ -407,11 +417,7 @@ def main(argv=None):
         "bandwidth_elements": 1 << (24 if dry else 28),
     }
     json_path, md_path = args.out.with_suffix(".json"), args.out.with_suffix(".md")
-    old = {}
-    if args.resume and json_path.exists():
-        prev = json.loads(json_path.read_text())
-        if prev["machine"]["backend"] == jax.default_backend() and prev["config"]["dry_run"] == dry:
-            old = {_key(r): r for r in prev["rows"]}
+    old = _previous_rows(json_path, dry) if args.resume else {}
     result = {
         "machine": machine(),
         "config": config,
@@ -501,11 +507,7 @@ def main_kernel(args, dry, start):
         "exp_elements": 1 << (20 if dry else 26),
     }
     json_path, md_path = args.out.with_suffix(".json"), args.out.with_suffix(".md")
-    old = {}
-    if args.resume and json_path.exists():
-        prev = json.loads(json_path.read_text())
-        if prev["machine"]["backend"] == jax.default_backend() and prev["config"]["dry_run"] == dry:
-            old = {_key(r): r for r in prev["rows"]}
+    old = _previous_rows(json_path, dry) if args.resume else {}
     result = {
         "machine": machine(),
         "config": config,
