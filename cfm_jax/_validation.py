@@ -94,15 +94,13 @@ def _on_error() -> str:
 
 
 class _Mode(enum.Enum):
-    #: traced under checkify (ours at top level, or a caller's): checks are ``checkify.check``
-    FUNCTIONAL = enum.auto()
+    FUNCTIONAL = enum.auto()  #: traced under checkify (ours, or a caller's): checks are ``checkify.check``
 
 
 class _Flags:
-    """The checks made at the top level of a program traced by :func:`compiled` inside a caller's
-    own transformation: ``(flag, message)`` pairs returned beside its result (a flag True when its
-    check failed). ``trace`` is that top level: a check traced deeper (a ``scan`` body) is attached
-    where it is instead (its flag could not leave)."""
+    """The checks at the top level of a program traced by :func:`compiled` (a caller's transformation
+    around it): ``(flag, message)`` pairs returned beside its result, a flag True when its check
+    failed. ``trace`` is that top level: a check traced deeper (a ``scan`` body) is attached there."""
 
     def __init__(self):
         self.checks: list[tuple[jax.Array, str]] = []
@@ -120,6 +118,12 @@ _CHECKIFY_CODE = checkify.checkify(lambda: None).__wrapped__.__code__  # pyright
 _CHECKIFY_SUFFIX = " (`check` failed)"
 #: how checkify's refusal of a program it cannot rewrite begins
 _CHECKIFY_UNSUPPORTED = "Checkify does not support"
+
+
+def _level_flags() -> _Flags | None:
+    """The flags of the compiled program whose top level this line is at (a check can leave it), else None."""
+    mode = _MODE.get()
+    return mode if isinstance(mode, _Flags) and mode.trace == jex_core.get_opaque_trace_state() else None
 
 
 def _functional() -> bool:
@@ -228,9 +232,9 @@ def check(x: _T, failed, message: str) -> _T:
     if _functional():
         checkify.check(~jnp.any(failed), _escape(message))
         return x
-    mode = _MODE.get()
-    if isinstance(mode, _Flags) and mode.trace == jex_core.get_opaque_trace_state():
-        mode.checks.append((jnp.any(failed), message))
+    flags = _level_flags()
+    if flags is not None:
+        flags.checks.append((jnp.any(failed), message))
         return x
     return _attach(x, jnp.any(failed), 0, (message,))
 
@@ -397,9 +401,9 @@ def _raise_flagged(out, flags, messages: tuple[str, ...]):
     ``grad``); else attached to ``out`` and its gradient (:func:`_attach`)."""
     if not messages:
         return out
-    mode = _MODE.get()
-    if isinstance(mode, _Flags) and mode.trace == jex_core.get_opaque_trace_state():
-        mode.checks.extend(zip(flags, messages, strict=True))
+    enclosing = _level_flags()
+    if enclosing is not None:
+        enclosing.checks.extend(zip(flags, messages, strict=True))
         return out
     try:
         values = np.array([bool(f) for f in flags])  # a tracer that carries values (an eager grad)
