@@ -57,52 +57,17 @@ class W1ControlField(AbstractField):
         max_iterations: int = 2000,
         threshold: float = 1e-3,
         batch_size: int | None = None,
-        throw: bool = True,
     ) -> W1ControlField:
         r"""Control field for the fixed measure ``nu`` (an :class:`EmpiricalMeasure` or ``(m, d)``).
 
         ``direction`` defaults to $e_1$ and is normalised; ε = ``relative_epsilon`` $· (2 \operatorname{Var} ν)^{1/2}$
-        (Var ν the total variance of ν).
-        ``throw=False`` leaves out the in-program checks of traced values (a sweep building the
-        field from its own reference sample inside ``jit``; concrete values are always checked).
+        (Var ν the total variance of ν). The values of ``nu``, ``direction`` and ``relative_epsilon``
+        are checked, a failed check naming the argument.
         """
-        if not isinstance(nu, EmpiricalMeasure):
-            try:
-                nu = as_measure(nu)
-            except ValueError as e:
-                raise ValueError(f"`nu`: {e}") from None
-        if throw or is_concrete(nu.points):
-            nu = nu.checked("nu")
-        d = nu.dim
-        dtype = nu.points.dtype
-        e = jnp.zeros((d,), dtype).at[0].set(1.0) if direction is None else jnp.asarray(direction, dtype)
-        if e.shape != (d,):
-            raise ValueError(f"`direction` must have shape ({d},), got {e.shape}.")
-        norm = jnp.linalg.norm(e)
-        ok = jnp.isfinite(norm) & (norm > 0)
-        if throw or is_concrete(ok):
-            e = require(e, ok, "`direction` must be a finite, non-zero vector.")
-        if throw or is_concrete(relative_epsilon):
-            relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-            raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
-        if not (math.isfinite(float(threshold)) and float(threshold) > 0):
-            raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
-        y, b = nu.points, nu.weights
-        var = b @ jnp.sum((y - b @ y) ** 2, -1)
-        eps = jax.lax.stop_gradient(relative_epsilon * jnp.sqrt(2 * var))
-        if d == 1:
-            offset = jnp.zeros((), dtype)
-        else:
-            offset = self_transport_cost(
-                y, b, eps, batch_size=batch_size, max_iterations=max_iterations, threshold=threshold
-            )
-        return cls(
-            nu_points=y,
-            nu_weights=b,
-            direction=e / norm,
-            epsilon=eps,
-            offset=jax.lax.stop_gradient(offset),
+        return control_field(
+            nu,
+            direction,
+            relative_epsilon=relative_epsilon,
             max_iterations=max_iterations,
             threshold=threshold,
             batch_size=batch_size,
@@ -129,6 +94,62 @@ class W1ControlField(AbstractField):
         c = params["c"] if "c" in params else 1.0
         v = c * self.distance(measure) * self.direction
         return jnp.broadcast_to(v, x.shape).astype(x.dtype)
+
+
+def control_field(
+    nu,
+    direction=None,
+    *,
+    relative_epsilon: float = 0.01,
+    max_iterations: int = 2000,
+    threshold: float = 1e-3,
+    batch_size: int | None = None,
+    checked: bool = True,
+) -> W1ControlField:
+    """:meth:`W1ControlField.create`; ``checked=False`` leaves out the in-program checks of traced
+    values, for a sweep that builds the field inside its own program from a reference sample it drew
+    itself (concrete values are always checked)."""
+    if not isinstance(nu, EmpiricalMeasure):
+        try:
+            nu = as_measure(nu)
+        except ValueError as e:
+            raise ValueError(f"`nu`: {e}") from None
+    if checked or is_concrete(nu.points):
+        nu = nu.checked("nu")
+    d = nu.dim
+    dtype = nu.points.dtype
+    e = jnp.zeros((d,), dtype).at[0].set(1.0) if direction is None else jnp.asarray(direction, dtype)
+    if e.shape != (d,):
+        raise ValueError(f"`direction` must have shape ({d},), got {e.shape}.")
+    norm = jnp.linalg.norm(e)
+    ok = jnp.isfinite(norm) & (norm > 0)
+    if checked or is_concrete(ok):
+        e = require(e, ok, "`direction` must be a finite, non-zero vector.")
+    if checked or is_concrete(relative_epsilon):
+        relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
+        raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
+    if not (math.isfinite(float(threshold)) and float(threshold) > 0):
+        raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
+    y, b = nu.points, nu.weights
+    var = b @ jnp.sum((y - b @ y) ** 2, -1)
+    eps = jax.lax.stop_gradient(relative_epsilon * jnp.sqrt(2 * var))
+    if d == 1:
+        offset = jnp.zeros((), dtype)
+    else:
+        offset = self_transport_cost(
+            y, b, eps, batch_size=batch_size, max_iterations=max_iterations, threshold=threshold
+        )
+    return W1ControlField(
+        nu_points=y,
+        nu_weights=b,
+        direction=e / norm,
+        epsilon=eps,
+        offset=jax.lax.stop_gradient(offset),
+        max_iterations=max_iterations,
+        threshold=threshold,
+        batch_size=batch_size,
+    )
 
 
 __all__ = ["W1ControlField"]

@@ -128,8 +128,6 @@ def attention_regime(
     model: AbstractCFM,
     context: GaussianMeasure | EmpiricalMeasure | Float[Array, "n d"],
     queries: Float[Array, "B d"] | Float[Array, " d"],
-    *,
-    throw: bool = True,
 ) -> AttentionRegime:
     """Logit spread, effective sample size and heavy-tail indicator of every layer and head.
 
@@ -140,19 +138,18 @@ def attention_regime(
             (or ``(n, d)`` points; plug-in values, memory O(L·H·B·n)).
         queries: the target tokens ``(B, d)`` or ``(d,)`` at which the softmax is evaluated (pass
             context points to see the context's own attention).
-        throw: check the values of the queries, the model and an empirical context inside the
-            compiled program (the one value check); False for inputs a sweep generates itself.
 
     Returns:
-        An :class:`AttentionRegime`; see the module docstring for the definitions. Compiled
-        (``eqx.filter_jit``): a repeated call with the same shapes reuses the program.
+        An :class:`AttentionRegime`; see the module docstring for the definitions. Compiled: a
+        repeated call with the same shapes reuses the program. The values of the queries, the model
+        and an empirical context are checked, a failed check naming the argument.
     """
-    return regime(model, context, queries, throw=throw)
+    return regime(model, context, queries)
 
 
-def regime(model: AbstractCFM, context, queries, *, throw: bool = True) -> AttentionRegime:
+def regime(model: AbstractCFM, context, queries, *, checked: bool = True) -> AttentionRegime:
     """:func:`attention_regime`'s body, uncompiled: for a compiled function that evaluates the regime
-    as one step of its own program."""
+    as one step of its own program; ``checked=False`` for values checked (or generated) there."""
     Q, K = _query_keys(model)
     d = Q.shape[-1]
     if not isinstance(context, (GaussianMeasure, EmpiricalMeasure)):
@@ -168,7 +165,7 @@ def regime(model: AbstractCFM, context, queries, *, throw: bool = True) -> Atten
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise ValueError(f"`queries` must be a floating array, got dtype {x.dtype}.")
     x = jnp.atleast_2d(x)
-    if throw:
+    if checked:
         x = finite("queries", x)
         Q, K = finite_params((Q, K))
         context = context.checked("context")
@@ -292,7 +289,7 @@ def notice_heavy_tail(model, context, queries) -> None:
     is in the heavy-tail regime at the Gaussian ``context`` (:func:`warn_if_heavy_tailed`, without a
     sample size: ρ ≥ 1). Nothing for other contexts or models without softmax attention."""
     if isinstance(context, GaussianMeasure) and has_regime(model):
-        notice(regime(model, context, queries, throw=False), _warn_heavy_tailed)
+        notice(regime(model, context, queries, checked=False), _warn_heavy_tailed)
 
 
 def _warn_heavy_tailed(found: AttentionRegime) -> None:

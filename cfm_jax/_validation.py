@@ -24,13 +24,14 @@ a covariance that is positive definite, a solve that did not fail — are checke
   program has host callbacks, which the persistent cache does not store: wrap the step in
   ``cfm_jax.compiled`` (or ``checkify``) instead.
 - **Called eagerly outside any entry point** (a constructor given arrays): the check fails at once.
-
 ``EQX_ON_ERROR`` (equinox's variable, read when a check fails or is traced) is honoured everywhere:
 ``raise`` (default), ``nan`` (the result, or the gradient, filled with NaN, nothing raised), ``off``
 (no check), ``breakpoint`` (equinox's debugger, where a host callback runs; raised otherwise).
 
-``throw=False`` is offered only where a solve can fail (``forward``, the SDE solves): it leaves the
-checks out and reports the solve's outcome as ``result``.
+``throw`` (diffrax's name) exists only where a solve can fail (``forward``, ``gaussian_flow``,
+``loss_and_grad``, ``adjoint_trajectories``, ``token_adjoint``): ``throw=False`` leaves the checks
+out and reports the outcome as ``result``. Every other function always checks (a sweep over its own
+inputs runs in ``cfm_jax.compiled``, where the checks are data and the cache stores it).
 
 Advice that is not an error — a warning that depends on values, such as the heavy-tail regime of a
 model at a Gaussian context — travels beside the result (:func:`notice`) and is given after a
@@ -66,8 +67,8 @@ _T = TypeVar("_T")
 
 
 class _RepeatedCheckLog(logging.Filter):
-    """Drops JAX's log of a host callback that failed with an ``eqx.error_if`` check: the same error is
-    raised to the caller right after (with its message), so the log only adds a duplicate traceback."""
+    """Drops JAX's log of a host callback failed by an ``eqx.error_if`` check: the same error is raised
+    right after, so the log would only add a duplicate traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
@@ -83,9 +84,7 @@ logging.getLogger("jax._src.callback").addFilter(_RepeatedCheckLog())
 
 def _static(value):
     """A numpy integer or bool scalar as the Python value (``eqx.filter_jit`` would trace it)."""
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return int(value) if isinstance(value, np.integer) else value
+    return bool(value) if isinstance(value, np.bool_) else int(value) if isinstance(value, np.integer) else value
 
 
 def _on_error() -> str:
@@ -335,6 +334,8 @@ def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     first, so that ``steps=np.int64(4)`` is static like ``steps=4`` (``eqx.filter_jit`` traces every
     numpy value).
 
+    ``step.lower(*args, **kwargs)`` lowers the program a top-level call runs (checks as data).
+
     Example: ``step = cfm_jax.compiled(lambda model, x0, context, y: cfm_jax.loss_and_grad(model, x0,
     context, y))``.
     """
@@ -364,6 +365,8 @@ def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
         out, (flags, messages), notices = traced(*args, **kwargs)  # pyright: ignore[reportCallIssue]
         return _advised(_raise_flagged(out, flags, messages), notices)
 
+    lower = lambda *a, **kw: top.lower(*map(_static, a), **{k: _static(v) for k, v in kw.items()})  # noqa: E731
+    call.lower = lower  # pyright: ignore[reportAttributeAccessIssue]
     return cast(Callable[_P, _R], call)
 
 
@@ -426,20 +429,17 @@ def check_solved(x, result, prefix: str = ""):
 
 
 def is_concrete(x) -> bool:
-    """True when `x` holds actual values (not a tracer inside jit/vmap/grad)."""
-    return not isinstance(x, Tracer)
+    return not isinstance(x, Tracer)  # actual values, not a tracer inside jit/vmap/grad
 
 
 def check_finite(name: str, x) -> None:
-    """The finiteness check of :func:`finite` made now on a concrete array (a constructor given
-    values); a traced one is left to the entry point that receives it."""
+    """:func:`finite` now on a concrete array (a constructor given values); a traced one is left to its entry point."""
     if is_concrete(x):
         check(x, ~np.isfinite(np.asarray(x)).all(), f"`{name}` contains non-finite values (nan/inf).")
 
 
 def finite(name: str, x):
-    """``x`` with a check, inside compiled code (:func:`check`), that its entries are finite; the
-    error names ``name``."""
+    """``x`` with a check (:func:`check`) that its entries are finite, the error naming ``name``."""
     return check(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains non-finite values (nan/inf).")
 
 

@@ -64,7 +64,7 @@ def positive_finite(name: str, value):
     return require(value, jnp.isfinite(value) & (value > 0), f"`{name}` must be finite and > 0.")
 
 
-def _check_pair(mu, nu, throw: bool) -> tuple[EmpiricalMeasure, EmpiricalMeasure]:
+def _check_pair(mu, nu) -> tuple[EmpiricalMeasure, EmpiricalMeasure]:
     for name, m in (("mu", mu), ("nu", nu)):
         if not isinstance(m, EmpiricalMeasure):
             try:
@@ -77,7 +77,7 @@ def _check_pair(mu, nu, throw: bool) -> tuple[EmpiricalMeasure, EmpiricalMeasure
             nu = m
     if mu.dim != nu.dim:
         raise ValueError(f"`mu` and `nu` must live in the same dimension, got d = {mu.dim} and {nu.dim}.")
-    return (mu.checked("mu"), nu.checked("nu")) if throw else (mu, nu)
+    return mu.checked("mu"), nu.checked("nu")
 
 
 def sorted_w1(x, a, y, b):
@@ -231,7 +231,6 @@ def wasserstein1(
     batch_size: int | None = None,
     max_iterations: int = 2000,
     threshold: float = 1e-3,
-    throw: bool = True,
 ):
     r"""$W_1(μ, ν) = \min_π ∫‖x − y‖ dπ$ over the couplings π of μ and ν, for two :class:`EmpiricalMeasure` s.
 
@@ -245,8 +244,6 @@ def wasserstein1(
         batch_size: Sinkhorn row-block size for large clouds (memory ∝ ``batch_size`` × m).
         max_iterations: Sinkhorn's iteration cap.
         threshold: Sinkhorn's stopping rule (the marginal error).
-        throw: False leaves out the checks of traced values (for a sweep's own measures); concrete
-            ε values are still checked.
 
     Returns:
         A scalar array, in the points' dtype, for every method. The traceable methods are compiled;
@@ -254,7 +251,7 @@ def wasserstein1(
     """
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
-    mu, nu = _check_pair(mu, nu, throw)
+    mu, nu = _check_pair(mu, nu)
     d = mu.dim
     if method == "auto":
         method = "sorted" if d == 1 else "sinkhorn"
@@ -267,9 +264,8 @@ def wasserstein1(
         return jnp.asarray(_exact_w1(x, a, y, b), jnp.result_type(x, y))
     if method == "sinkhorn":
         if epsilon is None:
-            if throw or is_concrete(relative_epsilon):
-                relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
-        elif throw or is_concrete(epsilon):
+            relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
+        else:
             epsilon = positive_finite("epsilon", epsilon)
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
             raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import cfm_jax
-from cfm_jax import EmpiricalMeasure, Transformer, chaos
+from cfm_jax import EmpiricalMeasure, Transformer, _validation, chaos
 
 
 def test_uniform_attention_closed_form():
@@ -140,15 +140,19 @@ def test_prefix_weights_checks_a_traced_n(n):
         jax.block_until_ready(fn(n, 3))
 
 
-def test_prefix_weights_unchecked_under_jit_holds_no_callback():
-    """``throw=False``: the same weights, and a program the persistent cache can store (no check);
-    a concrete n out of range is still refused."""
-    fn = jax.jit(lambda n: chaos.prefix_weights(n, 3, throw=False))
-    np.testing.assert_array_equal(fn(2), [0.5, 0.5, 0.0])
-    assert "callback" not in fn.lower(2).as_text()
-    assert "callback" in jax.jit(lambda n: chaos.prefix_weights(n, 3)).lower(2).as_text()
+def test_prefix_weights_in_a_compiled_sweep_holds_no_callback():
+    """A sweep's own program in ``cfm_jax.compiled``: the same weights, the check of a traced n as
+    data (no host callback: the persistent cache can store it) and still raised after the call; a
+    plain ``jax.jit`` holds a callback. There is no ``throw`` switch: nothing here can fail but a check."""
+    sweep = lambda ns: jax.lax.map(lambda n: chaos.prefix_weights(n, 3), ns)  # noqa: E731
+    ns = jnp.asarray([1, 2, 3])
+    np.testing.assert_array_equal(cfm_jax.compiled(sweep)(ns)[1], [0.5, 0.5, 0.0])
+    assert "callback" not in eqx.filter_jit(_validation._checkified(sweep)).lower(ns).as_text()
+    assert "callback" in jax.jit(sweep).lower(ns).as_text()
     with pytest.raises(eqx.EquinoxRuntimeError, match="`n` must be in"):
-        chaos.prefix_weights(4, 3, throw=False)
+        cfm_jax.compiled(sweep)(jnp.asarray([1, 4]))
+    with pytest.raises(TypeError, match="throw"):
+        chaos.prefix_weights(2, 3, throw=False)  # pyright: ignore[reportCallIssue]
 
 
 def test_coupled_deviations_names_swapped_or_mismatched_arguments():

@@ -1,12 +1,13 @@
 """cfm_jax._control: the W1-Lipschitz control field V(x, μ) = c · W1(μ, ν) · e."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import cfm_jax
-from cfm_jax import EmpiricalMeasure
+from cfm_jax import EmpiricalMeasure, _validation
 from cfm_jax._control import W1ControlField
 from cfm_jax._wasserstein import wasserstein1
 
@@ -84,16 +85,18 @@ def test_epsilon_is_relative_to_the_spread_of_nu():
     assert float(field.epsilon) == pytest.approx(0.02 * np.sqrt(b @ pairs @ b), rel=1e-12)  # E‖Y − Y'‖²
 
 
-def test_throw_false_builds_a_callback_free_field_under_jit():
-    """throw=False: a field built under jit from a sweep's own reference carries no host callback (so
-    the program can be stored by JAX's persistent compilation cache), and equals the checked one."""
+def test_a_field_built_in_a_compiled_sweep_holds_no_callback():
+    """A field built inside a sweep's ``cfm_jax.compiled`` program from its own reference keeps its
+    checks as data (no host callback: JAX's persistent compilation cache can store the program),
+    equals the one built under a plain ``jax.jit`` (which holds callbacks), and a NaN reference still
+    raises naming ``nu``."""
     pts = jax.random.normal(jax.random.key(4), (8, 2), jnp.float64)
 
-    def build(p, throw):
-        return W1ControlField.create(EmpiricalMeasure.unchecked(p, jnp.full((8,), 1 / 8)), throw=throw).epsilon
+    def build(p):
+        return W1ControlField.create(EmpiricalMeasure.unchecked(p, jnp.full((8,), 1 / 8))).epsilon
 
-    assert "callback" not in str(jax.make_jaxpr(lambda p: build(p, False))(pts))
-    assert "callback" in str(jax.make_jaxpr(lambda p: build(p, True))(pts))
-    assert float(jax.jit(lambda p: build(p, False))(pts)) == pytest.approx(
-        float(jax.jit(lambda p: build(p, True))(pts))
-    )
+    assert "callback" not in eqx.filter_jit(_validation._checkified(build)).lower(pts).as_text()
+    assert "callback" in jax.jit(build).lower(pts).as_text()
+    assert float(cfm_jax.compiled(build)(pts)) == pytest.approx(float(jax.jit(build)(pts)), rel=1e-12)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`nu`"):
+        cfm_jax.compiled(build)(pts.at[0, 0].set(jnp.nan))

@@ -71,21 +71,21 @@ def test_programs_are_reused_across_seeds_norms_and_configurations(base_row):
 
 
 def test_programs_hold_no_host_callback():
-    """The claims' programs check nothing of what they drew themselves (``prefix_weights(...,
-    throw=False)``): a program with a value check holds a host callback, which the persistent
-    compilation cache never stores, so every warm ``cfm-jax claims`` would compile it again."""
+    """The claims' programs keep the library's checks of what they drew themselves as data
+    (``cfm_jax.compiled``): a program with a host callback is never stored by the persistent
+    compilation cache, so every warm ``cfm-jax claims`` would compile it again."""
     from cfm_experiments.claims import ascent
 
     B, L, d, N = 2, 2, 3, 16
-    f = jax.ShapeDtypeStruct
+    f = jax.numpy.zeros  # arrays, not shape structs: cfm_jax.compiled traces arrays, keeps the rest static
     dt = jax.numpy.result_type(float)
     params = {k: f((B, L, 1, d, d), dt) for k in ("Q", "K", "V")}
     x0, z, refs = f((B, 1, d), dt), f((B, N, d), dt), f((B, L + 1, 1, d), dt)
     ns = f((3,), jax.numpy.int32)
     texts = [
-        D.deviations_program.lower(params, x0, z, refs, ns).as_text(),
+        D.deviations_program.lower(params, x0, z, refs, ns).as_text(),  # pyright: ignore[reportAttributeAccessIssue]
         D.references.lower(params, x0, 1.0, None).as_text(),
-        ascent.evaluate.lower(
+        ascent.evaluate.lower(  # pyright: ignore[reportAttributeAccessIssue]
             params, {"m": f((B, d), dt), "F": f((B, d, d), dt)}, f((1, d), dt), f((2, N, d), dt), 1.0, f((d,), dt), ns
         ).as_text(),
     ]

@@ -59,6 +59,7 @@ import optax
 from cfm_jax import EmpiricalMeasure, GaussianMeasure, Transformer, linear
 from cfm_jax.chaos import map_seeds, prefix_weights
 
+from .common import checked_jit
 from .deviation import sup_deviation, token_trajectory
 
 #: the momentum of the normalised gradient ascent (module docstring).
@@ -264,7 +265,7 @@ def _evaluate(theta, law, x0, eps, energy, mask_d, ns):
 
     def one(z):
         def at(n):
-            context = EmpiricalMeasure.unchecked(z, prefix_weights(n, size, z.dtype, throw=False))
+            context = EmpiricalMeasure.unchecked(z, prefix_weights(n, size, z.dtype))
             return jnp.sqrt(n.astype(z.dtype)) * sup_deviation(token_trajectory(model, x0, context), ref)
 
         return jax.lax.map(at, ns)
@@ -278,7 +279,7 @@ def _evaluate_all(thetas, laws, x0, eps, energy, mask_d, ns):
 
 #: ``evaluate(thetas (P, …), laws (P, …), x0, eps (M, N, D), energy, mask_d, ns (K,))``: √n · sup
 #: deviation of each (θ, law) on each draw's first n points, ``(P, M, K)``.
-evaluate = jax.jit(_evaluate_all)
+evaluate = checked_jit(_evaluate_all)  # prefix_weights checks n: as data, no host callback
 
 
 def converge(stretch, state, stretches: int, tol: float):

@@ -2,7 +2,42 @@
 
 from __future__ import annotations
 
+import functools
+import numbers
+
+import jax.numpy as jnp
+
+from cfm_jax import compiled
+
 from ..declarations.claims import LAYERS, NS, SEEDS
+
+
+def checked_jit(fn, static_argnames: tuple[str, ...] = ()):
+    """``jax.jit(fn, static_argnames=...)`` whose library value checks are data the program returns
+    (``cfm_jax.compiled``: no host callback, so the persistent cache stores it, and a failed check is
+    raised after the call). Python numbers outside ``static_argnames`` are traced as ``jax.jit``
+    traces them (weakly typed arrays), so one program serves every value, not one per number."""
+    program = compiled(fn)
+
+    def traced(name, value):
+        if name in static_argnames or isinstance(value, bool) or not isinstance(value, numbers.Number):
+            return value
+        return jnp.asarray(value)  # a Python number: weakly typed, as jax.jit makes it
+
+    def arguments(args, kwargs):
+        return tuple(traced("", a) for a in args), {k: traced(k, v) for k, v in kwargs.items()}
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        args, kwargs = arguments(args, kwargs)
+        return program(*args, **kwargs)
+
+    def lower(*args, **kwargs):  # the program a call runs (its checks as data)
+        args, kwargs = arguments(args, kwargs)
+        return program.lower(*args, **kwargs)  # pyright: ignore[reportFunctionMemberAccess]
+
+    call.lower = lower  # pyright: ignore[reportAttributeAccessIssue]
+    return call
 
 
 def base_config(seed: int, **kw) -> dict:
@@ -23,4 +58,4 @@ def dim_of(row) -> int:
     return int(row["config"]["dim"])
 
 
-__all__ = ["LAYERS", "NS", "SEEDS", "base_config", "dim_of", "select"]
+__all__ = ["LAYERS", "NS", "SEEDS", "base_config", "checked_jit", "dim_of", "select"]

@@ -30,6 +30,7 @@ import numpy as np
 from cfm_jax import EmpiricalMeasure, GaussianMeasure, SaveAt, forward
 from cfm_jax.chaos import map_seeds, prefix_weights
 
+from .common import checked_jit
 from .sampling import draw, gaussian_law, seed_keys, transformer
 
 #: seeds per compiled call; more seeds are several calls, fewer are padded.
@@ -82,7 +83,7 @@ def _deviations(params, x0, z, ref_xs, ns):
     size = z.shape[0]
 
     def at(n):
-        context = EmpiricalMeasure.unchecked(z, prefix_weights(n, size, z.dtype, throw=False))
+        context = EmpiricalMeasure.unchecked(z, prefix_weights(n, size, z.dtype))
         return sup_deviation(token_trajectory(model, x0, context), ref_xs)
 
     return jax.lax.map(at, ns)
@@ -95,7 +96,7 @@ def _deviations_all(params, x0, z, ref_xs, ns):
 #: ``deviations_program(params, x0, z, ref_xs, ns)``: per seed (:func:`cfm_jax.chaos.map_seeds`),
 #: the deviation at each n of ``ns (K,)`` (all <= z's size) of the prefixes of ``z (B, size, d)``:
 #: ``(B, K)``.
-deviations_program = jax.jit(_deviations_all)
+deviations_program = checked_jit(_deviations_all)  # prefix_weights checks n: as data, no host callback
 
 
 def deviations(config: dict) -> dict:

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfm_jax import Transformer, attention_regime
+from cfm_jax import Transformer, attention_regime, compiled
 
 from .sampling import DRAW_OPTIONS, fixed_norm_params, gaussian_law, sample_law
 
@@ -41,14 +41,16 @@ def rho_of(params: dict, scale: float = 1.0) -> np.ndarray:
     ρ = 2‖Σ^½ Q_hᵀK_h Σ^½‖₂ at the part's context law N(0, σ²I/d) (:func:`~.sampling.gaussian_law`,
     σ = ``scale``), i.e. 2 max‖Q_hᵀK_h‖ σ²/d; stacked params ``Q, K: (B, L, H, d, d)`` (others ignored)."""
     Q, K = jnp.asarray(params["Q"]), jnp.asarray(params["K"])
-    d = Q.shape[-1]
-    law = gaussian_law(d, scale, Q.dtype)
+    return np.asarray(_rhos(Q, K, gaussian_law(Q.shape[-1], scale, Q.dtype)), np.float64)
 
+
+@compiled  # the regime's value checks as data: no host callback, so the persistent cache stores it
+def _rhos(Q, K, law):
     def one(q, k):  # ρ reads Q and K only: the values are zero
         model = Transformer(Q=q, K=k, V=jnp.zeros_like(q))
-        return jnp.max(attention_regime(model, law, jnp.zeros((d,), q.dtype), throw=False).rho)
+        return jnp.max(attention_regime(model, law, jnp.zeros(q.shape[-1:], q.dtype)).rho)
 
-    return np.asarray(jax.vmap(one)(Q, K), np.float64)
+    return jax.vmap(one)(Q, K)
 
 
 def model_key(seed: int, draw: int = 0):

@@ -66,6 +66,7 @@ from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, UNDECIDED, Verdict, against_band
 from . import verdicts as V
+from .common import checked_jit
 from .token_floor import floor_model, paired
 
 DTYPE = jnp.float32
@@ -104,20 +105,20 @@ def _tokens(key, rho, n: int, dim: int):
     return jnp.sqrt(rho) * jax.random.normal(key, (n, dim), DTYPE)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "dim"))
+@functools.partial(checked_jit, static_argnames=("n", "dim"))
 def reference(base, s, rho, key, *, n: int, dim: int):
     """The Monte-Carlo reference: the output moments ``(mean (d,), cov (d, d))`` of one context of n tokens."""
-    return attention_output_moments(scaled(base, s), _tokens(key, rho, n, dim), throw=False)
+    return attention_output_moments(scaled(base, s), _tokens(key, rho, n, dim))
 
 
-@functools.partial(jax.jit, static_argnames=("n", "contexts", "dim"))
+@functools.partial(checked_jit, static_argnames=("n", "contexts", "dim"))
 def errors(base, s, rho, key, exact, mc, *, n: int, contexts: int, dim: int):
     """``(4,)``: ‖m_n − m‖, ‖C_n − C‖_F against ``exact`` then against ``mc`` (each ``(mean, cov)``),
     averaged over ``contexts`` contexts of n tokens drawn from ``key``."""
     params = scaled(base, s)
 
     def one(k):
-        m, c = attention_output_moments(params, _tokens(k, rho, n, dim), throw=False)
+        m, c = attention_output_moments(params, _tokens(k, rho, n, dim))
         norm = jnp.linalg.norm  # of a (d, d) array: Frobenius's
         return jnp.stack([norm(m - exact[0]), norm(c - exact[1]), norm(m - mc[0]), norm(c - mc[1])])
 

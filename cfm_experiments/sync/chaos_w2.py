@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from cfm_jax import compiled
 from cfm_jax.stats import RateFit, fit_loglog
 from cfm_jax.stochastic import StochasticTransformer, simulate_many
 
@@ -44,10 +44,10 @@ def w2_squared_uniform(y, z) -> float:
     return float(cost[r, c].mean())
 
 
-@eqx.filter_jit
+@compiled
 def paths(model, x0, keys, save_every: int):
     """``(R, S, N, d)``: one run per start ``x0 (R, N, d)`` and key (a key gives every size the same MLPs)."""
-    return simulate_many(model, x0, keys, save_every=save_every, throw=False)[1]
+    return simulate_many(model, x0, keys, save_every=save_every)[1]
 
 
 def claimed_order(d: int) -> float:

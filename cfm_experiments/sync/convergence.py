@@ -27,11 +27,11 @@ import math
 import textwrap
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfm_jax import compiled
 from cfm_jax.stats import RateFit, bootstrap, fit_loglog
 from cfm_jax.stochastic import (
     NoiseKernel,
@@ -50,22 +50,22 @@ from ..protocol import Claim, Part, Settings, Summary
 from .common import REALISATIONS, interval_text, order_verdict, random_starts, sup_rms
 
 
-@eqx.filter_jit
+@compiled
 def coupled_paths(sde, x0, dB, save_every: int):
     """``(R, S, N, d)``: the exact-noise scheme from ``x0`` driven by each run's increments ``dB (R, K, N, d)``."""
-    return jax.vmap(lambda b: integrate_increments(sde, x0, b, save_every=save_every, throw=False))(dB)
+    return jax.vmap(lambda b: integrate_increments(sde, x0, b, save_every=save_every))(dB)
 
 
-@eqx.filter_jit
+@compiled
 def feature_paths(sde, x0, keys, save_every: int):
     """``(R, S, N, d)``: one run per start ``x0 (R, N, d)`` and key; the same key drives systems of any size."""
-    return jax.vmap(lambda x, k: simulate(sde, x, k, save_every=save_every, throw=False)[1])(x0, keys)
+    return jax.vmap(lambda x, k: simulate(sde, x, k, save_every=save_every)[1])(x0, keys)
 
 
-@eqx.filter_jit
+@compiled
 def overlaps(model, x0, keys):
     """``(R,)``: ⟨x₁, x₂⟩ at the horizon, one run per key, from the shared start ``x0 (2, d)``."""
-    _, x = simulate_many(model, x0, keys, throw=False)
+    _, x = simulate_many(model, x0, keys)
     return jnp.sum(x[:, 0] * x[:, 1], -1)
 
 

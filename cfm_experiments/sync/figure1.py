@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfm_jax import compiled
 from cfm_jax.stochastic import (
     NoiseKernel,
     StochasticTransformer,
@@ -33,10 +33,10 @@ from ..protocol import Part, Settings, Summary
 ACTS = ("relu", "tanh")
 
 
-@eqx.filter_jit
+@compiled
 def trajectory(model, x0, key, save_every: int):
     """``(ts, xs (S, N, d), polar order, nematic order, smallest cosine)``, the orders at the last state."""
-    ts, xs = simulate(model, x0, key, save_every=save_every, throw=False)
+    ts, xs = simulate(model, x0, key, save_every=save_every)
     last = xs[-1]
     return ts, xs, order_parameter(last), nematic_order(last), jnp.min(last @ last.T)
 

@@ -114,12 +114,10 @@ class Lyapunov(Part):
         key = jax.random.fold_in(jax.random.key(c["seed"]), salt)
         if c["method"] == "benettin":
             model = StochasticTransformer(k, width=32, layers=steps, horizon=c["T"], attention=att)
-            est = estimate_lyapunov(
-                model, key, x0, realisations=c["R"], burn_in=0.5 if att.active else 0.0, throw=False
-            )
+            est = estimate_lyapunov(model, key, x0, realisations=c["R"], burn_in=0.5 if att.active else 0.0)
         else:
             model = SphereSDE(k, steps=steps, horizon=c["T"], attention=att)
-            est = estimate_lyapunov(model, key, x0, method="twin", realisations=c["R"], delta=1e-6, throw=False)
+            est = estimate_lyapunov(model, key, x0, method="twin", realisations=c["R"], delta=1e-6)
         closed = k.lyapunov(d)
         return {
             "estimate": est.estimate,

@@ -30,11 +30,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cfm_jax import compiled
 from cfm_jax.stats import Interval, bootstrap
 from cfm_jax.stochastic import (
     NoiseKernel,
@@ -115,12 +115,12 @@ def grid_configs(*, quick: bool, full: bool, width: int, realisations: int | Non
     return cfgs
 
 
-@eqx.filter_jit
+@compiled
 def cell_statistics(model, x0, keys, beta: float):
     """``(ts, energy (R, S), cosine quantiles (S, 5))`` every ``SAVE_EVERY`` layers: E_β of every run,
     and the quantiles of the pairwise cosines pooled over runs. One program per model structure and
     shape (the attention scales ±1 share one: V is an array)."""
-    ts, xs = simulate_many(model, x0, keys, save_every=SAVE_EVERY, throw=False)  # (R, S, N, d)
+    ts, xs = simulate_many(model, x0, keys, save_every=SAVE_EVERY)  # (R, S, N, d)
     energy = jax.vmap(jax.vmap(lambda x: energy_deficit(x, beta)))(xs)
     cos = jax.vmap(jax.vmap(pairwise_cosines))(xs)  # (R, S, P)
     cos = jnp.moveaxis(cos, 1, 0).reshape(cos.shape[1], -1)

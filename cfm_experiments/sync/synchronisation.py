@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import numpy as np
 from matplotlib.lines import Line2D
 
+from cfm_jax import compiled
 from cfm_jax.stochastic import (
     NoiseKernel,
     SphereAttention,
@@ -40,12 +40,12 @@ OBSERVABLES = ("deficit", "dist_energy_p0.25", "dist_energy_p1", "order", "diame
 FITTED = ("deficit", "dist_energy_p0.25", "dist_energy_p1")
 
 
-@eqx.filter_jit
+@compiled
 def trajectories(model, x0, keys, save_every: int, beta: float):
     """``(ts, observables)``: every ``save_every`` steps of one run per key (one start per run in
     ``x0 (R, N, d)``), the observables of each saved state (``trajectory_observables``, ``(R, S)``
     each). One program per model structure and shape, reused for every seed."""
-    ts, xs = simulate_many(model, x0, keys, save_every=save_every, throw=False)
+    ts, xs = simulate_many(model, x0, keys, save_every=save_every)
     return ts, trajectory_observables(xs, beta)
 
 

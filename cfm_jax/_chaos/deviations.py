@@ -2,8 +2,10 @@
 
 :func:`coupled_deviations` is the public, checked entry point (trajectories, not sups); the
 sweeps (:mod:`cfm_jax._chaos.programs`) compose the same pieces, :func:`system` and the
-distances, on inputs they generated themselves, without value checks (``throw=False``: programs
-with host callbacks are never stored by the persistent compilation cache).
+distances, on inputs they generated themselves, without value checks (``forward(throw=False)`` and
+the unchecked :func:`w1_to_normal_1d` and ``token_covectors``: a check inside a caller's program is
+a host callback, and programs with host callbacks are never stored by the persistent compilation
+cache).
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ from .._validation import check, compiled, finite, is_concrete
 from .._wasserstein import sinkhorn_w1, sorted_w1
 
 
-def prefix_weights(n, size: int, dtype=None, *, throw: bool = True) -> jax.Array:
+def prefix_weights(n, size: int, dtype=None) -> jax.Array:
     """``(size,)`` weights 1/n on the first ``n`` atoms and exactly 0 after, summing to 1.
 
     ``n``: an integer (Python, numpy or an integer array; a float is refused, not truncated). Its
     range is a value check (``equinox.EquinoxRuntimeError`` naming ``n``): at once for a concrete n,
-    inside the compiled program for a traced one unless ``throw=False`` (an n the caller generated
-    itself). ``dtype``: a floating dtype, default the default float.
+    inside the program for a traced one. ``dtype``: a floating dtype, default the default float.
     """
     if isinstance(n, bool) or not jnp.issubdtype(jnp.result_type(n), jnp.integer):
         raise ValueError(f"`n` must be an integer (the number of atoms weighted), got {n!r}.")
@@ -43,7 +44,7 @@ def prefix_weights(n, size: int, dtype=None, *, throw: bool = True) -> jax.Array
     message = f"`n` must be in [1, size = {size}]."
     if is_concrete(n):  # always checked (NumPy: inside a caller's jit a jnp comparison would be traced)
         n = check(n, not 1 <= int(n) <= int(size), message)
-    elif throw:
+    else:
         n = check(n, (n < 1) | (n > size), message)
     return _prefix_weights(n, int(size), dtype)
 
@@ -78,7 +79,7 @@ def adjoint_states(model, x0, context, y, probes=None, *, throw: bool = True):
 
 
 @compiled
-def token_adjoint_states(model, xs, zs, weights, y, *, throw: bool = True) -> jax.Array:
+def token_adjoint_states(model, xs, zs, weights, y) -> jax.Array:
     r"""``(L + 1, B, d)`` token covectors $p_l$ of the batch-mean loss $½ \operatorname{mean}_b ‖x_1 − y_b‖^2$,
     one Euler step per layer, with the context held on its own trajectory (it does not depend on the
     tokens):
@@ -90,7 +91,7 @@ def token_adjoint_states(model, xs, zs, weights, y, *, throw: bool = True) -> ja
     from the saved layer states ``xs (L + 1, B, d)``, ``zs (L + 1, n, d)`` and the context
     ``weights (n,)``. O(B·n) a layer, against O(n²) for the particle adjoints of
     :func:`cfm_jax.adjoint_trajectories`, whose ``ps`` it equals (``tests/test_chaos_deviations.py``).
-    ``throw``: check inside compiled code that ``y`` and ``weights`` are finite.
+    ``y`` and ``weights`` are checked to be finite.
     """
     L = model.num_layers
     if xs.ndim != 3 or zs.ndim != 3 or xs.shape[0] != L + 1 or zs.shape[0] != L + 1:
@@ -99,8 +100,7 @@ def token_adjoint_states(model, xs, zs, weights, y, *, throw: bool = True) -> ja
         )
     if weights.shape != zs.shape[1:2] or y.shape != xs.shape[1:]:
         raise ValueError(f"`weights` must be {zs.shape[1:2]} and `y` {xs.shape[1:]}; got {weights.shape}, {y.shape}.")
-    if throw:
-        y, weights = finite("y", y), finite("weights", weights)
+    y, weights = finite("y", y), finite("weights", weights)
     # the token rows of the discrete adjoint's sweep: one recursion for every token covector
     return token_covectors(model, xs, zs, weights, y)
 
@@ -236,7 +236,7 @@ def _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, ad
     return out
 
 
-def wasserstein1_to_normal_1d(points, weights, mean, std, *, throw: bool = True) -> jax.Array:
+def wasserstein1_to_normal_1d(points, weights, mean, std) -> jax.Array:
     r"""Exact $W_1$ between a weighted 1-D point measure and N(mean, std²), with no sample of the law; compiled.
 
     $W_1 = ∫_0^1 |F_μ^{-1}(u) − Q(u)|\, du$ with $Q(u) = \mathrm{mean} + \mathrm{std}·Φ^{-1}(u)$: atom k
@@ -244,27 +244,24 @@ def wasserstein1_to_normal_1d(points, weights, mean, std, *, throw: bool = True)
     $u^* = Φ((x_k − \mathrm{mean})/\mathrm{std})$, and
     $∫_a^b Q\, du = \mathrm{mean}·(b − a) + \mathrm{std}·(g(a) − g(b))$ with $g = φ∘Φ^{-1}$ ($g(0) = g(1) = 0$).
     ``points``: ``(n, 1)`` or ``(n,)``; ``weights``: ``(n,)`` summing to 1 (zero-weight atoms
-    allowed: they add nothing). ``throw``: check inside compiled code that the weights are
-    finite, non-negative and sum to 1 and that ``std`` is finite and > 0. O(n log n).
+    allowed: they add nothing). The weights are checked to be finite, non-negative and to sum to
+    1, and ``std`` to be finite and > 0. O(n log n).
     """
     x = jnp.reshape(jnp.asarray(points), (-1,))
     w = jnp.asarray(weights)
     if w.shape != x.shape:
         raise ValueError(f"`weights` must have shape ({x.shape[0]},) to match `points`, got {w.shape}.")
     dtype = jnp.result_type(x, float)
-    return _w1_normal_checked(
-        x.astype(dtype), w.astype(dtype), jnp.asarray(mean, dtype), jnp.asarray(std, dtype), throw
-    )
+    return _w1_normal_checked(x.astype(dtype), w.astype(dtype), jnp.asarray(mean, dtype), jnp.asarray(std, dtype))
 
 
 @compiled
-def _w1_normal_checked(x, w, mean, std, throw):
-    if throw:
-        x, mean = finite("points", x), finite("mean", mean)
-        w = check(w, ~jnp.all(jnp.isfinite(w) & (w >= 0)), "`weights` must be finite and non-negative.")
-        tol = weight_sum_tolerance(w.dtype)
-        w = check(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`weights` must sum to 1 (within {tol:g}).")
-        std = check(std, ~(jnp.isfinite(std) & (std > 0)), "`std` must be finite and > 0.")
+def _w1_normal_checked(x, w, mean, std):
+    x, mean = finite("points", x), finite("mean", mean)
+    w = check(w, ~jnp.all(jnp.isfinite(w) & (w >= 0)), "`weights` must be finite and non-negative.")
+    tol = weight_sum_tolerance(w.dtype)
+    w = check(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`weights` must sum to 1 (within {tol:g}).")
+    std = check(std, ~(jnp.isfinite(std) & (std > 0)), "`std` must be finite and > 0.")
     return w1_to_normal_1d(x, w, mean, std)
 
 

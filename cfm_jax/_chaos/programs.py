@@ -33,10 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
+from .._gradients import token_covectors
 from .._measures import EmpiricalMeasure
 from .._regime import AttentionRegime, warn_if_heavy_tailed
 from .batching import _check_batch_size, map_seeds, seed_batch_size
-from .deviations import _prefix_weights, sups, system, token_adjoint_states, w1_path, w1_to_normal_1d
+from .deviations import _prefix_weights, sups, system, w1_path, w1_to_normal_1d
 from .references import ReferenceKey, reference, seed_regime
 from .spec import Bucket, ChaosSpec, buckets, validate_spec
 
@@ -105,7 +106,7 @@ def measure(m: Measure, inputs: dict, ref: dict, n, eps) -> dict:
     out = {}
     if m.core:
         if m.token_adjoint:
-            a["ps"] = token_adjoint_states(model, a["xs"], a["zs"], context.weights, y, throw=False)
+            a["ps"] = token_covectors(model, a["xs"], a["zs"], context.weights, y)
         out["token"] = jnp.linalg.norm(a["xs"] - ref["xs"], axis=-1)
         out["context"] = jnp.linalg.norm(a["zs"] - ref["passive"][:, : m.size], axis=-1) @ context.weights
         if a.get("ps") is not None:

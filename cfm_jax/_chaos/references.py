@@ -27,13 +27,13 @@ import jax.numpy as jnp
 
 from .._adjoint import ball_probes
 from .._flow import SaveAt
-from .._gradients import token_adjoint
+from .._gradients import token_adjoint, token_covectors
 from .._measures import EmpiricalMeasure, GaussianMeasure
 from .._random import as_key
-from .._regime import AttentionRegime, attention_regime
+from .._regime import AttentionRegime, regime
 from .._solve import forward, gaussian_flow
-from .deviations import compare, sups, system, token_adjoint_states, w1_path
-from .spec import ChaosSpec, build_model
+from .deviations import compare, sups, system, w1_path
+from .spec import ChaosSpec, model_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +105,7 @@ def _w1_size(spec: ChaosSpec) -> int | None:
 def _sample(key: ReferenceKey, seed_key):
     spec = key.spec
     k_model, ref, ref2, x0, y, probes = seed_inputs(spec, seed_key)
-    model = build_model(spec, k_model, ref, throw=False)
+    model = model_of(spec, k_model, ref, checked=False)
     w1_size = _w1_size(spec)
     a, b = _pair(lambda r: system(model, x0, EmpiricalMeasure(r), y, probes, spec.uses_adjoint), ref, ref2)
     floors = sups(compare(b, a, coupled=False, w1_size=w1_size, relative_epsilon=spec.relative_epsilon))
@@ -133,7 +133,7 @@ def seed_regime(spec: ChaosSpec, seed_key) -> AttentionRegime:
     dtype = jnp.result_type(float)
     k_model, _, _, _, k_x, _, _ = _exact_keys(seed_key)
     x0 = spec.population_law()(k_x, spec.batch).astype(dtype)
-    return attention_regime(build_model(spec, k_model), _gaussian_context(spec, dtype), x0, throw=False)
+    return regime(model_of(spec, k_model), _gaussian_context(spec, dtype), x0, checked=False)
 
 
 def _exact_inputs(key: ReferenceKey, seed_key):
@@ -155,12 +155,12 @@ def _qmc(key: ReferenceKey, seed_key):
     dtype = z.dtype
     r1 = law(k_ref, spec.n_ref, qmc=True).astype(dtype)
     r2 = law(k_ref2, spec.n_ref, qmc=True).astype(dtype)
-    model = build_model(spec, k_model, r1, throw=False)
+    model = model_of(spec, k_model, r1, checked=False)
 
     def one(r):  # the particle adjoints only where ∇φ is wanted, else the token adjoint alone
         s = system(model, x0, EmpiricalMeasure(r), y, probes, key.probes)
         if spec.uses_adjoint and not key.probes:
-            s["ps"] = token_adjoint_states(model, s["xs"], s["zs"], s["w"], y, throw=False)
+            s["ps"] = token_covectors(model, s["xs"], s["zs"], s["w"], y)
         return s
 
     a, b = _pair(one, r1, r2)
@@ -177,7 +177,7 @@ def _gaussian(key: ReferenceKey, seed_key):
     law, (k_model, k_ref, k_ref2), inputs = _exact_inputs(key, seed_key)
     x0, y, probes, z = inputs["x0"], inputs["y"], inputs["probes"], inputs["points"]
     dtype, B, N = z.dtype, spec.batch, key.passive
-    model = build_model(spec, k_model)
+    model = model_of(spec, k_model)
     mu = _gaussian_context(spec, dtype)
     w1_size = _w1_size(spec)
     W = 0 if (w1_size is None or spec.dim == 1) else w1_size  # d = 1: the exact law, no sample

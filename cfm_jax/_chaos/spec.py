@@ -15,7 +15,7 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
-from .._control import W1ControlField
+from .._control import control_field
 from .._fields import linear
 from .._measures import EmpiricalMeasure
 from .._paths import CFM, AbstractCFM, Transformer
@@ -192,12 +192,16 @@ def quantity_reference(spec: ChaosSpec, quantity: str) -> str:
     return spec.reference
 
 
-def build_model(spec: ChaosSpec, key, reference=None, *, throw: bool = True) -> AbstractCFM:
-    """The model of ``spec``: a random transformer, or the control field around ``reference``.
+def build_model(spec: ChaosSpec, key, reference=None) -> AbstractCFM:
+    """The model of ``spec``: a random transformer, or the control field around ``reference`` (its
+    values checked, a failed check naming ``nu``)."""
+    return model_of(spec, key, reference)
 
-    ``throw=False``: the control field leaves out its in-program value checks of a traced
-    ``reference`` (the sweeps build it from a sample they drew: a program with a check holds a
-    host callback, which the persistent compilation cache never stores)."""
+
+def model_of(spec: ChaosSpec, key, reference=None, *, checked: bool = True) -> AbstractCFM:
+    """:func:`build_model`; ``checked=False`` leaves out the control field's in-program checks of a
+    traced ``reference`` (the sweeps build it from a sample they drew: a program with a check inside
+    a caller's ``jit`` holds a host callback, which the persistent compilation cache never stores)."""
     dtype = jnp.result_type(float)
     if spec.field == "attention":
         return Transformer.init(
@@ -213,7 +217,7 @@ def build_model(spec: ChaosSpec, key, reference=None, *, throw: bool = True) -> 
         )
     if reference is None:
         raise ValueError("the control field needs the `reference` sample it is built around.")
-    field = W1ControlField.create(EmpiricalMeasure(reference), relative_epsilon=spec.relative_epsilon, throw=throw)
+    field = control_field(EmpiricalMeasure(reference), relative_epsilon=spec.relative_epsilon, checked=checked)
     return CFM(field, {"c": jnp.full((spec.layers,), spec.control_strength, dtype)}, spec.dim)
 
 

@@ -93,16 +93,15 @@ def _scale(scale, d: int) -> Array:
     return s
 
 
-def _prepared(params, context, scale, throw: bool):
+def _prepared(params, context, scale):
     """The layer with s folded into Q (one dtype: the widest of the layer and the context) and the context."""
     layer = _layer(params)
     d = layer["Q"].shape[-1]
     context = _context(context, d)
     s = _scale(scale, d)
-    if throw:
-        layer = {k: finite(f'params["{k}"]', a) for k, a in layer.items()}
-        context = context.checked("context")
-        s = check(s, ~(jnp.isfinite(s) & (s > 0)), "`scale` must be None (1/√d) or a finite real number > 0.")
+    layer = {k: finite(f'params["{k}"]', a) for k, a in layer.items()}
+    context = context.checked("context")
+    s = check(s, ~(jnp.isfinite(s) & (s > 0)), "`scale` must be None (1/√d) or a finite real number > 0.")
     dtype = jnp.result_type(*layer.values(), *jax.tree.leaves(context), float)
     layer = {k: a.astype(dtype) for k, a in layer.items()}
     layer["Q"] = s.astype(dtype) * layer["Q"]  # s⟨Q x, K z⟩ = ⟨(sQ) x, K z⟩
@@ -118,16 +117,15 @@ def _empirical(context: EmpiricalMeasure, dtype) -> EmpiricalMeasure:
 
 
 @compiled
-def _output(params, x, context, scale, throw):
-    layer, context, dtype = _prepared(params, context, scale, throw)
+def _output(params, x, context, scale):
+    layer, context, dtype = _prepared(params, context, scale)
     x = jnp.asarray(x)
     d = layer["Q"].shape[-1]
     if x.ndim not in (1, 2) or x.shape[-1] != d:
         raise ValueError(f"`x` must have shape (d,) or (B, d) with d = {d}, got {x.shape}.")
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise ValueError(f"`x` must be a floating array, got dtype {x.dtype}.")
-    if throw:
-        x = finite("x", x)
+    x = finite("x", x)
     xs = jnp.atleast_2d(x).astype(jnp.result_type(x, dtype))
     layer = {k: a.astype(xs.dtype) for k, a in layer.items()}
     if isinstance(context, GaussianMeasure):
@@ -144,7 +142,6 @@ def attention_output(
     context: Context | Float[ArrayLike, "n d"],
     *,
     scale: float | Float[ArrayLike, ""] | None = None,
-    throw: bool = True,
 ) -> Float[Array, "*B d"]:
     r"""One attention layer's output $T_μ(x)$ at target tokens x; at a Gaussian context, its exact
     infinite-context value $c + Mx$ (module docstring).
@@ -161,21 +158,20 @@ def attention_output(
         scale: the factor s of the logits $s⟨Q_h x, K_h z⟩$: ``None`` (default) is standard
             attention's $1/\sqrt{d}$; ``1.0`` is the library's own [`AttentionField`][cfm_jax.AttentionField]
             (whose models fold the scale into Q and K). A real number > 0, or a traced scalar.
-        throw: check the values (finite parameters and tokens, a finite ``scale`` > 0, the context's
-            rule) inside the compiled program, a failed one raising ``equinox.EquinoxRuntimeError``
-            naming the argument; ``False`` leaves the checks out.
 
     Returns:
-        ``(B, d)`` or ``(d,)``, shaped like ``x``. Compiled (``eqx.filter_jit``); ``jax.jit``, ``vmap`` and
-        ``grad`` (in the parameters, the tokens, the context and ``scale``) go through it.
+        ``(B, d)`` or ``(d,)``, shaped like ``x``. Compiled; ``jax.jit``, ``vmap`` and ``grad`` (in the
+        parameters, the tokens, the context and ``scale``) go through it. The values are checked
+        (finite parameters and tokens, a finite ``scale`` > 0, the context's rule), a failed check
+        naming the argument.
     """
     d = _layer(params)["Q"].shape[-1]
-    return _output(params, x, context, _scale(scale, d), throw=bool(throw))
+    return _output(params, x, context, _scale(scale, d))
 
 
 @compiled
-def _moments(params, context, scale, throw):
-    layer, context, dtype = _prepared(params, context, scale, throw)
+def _moments(params, context, scale):
+    layer, context, dtype = _prepared(params, context, scale)
     if isinstance(context, GaussianMeasure):
         c, M = _affine(layer, context, dtype)
         m, cov = context.mean.astype(dtype), context.cov.astype(dtype)
@@ -192,7 +188,6 @@ def attention_output_moments(
     context: Context | Float[ArrayLike, "n d"],
     *,
     scale: float | Float[ArrayLike, ""] | None = None,
-    throw: bool = True,
 ) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
     r"""Mean and covariance of the self-attention output law $T_μ\#μ$: the layer applied to the
     context's own tokens, each with its weight; at a Gaussian context, the exact infinite-context
@@ -210,13 +205,13 @@ def attention_output_moments(
             [`GaussianMeasure`][cfm_jax.GaussianMeasure].
         scale: the logits' factor, ``None`` (default) for $1/\sqrt{d}$, as for
             [`attention_output`][cfm_jax.attention_output].
-        throw: check the values inside the compiled program (default).
 
     Returns:
-        ``(mean (d,), cov (d, d))``. Compiled; ``jax.jit``, ``vmap`` and ``grad`` go through it.
+        ``(mean (d,), cov (d, d))``. Compiled, the values checked as by
+        [`attention_output`][cfm_jax.attention_output]; ``jax.jit``, ``vmap`` and ``grad`` go through it.
     """
     d = _layer(params)["Q"].shape[-1]
-    return _moments(params, context, _scale(scale, d), throw=bool(throw))
+    return _moments(params, context, _scale(scale, d))
 
 
 __all__ = ["attention_output", "attention_output_moments"]

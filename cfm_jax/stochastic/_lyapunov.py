@@ -97,9 +97,9 @@ def _twin(model, x0, key, *, delta: float = 1e-6, burn_in: float = 0.0):
 
 
 @compiled
-def _samples(model, x0, keys, method: LyapunovMethod, delta: float, burn_in: float, throw: bool):
+def _samples(model, x0, keys, method: LyapunovMethod, delta: float, burn_in: float):
     """One estimate per key ``(R,)``: the compiled, vmapped estimator behind :func:`estimate_lyapunov`."""
-    x0 = _check_tokens(x0, throw=throw)
+    x0 = _check_tokens(x0)
     if method == "benettin":
         return jax.vmap(lambda k: _benettin(model, x0, k, burn_in=burn_in))(keys)
     return jax.vmap(lambda k: _twin(model, x0, k, delta=delta, burn_in=burn_in))(keys)
@@ -115,7 +115,6 @@ def estimate_lyapunov(
     delta: float = 1e-6,
     burn_in: float = 0.0,
     level: float = 0.95,
-    throw: bool = True,
 ) -> LyapunovEstimate:
     """Top Lyapunov exponent of ``model`` (discrete or SDE) over ``realisations`` runs.
 
@@ -125,7 +124,6 @@ def estimate_lyapunov(
         delta: twin separation (needs float64 for values below ~1e-3).
         burn_in: fraction of the steps discarded (transient to synchronisation with attention).
         level: confidence level of the Student-t interval.
-        throw: check the values of ``x0`` inside the program (False: a sweep's own tokens).
 
     The estimator is compiled once per model structure, token shape, ``realisations``, ``method``,
     ``delta`` and ``burn_in``; later calls (other keys, tokens or model parameters) reuse it.
@@ -143,7 +141,7 @@ def estimate_lyapunov(
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"`level` must be in (0, 1), got {level!r}.")
     keys = jax.random.split(key, int(realisations))
-    samples = _samples(model, x0, keys, method, float(delta), float(burn_in), bool(throw))
+    samples = _samples(model, x0, keys, method, float(delta), float(burn_in))
     samples = np.asarray(samples, dtype=np.float64)
     mean, half = mean_ci(samples, level)
     return LyapunovEstimate(mean, half, samples)

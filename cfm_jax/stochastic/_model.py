@@ -16,8 +16,8 @@ the tokens are traced, its Python settings and ``save_every`` are static, and a 
 the same shapes reuses the program. Shapes raise ``ValueError`` when traced; the tokens' values
 (finite, on the unit sphere) and the model's parameters (finite) are checked inside the program
 (the library's one value check, ``cfm_jax._validation``), so the checks hold under a caller's
-``jax.jit`` and ``vmap`` too. ``throw=False`` leaves the value checks out (sweeps over tokens they
-draw themselves).
+``jax.jit`` and ``vmap`` too (a sweep's own program wrapped in ``cfm_jax.compiled`` keeps them as
+data, with no host callback).
 """
 
 from __future__ import annotations
@@ -196,9 +196,9 @@ class StochasticTransformer(AbstractSphereModel):
         return normalise(xs + math.sqrt(self.dt) * _mlp_noise(w, xs, self.kernel.activation))
 
 
-def _check_tokens(x0, d: int | None = None, *, throw: bool = True) -> Array:
-    """Tokens ``(N, d)`` on the unit sphere: shapes raise ``ValueError`` naming ``x0``; with ``throw``
-    the values (finite, unit rows) are checked by the one value check."""
+def _check_tokens(x0, d: int | None = None) -> Array:
+    """Tokens ``(N, d)`` on the unit sphere: shapes raise ``ValueError`` naming ``x0``; the values
+    (finite, unit rows) are checked by the one value check."""
     x0 = as_array("x0", x0)
     if x0.ndim != 2 or x0.shape[0] < 1 or x0.shape[1] < 2:
         raise ValueError(f"`x0` must have shape (N, d) with N >= 1, d >= 2, got {x0.shape}.")
@@ -206,8 +206,6 @@ def _check_tokens(x0, d: int | None = None, *, throw: bool = True) -> Array:
         raise ValueError(f"`x0` must have d = {d} columns, got {x0.shape[1]}.")
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
-    if not throw:
-        return x0
     x0 = check(x0, ~jnp.all(jnp.isfinite(x0)), "`x0` contains non-finite values (nan/inf).")
     off = jnp.max(jnp.abs(jnp.linalg.norm(x0, axis=-1) - 1))
     return check(x0, off > _SPHERE_ATOL, "`x0` rows must be unit vectors (tokens on the sphere); use `normalise`.")
@@ -233,13 +231,13 @@ def _run(model, x0: Float[Array, "N d"], key: PRNGKeyArray, save_every: int | No
     return ts, xs
 
 
-def _checked_model(model, throw: bool):
+def _checked_model(model):
     if not isinstance(model, AbstractSphereModel):
         raise ValueError(
             f"`model` must be a StochasticTransformer, a SphereSDE or another AbstractSphereModel, got "
             f"{type(model).__name__}."
         )
-    return _finite_params(model) if throw else model
+    return _finite_params(model)
 
 
 def _finite_params(module, name: str = "model"):
@@ -253,25 +251,25 @@ def _finite_params(module, name: str = "model"):
 
 
 @compiled
-def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: int | None = None, throw: bool = True):
+def simulate(model, x0: Float[Array, "N d"], key: PRNGKeyArray, *, save_every: int | None = None):
     """Run ``model`` (discrete or SDE) from ``x0`` over its ``num_steps`` steps with one key.
 
     Returns ``(ts, xs)``: with ``save_every=k`` (must divide ``num_steps``), the times
     ``(S + 1,)`` and states ``(S + 1, N, d)`` every k steps (including t = 0); with None only
     the final state ``(N, d)`` is returned as ``(T, x_T)``. Compiled; jit/vmap-able (vmap over
-    ``key`` for realisations; see :func:`simulate_many`). ``throw=False`` skips the in-program value
-    checks of ``x0`` and the model (module docstring).
+    ``key`` for realisations; see :func:`simulate_many`); the values of ``x0`` and the model are
+    checked (module docstring).
     """
     key = as_key(key, "key")
-    model = _checked_model(model, throw)
-    x0 = _check_tokens(x0, throw=throw)
+    model = _checked_model(model)
+    x0 = _check_tokens(x0)
     if save_every is not None:
         save_every = check_save_every(save_every, model.num_steps, "the number of steps")
     return _run(model, x0, key, save_every)
 
 
 @compiled
-def simulate_many(model, x0, keys, *, save_every: int | None = None, throw: bool = True):
+def simulate_many(model, x0, keys, *, save_every: int | None = None):
     """:func:`simulate` vmapped over a batch of keys ``(R,)``: states gain a leading ``R`` axis.
 
     ``x0`` may be ``(N, d)`` (shared) or ``(R, N, d)`` (one start per realisation). Compiled.
@@ -280,11 +278,11 @@ def simulate_many(model, x0, keys, *, save_every: int | None = None, throw: bool
     x0 = as_array("x0", x0)
     if jnp.ndim(keys) < 1 or len(keys) < 1:
         raise ValueError(f"`keys` must be a non-empty batch of PRNG keys (R,), got shape {jnp.shape(keys)}.")
-    model = _checked_model(model, throw)
+    model = _checked_model(model)
     in_x = 0 if x0.ndim == 3 else None
     if in_x == 0 and x0.shape[0] != len(keys):
         raise ValueError(f"`x0` has {x0.shape[0]} starts but `keys` has {len(keys)} keys.")
-    flat = _check_tokens(x0 if in_x is None else x0.reshape(-1, x0.shape[-1]), throw=throw)
+    flat = _check_tokens(x0 if in_x is None else x0.reshape(-1, x0.shape[-1]))
     x0 = flat.reshape(x0.shape)
     if save_every is not None:
         save_every = check_save_every(save_every, model.num_steps, "the number of steps")

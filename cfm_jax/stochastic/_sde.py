@@ -15,7 +15,7 @@ Two integrators, same scheme: :func:`simulate` (a ``lax.scan``, used everywhere)
 ΔB ↦ C(x)^{1/2} ΔB, and diffrax's Euler step composed with the retraction to the sphere).
 :func:`integrate_increments` drives the scan with given Brownian increments: it reproduces the
 diffrax solve to round-off on the same path, and couples schemes of different step sizes.
-Both are compiled (``eqx.filter_jit``) and check the tokens' values inside the program, as
+Both are compiled (``cfm_jax.compiled``) and check the tokens' values inside the program, as
 :func:`simulate` does.
 """
 
@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from .. import _random
 from .._arguments import check_save_every
 from .._random import as_key
-from .._validation import finite
+from .._validation import compiled, finite
 from ._kernels import NoiseKernel
 from ._model import (
     AbstractSphereModel,
@@ -130,26 +130,23 @@ def brownian_increments(key: PRNGKeyArray, steps: int, shape, horizon: float, dt
     return math.sqrt(horizon / steps) * _random.normal(key, (steps,) + tuple(shape), dtype)
 
 
-@eqx.filter_jit
-def integrate_increments(
-    sde: SphereSDE, x0, dB: Float[Array, "K N d"], *, save_every: int | None = None, throw: bool = True
-):
+@compiled
+def integrate_increments(sde: SphereSDE, x0, dB: Float[Array, "K N d"], *, save_every: int | None = None):
     """Exact-noise scheme driven by given Brownian increments ``dB`` (one per step).
 
     ``K`` must be a multiple of ``sde.steps``: consecutive increments are summed, so a coarse
     scheme and a fine one driven by the same ``dB`` are strongly coupled. Returns the final
     state ``(N, d)`` or, with ``save_every``, the states ``(steps/save_every + 1, N, d)``.
-    Compiled; ``throw=False`` skips the in-program value checks of ``x0``, ``dB`` and ``sde``.
+    Compiled; the values of ``x0``, ``dB`` and ``sde`` are checked, a failed check naming the argument.
     """
     if not isinstance(sde, SphereSDE):
         raise ValueError(f"`sde` must be a SphereSDE, got {type(sde).__name__}.")
-    x0 = _check_tokens(x0, throw=throw)
+    x0 = _check_tokens(x0)
     dB = jnp.asarray(dB)
     K = dB.shape[0] if dB.ndim else 0
     if dB.shape[1:] != x0.shape or K == 0 or K % sde.steps:
         raise ValueError(f"`dB` must have shape (k·{sde.steps}, {x0.shape[0]}, {x0.shape[1]}), got {dB.shape}.")
-    if throw:
-        sde, dB = _finite_params(sde, "sde"), finite("dB", dB)
+    sde, dB = _finite_params(sde, "sde"), finite("dB", dB)
     dB = dB.astype(x0.dtype).reshape(sde.steps, K // sde.steps, *x0.shape).sum(1)
     body = lambda x, b: (sde.step_increment_systems(x[None], b[None])[0], None)  # noqa: E731
     if save_every is None:
@@ -218,7 +215,7 @@ def brownian_path(
     )
 
 
-@eqx.filter_jit
+@compiled
 def solve_diffrax(sde: SphereSDE, x0, path, *, save_every: int | None = None):
     """The same scheme as :func:`simulate` through ``diffrax.diffeqsolve`` (exact noise only).
 

@@ -43,11 +43,10 @@ def energy_growth_ratio(attention: SphereAttention, x: Float[Array, "N d"], beta
 
 
 @compiled
-def _ratios(attention: SphereAttention, x0, beta: float, dt: float, steps: int, min_energy: float, throw: bool):
+def _ratios(attention: SphereAttention, x0, beta: float, dt: float, steps: int, min_energy: float):
     """(dE_β/dt)/E_β along ``steps`` retracted Euler steps of the noiseless flow from each start
     ``x0: (S, n, d)``, ``(S, steps)`` (−inf where E_β <= ``min_energy``); compiled once per shape."""
-    if throw:
-        attention = _finite_params(attention, "attention")
+    attention = _finite_params(attention, "attention")
 
     def one(x):
         def body(x, _):
@@ -79,7 +78,6 @@ def attention_epsilon(
     horizon: float = 5.0,
     min_energy: float = 1e-10,
     dtype=None,
-    throw: bool = True,
 ) -> EpsilonEstimate:
     """Lower estimate of Assumption 2's ε for ``attention`` with ``n`` tokens on $S^{d−1}$.
 
@@ -91,8 +89,7 @@ def attention_epsilon(
     ``beta`` must be finite and > 0 (at β = 0 the energy is identically 0), ``horizon`` finite and
     > 0 (a negative one would follow the flow backwards), ``min_energy`` finite and >= 0; a
     ValueError when no visited configuration has $E_β$ > ``min_energy`` (no ratio to take).
-    Non-finite attention matrices raise an error naming ``attention`` from inside the compiled search
-    (``throw=False`` leaves that check out).
+    Non-finite attention matrices raise an error naming ``attention`` from inside the compiled search.
     """
     key = as_key(key, "key")
     if not isinstance(attention, SphereAttention):
@@ -114,7 +111,7 @@ def attention_epsilon(
     spread = 10.0 ** _random.uniform(ks, (half, 1, 1), dtype, -3.0, 0.0)
     clustered = normalise(centre + spread * _random.normal(kv, (half, int(n), int(d)), dtype))
     x0 = jnp.concatenate([uniform, clustered], axis=0)
-    ratios = np.asarray(_ratios(attention, x0, beta, dt, int(steps), float(min_energy), bool(throw)), dtype=np.float64)
+    ratios = np.asarray(_ratios(attention, x0, beta, dt, int(steps), float(min_energy)), dtype=np.float64)
     used = int(np.isfinite(ratios).sum())
     if used == 0:
         raise ValueError(
