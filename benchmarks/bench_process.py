@@ -4,8 +4,8 @@
 
 Each script below runs twice, each time in a new Python process, with the persistent compilation
 cache switched on the way the docs tell a user to (``cfm_jax.enable_compilation_cache(folder)``) on
-a folder that is empty before the first run. Per run: the programs XLA compiled (a backend compile
-not preceded by a cache hit, from :mod:`jax.monitoring`), the seconds spent compiling them, the
+a folder that is empty before the first run. Per run: the programs XLA compiled (not loaded from the
+cache: :class:`cfm_jax.CompileRecorder`'s ``compiled``), the seconds spent compiling them, the
 programs loaded from the cache, and the process's wall time (interpreter start and imports
 included). The target: the second process compiles nothing the first one compiled.
 
@@ -38,31 +38,21 @@ from _machine import machine  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 
-#: prepended to every script: the cache as a user switches it on, and the compile count
+#: prepended to every script: the cache as a user switches it on, and the compile count (programs
+#: XLA compiled, not loaded from the cache) over the whole script
 PRELUDE = textwrap.dedent(
     """
     import atexit, json, sys
-    from jax import monitoring
     import cfm_jax
 
     cfm_jax.enable_compilation_cache(sys.argv[1])
-    _hits, _stats = [0], {"compiled": [], "compile_s": 0.0, "loaded": 0}
-
-    def _on_event(event, **_):
-        _hits[0] += event == "/jax/compilation_cache/cache_hits"
-
-    def _on_duration(event, duration_secs, **kw):
-        if event == "/jax/core/compile/backend_compile_duration":
-            if _hits[0]:
-                _hits[0] -= 1
-                _stats["loaded"] += 1
-            else:
-                _stats["compiled"].append(str(kw.get("fun_name")))
-                _stats["compile_s"] += duration_secs
-
-    monitoring.register_event_listener(_on_event)
-    monitoring.register_event_duration_secs_listener(_on_duration)
-    atexit.register(lambda: print("STATS " + json.dumps(_stats)))
+    _rec = cfm_jax.CompileRecorder().__enter__()  # recording until the process ends
+    atexit.register(
+        lambda: print(
+            "STATS "
+            + json.dumps({"compiled": _rec.compiled_names, "compile_s": _rec.compile_seconds, "loaded": _rec.cache_loads})
+        )
+    )
     """
 )
 

@@ -1,144 +1,21 @@
-"""Compile accounting: how many XLA programs a run compiles, and how long the compiler takes.
+"""The compiler as a command shows it: a progress bar's notice while XLA compiles, and the compile
+figures of a run's ``summary.json``.
 
-JAX reports every backend compilation through :mod:`jax.monitoring` (the event behind
-``JAX_LOG_COMPILES=1``'s "Finished XLA compilation of … in … sec"), and a program loaded from the
-persistent compilation cache as a cache hit just before it. :func:`recording` counts both while
-its block runs, with the time spent tracing and lowering to MLIR, so a command can say what its
-first run waited for and a test can count the programs a sweep builds (a counter, not a timer).
+Both are built on :class:`cfm_jax.CompileRecorder`: :func:`watching` announces a program that XLA
+has been compiling for :data:`NOTICE_S` seconds (a program loaded from the persistent cache is ready
+well before), :func:`summary` is what a run records of the programs it compiled.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 
-from jax import monitoring
+from cfm_jax import CompileRecorder
 
-_BACKEND = "/jax/core/compile/backend_compile_duration"
-_TRACING = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration")
-_HIT = "/jax/compilation_cache/cache_hits"
-
-
-@dataclasses.dataclass(eq=False)  # each recording is its own (removed by identity)
-class CompileStats:
-    """What the compiler did while :func:`recording` ran.
-
-    Attributes:
-        programs: programs XLA compiled.
-        seconds: their total compile time.
-        largest: the longest single compilation, seconds; ``largest_name`` its function.
-        cache_loads: programs loaded from the persistent compilation cache instead.
-        load_seconds: the time those loads took.
-        trace_seconds: time spent tracing Python and lowering to MLIR (before XLA; every program,
-            cached or not).
-        names: the name of every compiled program, in order.
-    """
-
-    programs: int = 0
-    seconds: float = 0.0
-    largest: float = 0.0
-    largest_name: str = ""
-    cache_loads: int = 0
-    load_seconds: float = 0.0
-    trace_seconds: float = 0.0
-    names: list[str] = dataclasses.field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        """JSON-able, without the names."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "names"}
-
-
-_lock = threading.Lock()
-_active: list[CompileStats] = []
-_LOWERED = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-#: a compilation running longer than this is announced to the watchers (a cache read takes far less)
+#: a compilation running longer than this is announced to the watcher (a cache read takes far less)
 NOTICE_S = 2.0
-_watchers: list[Callable[[bool], None]] = []
-_timer: list[threading.Timer | None] = [None]
-_announced = [False]
-_hits = [0]  # cache hits whose backend-compile event has not arrived yet
-_installed = [False]
-
-
-def _on_event(event: str, **_) -> None:
-    if event == _HIT:
-        with _lock:
-            _hits[0] += 1
-        _compile_over()
-
-
-def _announce() -> None:
-    with _lock:
-        _announced[0] = True
-        watchers = list(_watchers)
-    for w in watchers:
-        w(True)
-
-
-def _compile_over() -> None:
-    """The program being compiled (or read from the cache) is ready: cancel or end the notice."""
-    with _lock:
-        timer, _timer[0] = _timer[0], None
-        was, _announced[0] = _announced[0], False
-        watchers = list(_watchers)
-    if timer is not None:
-        timer.cancel()
-    if was:
-        for w in watchers:
-            w(False)
-
-
-def _on_duration(event: str, duration_secs: float, **kw: str | int) -> None:
-    with _lock:
-        if event == _BACKEND:
-            hit = _hits[0] > 0
-            _hits[0] -= hit
-            for stats in _active:
-                if hit:
-                    stats.cache_loads += 1
-                    stats.load_seconds += duration_secs
-                else:
-                    stats.programs += 1
-                    stats.seconds += duration_secs
-                    stats.names.append(str(kw.get("fun_name", "")))
-                    if duration_secs > stats.largest:
-                        stats.largest, stats.largest_name = duration_secs, str(kw.get("fun_name", ""))
-        elif event in _TRACING:
-            for stats in _active:
-                stats.trace_seconds += duration_secs
-    if event == _BACKEND:
-        _compile_over()
-    elif event == _LOWERED:  # next: the cache read, then XLA unless it hit
-        with _lock:
-            if _watchers and _timer[0] is None:
-                _timer[0] = threading.Timer(NOTICE_S, _announce)
-                _timer[0].daemon = True
-                _timer[0].start()
-
-
-def _install() -> None:
-    with _lock:
-        if _installed[0]:
-            return
-        monitoring.register_event_listener(_on_event)
-        monitoring.register_event_duration_secs_listener(_on_duration)
-        _installed[0] = True
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[CompileStats]:
-    """Count the compilations of the block: ``with recording() as stats: ...`` (nestable)."""
-    _install()
-    stats = CompileStats()
-    with _lock:
-        _active.append(stats)
-    try:
-        yield stats
-    finally:
-        with _lock:
-            _active.remove(stats)
 
 
 @contextlib.contextmanager
@@ -147,16 +24,41 @@ def watching(callback: Callable[[bool], None]) -> Iterator[None]:
     :data:`NOTICE_S` seconds and ``callback(False)`` when it is done (for a progress bar's notice;
     a program read from the persistent cache is not announced). The callback may run on a timer
     thread."""
-    _install()
-    with _lock:
-        _watchers.append(callback)
+    lock = threading.Lock()  # the callbacks run under it: True and False never cross
+    timer: list[threading.Timer | None] = [None]  # the running program's, from its lowering to its end
+    announced = [False]
+
+    def announce(mine: threading.Timer) -> None:
+        with lock:
+            if timer[0] is mine:  # not already over (a cancelled timer may still fire)
+                announced[0] = True
+                callback(True)
+
+    def over() -> None:
+        with lock:
+            if timer[0] is not None:
+                timer[0].cancel()
+                timer[0] = None
+            if announced[0]:
+                announced[0] = False
+                callback(False)
+
+    def on_event(stage: str, name: str) -> None:
+        if stage != "lowered":  # compiled or loaded: the program is ready
+            over()
+            return
+        with lock:  # lowered: XLA or the cache is next
+            if timer[0] is None:
+                t = threading.Timer(NOTICE_S, lambda: announce(t))
+                t.daemon = True
+                timer[0] = t
+                t.start()
+
     try:
-        yield
+        with CompileRecorder(on_event=on_event):
+            yield
     finally:
-        with _lock:
-            _watchers.remove(callback)
-        if not _watchers:
-            _compile_over()
+        over()
 
 
 def compiling_notice() -> str:
@@ -167,4 +69,19 @@ def compiling_notice() -> str:
     return f"compiling (first run only; cached in {where})" if where else "compiling (not cached: --no-cache)"
 
 
-__all__ = ["NOTICE_S", "CompileStats", "compiling_notice", "recording", "watching"]
+def summary(rec: CompileRecorder) -> dict:
+    """The ``compile`` entry of a run's ``summary.json``: ``programs`` XLA compiled (not loaded from
+    the cache) and their ``seconds``, the ``largest`` one and its ``largest_name``, the
+    ``cache_loads`` and their ``load_seconds``, and the ``trace_seconds`` before the backend."""
+    return {
+        "programs": rec.compiled,
+        "seconds": rec.compile_seconds,
+        "largest": rec.largest_seconds,
+        "largest_name": rec.largest_name,
+        "cache_loads": rec.cache_loads,
+        "load_seconds": rec.load_seconds,
+        "trace_seconds": rec.trace_seconds,
+    }
+
+
+__all__ = ["NOTICE_S", "compiling_notice", "summary", "watching"]

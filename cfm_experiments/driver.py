@@ -34,7 +34,9 @@ from pathlib import Path
 
 import jax
 
-from .compiles import CompileStats, recording
+from cfm_jax import CompileRecorder
+
+from .compiles import summary as compile_summary
 from .protocol import Claim, Part, Settings, Summary, resolve
 from .registry import Command, command as find_command
 from .results import Mode, ResultsFolder, config_key
@@ -51,7 +53,7 @@ class Report:
     summaries: dict[str, Summary]
     claims: list[Claim]
     files: list[Path]
-    compile: CompileStats
+    compile: CompileRecorder
     wall_seconds: float
 
     @property
@@ -112,7 +114,7 @@ def execute(
                 raise ValueError(f"part {part.name!r} produces the configuration {key} twice.")
             owner[key] = part
             configs.append(config)
-    with recording() as stats:
+    with CompileRecorder() as stats:
         rows = folder.sweep(progress=progress).run(
             configs,
             lambda c: owner[config_key(c)].run(dict(c)),
@@ -149,7 +151,7 @@ def execute(
             settings=settings.record(),
             wall_seconds=wall,
             rows_seconds=sum(float(r.get("seconds", 0.0)) for r in rows),
-            compile=stats.as_dict(),
+            compile=compile_summary(stats),
             backend=jax.default_backend(),
             devices=jax.device_count(),
             results={name: dict(s.data) for name, s in summaries.items()},
@@ -159,8 +161,8 @@ def execute(
         )
     )
     say(
-        f"\n{cmd.name}: {len(rows)} rows in {wall:.1f} s ({stats.programs} programs compiled in "
-        f"{stats.seconds:.1f} s, {stats.cache_loads} loaded from the cache)"
+        f"\n{cmd.name}: {len(rows)} rows in {wall:.1f} s ({stats.compiled} programs compiled in "
+        f"{stats.compile_seconds:.1f} s, {stats.cache_loads} loaded from the cache)"
     )
     say("wrote " + ", ".join(str(p) for p in [folder.path / "rows.jsonl", *files, summary_path]))
     return Report(folder.path, rows, summaries, claims, files, stats, wall)

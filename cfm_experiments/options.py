@@ -4,8 +4,8 @@ Global options
 (``--float64``, ``--cache-dir``, ``--no-cache``, ``--cpu-devices``) are accepted before *and* after
 the subcommand.
 
-The persistent compilation cache lives in ``$CFM_JAX_CACHE_DIR``, else
-``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``; a second run of the same experiment
+The persistent compilation cache lives in :func:`cfm_jax.default_cache_dir` (``$CFM_JAX_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``); a second run of the same experiment
 loads its compiled XLA programs from there instead of compiling them again.
 
 On the CPU backend the process gets one JAX device per core (``jax_num_cpu_devices``) unless
@@ -26,9 +26,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-#: environment variable overriding the compilation-cache folder.
-CACHE_ENV = "CFM_JAX_CACHE_DIR"
-
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Shows ``(default: …)`` after every option that has a default (not for flags or ``None``)."""
@@ -47,14 +44,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return help_ + " (default: %(default)s)"
 
 
-def default_cache_dir() -> Path:
-    """``$CFM_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/cfm_jax``, else ``~/.cache/cfm_jax``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "cfm_jax"
-
-
 def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """``--float64``, ``--cache-dir``, ``--no-cache``, ``--cpu-devices``.
 
@@ -67,7 +56,8 @@ def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
     parser.add_argument(
         "--cache-dir",
         type=Path,
-        help=f"persistent compilation cache (default: ${CACHE_ENV}, "
+        # the library's rule (cfm_jax.default_cache_dir), spelled out: help imports no JAX nor cfm_jax
+        help="persistent compilation cache (default: $CFM_JAX_CACHE_DIR, "
         "else $XDG_CACHE_HOME/cfm_jax, else ~/.cache/cfm_jax)",
         **kw,
     )
@@ -93,14 +83,6 @@ def cpu_device_count(requested: int | None = None) -> int | None:
     return os.cpu_count() or 1
 
 
-def enable_compilation_cache(path: str | os.PathLike) -> Path:
-    """Point JAX's persistent compilation cache at ``path`` (created), caching every program
-    (:func:`cfm_jax.enable_compilation_cache`)."""
-    import cfm_jax
-
-    return cfm_jax.enable_compilation_cache(path)
-
-
 def apply_global_options(args: argparse.Namespace) -> None:
     """Switch on ``--float64``, the compilation cache and the CPU device count.
 
@@ -108,6 +90,8 @@ def apply_global_options(args: argparse.Namespace) -> None:
     process, is a ValueError (the default count is then left as it is).
     """
     import jax
+
+    import cfm_jax
 
     requested = getattr(args, "cpu_devices", None)
     count = cpu_device_count(requested)
@@ -122,9 +106,9 @@ def apply_global_options(args: argparse.Namespace) -> None:
     if getattr(args, "float64", False):
         jax.config.update("jax_enable_x64", True)
     if not getattr(args, "no_cache", False):
-        path = getattr(args, "cache_dir", None) or default_cache_dir()
+        path = getattr(args, "cache_dir", None) or cfm_jax.default_cache_dir()
         try:
-            enable_compilation_cache(path)
+            cfm_jax.enable_compilation_cache(path)
         except ValueError as e:  # the library names its own argument, `path`: say the option instead
             raise ValueError(f"--cache-dir {path}: cannot create it ({str(e).rsplit('(', 1)[-1]}") from None
 
@@ -170,13 +154,10 @@ def distinct(flag: str, values: Iterable[Any]) -> tuple:
 
 
 __all__ = [
-    "CACHE_ENV",
     "HelpFormatter",
     "add_global_arguments",
     "apply_global_options",
     "check_out",
     "cpu_device_count",
-    "default_cache_dir",
     "distinct",
-    "enable_compilation_cache",
 ]

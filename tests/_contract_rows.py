@@ -725,6 +725,37 @@ def _enable_compilation_cache():
         cfm_jax.enable_compilation_cache(before)
 
 
+@row("cfm_jax.default_cache_dir", "cfm_jax.CACHE_ENV")
+def _default_cache_dir():
+    import os
+    from pathlib import Path
+
+    before = os.environ.get(cfm_jax.CACHE_ENV)
+    try:
+        os.environ[cfm_jax.CACHE_ENV] = "~/elsewhere"
+        assert cfm_jax.default_cache_dir() == Path.home() / "elsewhere"  # the variable first, ~ expanded
+        os.environ[cfm_jax.CACHE_ENV] = ""  # empty: as if unset
+        assert cfm_jax.default_cache_dir().name == "cfm_jax"
+    finally:
+        if before is None:
+            del os.environ[cfm_jax.CACHE_ENV]
+        else:
+            os.environ[cfm_jax.CACHE_ENV] = before
+
+
+@row("cfm_jax.CompileRecorder")
+def _compile_recorder():
+    salt = float(np.random.default_rng().integers(1, 10**6))  # a program no cache holds
+    f = jax.jit(lambda x: jnp.tanh(x) + salt)
+    stages: list[str] = []
+    with cfm_jax.CompileRecorder(on_event=lambda stage, name: stages.append(stage)) as rec:
+        f(np.ones(2)).block_until_ready()
+        f(np.ones(2)).block_until_ready()
+    assert (rec.lowered, rec.compiled, rec.cache_loads) == (1, 1, 0) and stages == ["lowered", "compiled"]
+    with pytest.raises(TypeError, match="`on_event`"):
+        cfm_jax.CompileRecorder(on_event="loud")  # pyright: ignore[reportArgumentType]
+
+
 # --------------------------------------------------------------------------------------------
 # Streams and sharding
 # --------------------------------------------------------------------------------------------

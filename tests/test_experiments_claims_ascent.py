@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from cfm_experiments.claims import ascent as A, starts as S
-from cfm_experiments.compiles import recording
+from cfm_jax import CompileRecorder
 
 
 def _op(a):
@@ -163,7 +163,7 @@ def test_one_program_serves_every_problem_of_a_sweep():
     ascent program."""
     rng = np.random.default_rng(3)
     out = []
-    with recording() as stats:
+    with CompileRecorder() as stats:
         for d in (3, 2, 1):
             for energy in (1.0, float(d)):
                 prob = A.Problem(d, 1, 3, 1, energy)
@@ -176,8 +176,8 @@ def test_one_program_serves_every_problem_of_a_sweep():
                     )
                 )  # fmt: skip
                 if d == 3 and energy == 1.0:
-                    first = stats.programs + stats.cache_loads
-    assert stats.programs + stats.cache_loads == first, stats.names
+                    first = stats.compiled + stats.cache_loads
+    assert stats.compiled + stats.cache_loads == first, stats.compiled_names
     assert np.all(np.asarray(out[-1][0]["Q"])[..., 1:, :] == 0)  # d = 1 stays in its block
     assert np.all(np.asarray(out[-1][1]["F"])[..., 1:, :] == 0) and np.all(np.asarray(out[-1][1]["m"])[..., 1:] == 0)
 

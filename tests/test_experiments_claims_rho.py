@@ -140,13 +140,13 @@ def test_binned_slopes_cover_the_bins():
 def test_a_second_bin_compiles_nothing():
     """Rows of another bin (other candidates, another base seed) reuse the draw, reference and
     deviation programs."""
-    from cfm_experiments.compiles import recording
+    from cfm_jax import CompileRecorder
 
     part = R.Rho()
     first = part.run(_config([0, 1], seed=0, layers=1))
-    with recording() as stats:
+    with CompileRecorder() as stats:
         second = part.run(_config([5, 9], seed=3, layers=1, rho_bin=3))
-    assert stats.programs + stats.cache_loads == 0, stats.names  # compiled or loaded from the disk cache
+    assert stats.compiled + stats.cache_loads == 0, stats.compiled_names  # compiled or loaded from the disk cache
     assert np.asarray(second["values"]).shape == np.asarray(first["values"]).shape == (2, 2, 2)
 
 

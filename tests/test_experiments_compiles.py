@@ -1,4 +1,5 @@
-"""Compile accounting counts programs, not seconds: a new shape is a new program, a repeat is not."""
+"""The compiler as a command shows it: the progress bar's notice of a long compilation and the
+compile figures of a run's summary."""
 
 import os
 import time
@@ -7,39 +8,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cfm_experiments.compiles import recording
 
+def test_the_summary_is_the_recorders_compiled_programs():
+    """A run's summary.json records the programs XLA compiled (not those lowered or loaded), under
+    the names bench_compile.py reads."""
+    from jax import monitoring
 
-def test_counts_one_program_per_shape():
-    @jax.jit
-    def f(x):
-        return jnp.sin(x) * 2.0 + 0.123456  # a body no other test compiles
+    import cfm_jax
+    from cfm_experiments.compiles import summary
+    from cfm_jax._compilation import _BACKEND, _CACHE_HIT, _LOWERED
 
-    with recording() as outer:
-        with recording() as stats:
-            f(np.ones(3)).block_until_ready()  # NumPy inputs: no eager JAX op compiles a program of its own
-            f(np.full(3, 2.0)).block_until_ready()  # same shape: no new program
-        assert stats.programs + stats.cache_loads == 1
-        f(np.ones(5)).block_until_ready()  # a new shape: a new program
-    assert outer.programs + outer.cache_loads == 2  # nested recordings both count
-    assert stats.seconds >= 0 and stats.trace_seconds >= 0
-    assert stats.largest <= stats.seconds + 1e-12
-    assert len(stats.names) == stats.programs
-
-
-def test_nothing_counted_outside_a_recording():
-    with recording() as stats:
-        pass
-    jax.jit(lambda x: x + 0.654321)(np.ones(2)).block_until_ready()
-    assert stats.programs == 0 and stats.cache_loads == 0
-    assert set(stats.as_dict()) == {
-        "programs",
-        "seconds",
-        "largest",
-        "largest_name",
-        "cache_loads",
-        "load_seconds",
-        "trace_seconds",
+    with cfm_jax.CompileRecorder() as rec:  # three programs as JAX reports them: two compiled, one loaded
+        for name, seconds, loaded in (("first", 0.25, False), ("longest", 2.0, False), ("cached", 4.0, True)):
+            monitoring.record_event_duration_secs(_LOWERED, 0.5, fun_name=name)
+            if loaded:
+                monitoring.record_event(_CACHE_HIT)
+            monitoring.record_event_duration_secs(_BACKEND, seconds, fun_name=name)
+    assert summary(rec) == {
+        "programs": 2,
+        "seconds": 2.25,
+        "largest": 2.0,
+        "largest_name": "longest",
+        "cache_loads": 1,
+        "load_seconds": 4.0,
+        "trace_seconds": 1.5,
     }
 
 
@@ -64,21 +56,6 @@ def test_a_long_compilation_is_announced_and_its_end_too(monkeypatch):
         f(np.ones(7)).block_until_ready()  # in memory: nothing to compile
     assert heard == [True, False]
     assert "compiling (first run only" in compiles.compiling_notice() or "not cached" in compiles.compiling_notice()
-
-
-def test_the_largest_compilation_is_recorded_with_its_name():
-    """Three compilations reported as JAX reports them: the record keeps the longest one and its
-    function, whatever the order they come in."""
-    from jax import monitoring
-
-    from cfm_experiments.compiles import _BACKEND
-
-    with recording() as stats:
-        for name, seconds in (("first", 0.25), ("longest", 2.0), ("last", 1.0)):
-            monitoring.record_event_duration_secs(_BACKEND, seconds, fun_name=name)
-    assert stats.programs == 3 and stats.names == ["first", "longest", "last"]
-    assert stats.largest == 2.0 and stats.largest_name == "longest"
-    assert stats.as_dict()["largest_name"] == "longest"
 
 
 def test_the_command_lines_cache_set_up_caches_every_program(tmp_path):

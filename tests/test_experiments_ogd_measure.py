@@ -4,8 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from cfm_experiments.compiles import recording
 from cfm_experiments.ogd import measure as M
+from cfm_jax import CompileRecorder
 
 TINY = dict(dim=2, layers=1, batch=2, ns=(4,), eta=0.5, steps=4, context_scale=0.5)
 
@@ -41,15 +41,15 @@ def test_one_program_per_shape_for_every_seed_and_ridge():
     """The first measurement of a shape builds its two programs (or loads them from the persistent
     cache); another base seed, other ridges and another regime of the same shape build nothing."""
     task = _task()
-    with recording() as first:
+    with CompileRecorder() as first:
         M.measure(task, jax.random.key(0), [0.0, 0.0])
-    assert first.programs + first.cache_loads >= 2
+    assert first.compiled + first.cache_loads >= 2
     # the keys are made outside the recording: fold_in is a program of its own
     k1, k2 = jax.random.key(1), jax.random.fold_in(jax.random.key(2), 7)
-    with recording() as again:
+    with CompileRecorder() as again:
         a = M.measure(task, k1, [0.3, 0.1])
         b = M.measure(_task(), k2, np.array([1.0, 0.0]))
-    assert again.programs == 0 and again.cache_loads == 0, again.names
+    assert again.compiled == 0 and again.cache_loads == 0, again.compiled_names
     assert set(a) == {"deviations", "losses", "ref_norms", "C"} and a["deviations"].shape == (2, 4, 1)
     assert not np.allclose(a["deviations"], b["deviations"])
 

@@ -4,7 +4,6 @@ every option of every command follows (distinct list values among them)."""
 import argparse
 import os
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -12,14 +11,25 @@ from hypothesis import given, settings, strategies as st
 from cfm_experiments import options
 
 
-def test_cache_dir_resolution(monkeypatch, tmp_path):
-    monkeypatch.delenv(options.CACHE_ENV, raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert options.default_cache_dir() == tmp_path / "xdg" / "cfm_jax"
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    assert options.default_cache_dir() == Path.home() / ".cache" / "cfm_jax"
-    monkeypatch.setenv(options.CACHE_ENV, str(tmp_path / "mine"))
-    assert options.default_cache_dir() == tmp_path / "mine"
+def test_the_cache_folder_is_the_librarys(monkeypatch, tmp_path):
+    """--cache-dir's help spells out cfm_jax.default_cache_dir's rule (help imports no cfm_jax), and
+    with no --cache-dir the cache is the library's folder."""
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache
+
+    import cfm_jax
+
+    parser = argparse.ArgumentParser()
+    options.add_global_arguments(parser)
+    assert f"(default: ${cfm_jax.CACHE_ENV}, else $XDG_CACHE_HOME/cfm_jax" in " ".join(parser.format_help().split())
+    monkeypatch.setenv(cfm_jax.CACHE_ENV, str(tmp_path / "mine"))
+    old = jax.config.values["jax_compilation_cache_dir"]
+    try:
+        options.apply_global_options(argparse.Namespace(no_cache=False))
+        assert jax.config.values["jax_compilation_cache_dir"] == str(tmp_path / "mine")
+    finally:
+        jax.config.update("jax_compilation_cache_dir", old)
+        compilation_cache.reset_cache()  # JAX reopens the suite's own folder at its next compile
 
 
 def test_help_formatter_adds_defaults_once():

@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cfm_experiments.compiles import recording
 from cfm_experiments.protocol import resolve
 from cfm_experiments.sync.common import random_starts
 from cfm_experiments.sync.convergence import Chaos, Strong, WeakL, WeakM, weak_fit
+from cfm_jax import CompileRecorder
 from cfm_jax.stochastic import (
     NoiseKernel,
     SphereAttention,
@@ -25,9 +25,9 @@ STRONG, CHAOS, WEAK_L, WEAK_M = Strong(), Chaos(), WeakL(), WeakM()
 
 
 def _programs(fn, *args):
-    with recording() as stats:
+    with CompileRecorder() as stats:
         out = fn(*args)
-    return stats.programs + stats.cache_loads, out
+    return stats.compiled + stats.cache_loads, out
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp")  # the fit's prefactor, with an error of 0

@@ -2,9 +2,9 @@
 
 import pytest
 
-from cfm_experiments.compiles import recording
 from cfm_experiments.protocol import resolve
 from cfm_experiments.sync.lyapunov import Lyapunov, coverage_claim, lyapunov_table, step_for
+from cfm_jax import CompileRecorder
 from cfm_jax.stochastic import NoiseKernel
 
 PART = Lyapunov()
@@ -92,13 +92,13 @@ def test_a_second_seed_reuses_the_programs():
     """The estimator and the model's stage are compiled once: a second seed compiles neither (small
     eager PRNG programs that other tests of the same process may have left in another state are not
     counted)."""
-    with recording() as first:
+    with CompileRecorder() as first:
         PART.run(_config(T=0.2, R=2))
-    assert "jit(_samples)" in first.names or first.cache_loads > 0 or first.programs == 0
-    with recording() as stats:
+    assert "jit(_samples)" in first.compiled_names or first.cache_loads > 0 or first.compiled == 0
+    with CompileRecorder() as stats:
         PART.run(_config(T=0.2, R=2, seed=1))
-    heavy = [n for n in stats.names if n in ("jit(_samples)", "jit(stage)")]
-    assert not heavy, stats.names
+    heavy = [n for n in stats.compiled_names if n in ("jit(_samples)", "jit(stage)")]
+    assert not heavy, stats.compiled_names
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from cfm_experiments.compiles import recording
 from cfm_experiments.protocol import resolve
 from cfm_experiments.results import _jsonable
 from cfm_experiments.sync.synchronisation import Synchronisation
+from cfm_jax import CompileRecorder
 
 PART = Synchronisation()
 
@@ -24,9 +24,9 @@ def _stored(config, result):
 
 
 def _programs(fn, *args):
-    with recording() as stats:
+    with CompileRecorder() as stats:
         out = fn(*args)
-    return stats.programs + stats.cache_loads, out
+    return stats.compiled + stats.cache_loads, out
 
 
 def test_configs_are_the_old_default_and_quick_grids():

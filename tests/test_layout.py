@@ -4,7 +4,7 @@ private helper crossing a module, every module with its own test file, no module
 Two packages. ``cfm_jax`` is the numerical library; its layers (low to high; a module may import its
 own layer and the ones below):
 
-    _arguments, _validation, stats, _qmc, _random, _cache → _measures → _fields → _paths
+    _arguments, _validation, stats, _qmc, _random, _compilation → _measures → _fields → _paths
     → _flow (_gaussian_limit, _regime) → _adjoint → _solve → _gradients
     → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _chaos, chaos)
 
@@ -29,7 +29,7 @@ APP = ROOT / "cfm_experiments"
 MAX_LINES = 450
 
 LAYERS = [
-    ("_arguments", "_validation", "stats", "_qmc", "_random", "_cache"),
+    ("_arguments", "_validation", "stats", "_qmc", "_random", "_compilation"),
     ("_measures",),
     ("_fields",),
     ("_paths",),
