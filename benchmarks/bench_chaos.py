@@ -4,7 +4,7 @@ run by a Python loop of single-seed programs.
 
 Writes benchmarks/results/chaos.json and chaos.md. Compile time is excluded (every path is
 warmed up first); times are the best of ``--repeats`` runs, on one device. Also records the
-wall time of the committed default ``cfm-jax rates`` run (benchmarks/results/rates/summary.json).
+wall time of the committed default ``cfm-jax rates`` run (experiments/results/rates/summary.json).
 
     python benchmarks/bench_chaos.py [--seeds 16] [--repeats 3] [--notes "..."]
 """

@@ -56,7 +56,7 @@ PAGES = (
 
 #: Sections ("page#heading id") whose undelimited maths comes from outside docs/ and notebooks/:
 #: the chaos module's docstrings (rendered by mkdocstrings) and the claims table the claims experiment
-#: writes (benchmarks/results/claims/claims.md). They are fixed where they are written (maths
+#: writes (experiments/results/claims/claims.md). They are fixed where they are written (maths
 #: between $...$, which the site and a terminal both read), then removed from here. Any other
 #: section with raw TeX fails.
 PENDING_TEX: frozenset[str] = frozenset()

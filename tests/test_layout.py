@@ -13,8 +13,9 @@ package root uses it. Implementation modules are private (``_name``); the public
 ``cfm_jax.__all__`` and the public subpackages' ``__all__``. The library imports no plotting or
 progress package and nothing of the experiments.
 
-``cfm_experiments`` (the papers' experiments and the ``cfm-jax`` command) sits on top and uses
-``cfm_jax``'s public names only.
+``cfm_experiments`` (the papers' experiments and the ``cfm-jax`` command) is a second distribution
+in ``experiments/`` (``experiments/pyproject.toml``, its tests in ``experiments/tests/``): it sits
+on top and uses ``cfm_jax``'s public names only, and the library's tests import nothing of it.
 """
 
 import ast
@@ -24,7 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "cfm_jax"
-APP = ROOT / "cfm_experiments"
+APP = ROOT / "experiments" / "cfm_experiments"
+APP_TESTS = ROOT / "experiments" / "tests"
 #: the longest module either package may hold
 MAX_LINES = 450
 
@@ -143,6 +145,9 @@ def test_nothing_points_outside_the_repository():
         *(ROOT / "tests").rglob("*.py"),
         *(ROOT / "docs").rglob("*.md"),
         *(ROOT / "notebooks").glob("*.ipynb"),
+        *(ROOT / "experiments").rglob("*.py"),
+        *(ROOT / "experiments").rglob("*.ipynb"),
+        *(ROOT / "experiments").glob("*.md"),
         ROOT / "README.md",
         *(ROOT / "benchmarks").rglob("*.py"),
     ]:
@@ -319,4 +324,31 @@ def test_no_module_is_over_the_size_limit(path):
 def test_every_experiments_module_has_its_test_file(path):
     rel = path.relative_to(APP).with_suffix("").parts
     name = "test_experiments_" + "_".join(p.lstrip("_") for p in rel if p != "__init__") + ".py"
-    assert (ROOT / "tests" / name).exists(), f"{path.relative_to(ROOT)} has no tests/{name}"
+    assert (APP_TESTS / name).exists(), f"{path.relative_to(ROOT)} has no experiments/tests/{name}"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tests").rglob("*.py")), ids=lambda p: p.name)
+def test_the_librarys_tests_import_nothing_of_the_experiments(path):
+    """The library's tests run with the library alone installed: the experiments' tests live beside
+    their package (``experiments/tests/``)."""
+    bad = [
+        f"line {line}: {module}"
+        for module, _, line in _imported_modules(path)
+        if module.split(".")[0] in ("cfm_experiments", "_planted", "_tiny_rates")
+    ]
+    assert not bad, f"{path.relative_to(ROOT)}: " + "; ".join(bad)
+
+
+def test_the_library_wheel_holds_no_experiments():
+    """The library's distribution packages ``cfm_jax`` only, with no experiments' extra or command;
+    the experiments' own distribution owns the command and depends on a range of the library."""
+    import tomllib
+
+    lib = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    app = tomllib.loads((ROOT / "experiments" / "pyproject.toml").read_text())["project"]
+    assert lib["tool"]["setuptools"]["packages"]["find"]["include"] == ["cfm_jax*"]
+    project = lib["project"]
+    assert "scripts" not in project and "experiments" not in project.get("optional-dependencies", {})
+    assert not {"matplotlib", "tqdm"} & {d.split(">")[0].split("=")[0] for d in project["dependencies"]}
+    assert app["scripts"] == {"cfm-jax": "cfm_experiments.cli:main"}
+    assert any(d.startswith("cfm_jax>=") and "<" in d for d in app["dependencies"])

@@ -140,7 +140,7 @@ def _linear_student():
 def test_population_reference_follows_the_exact_gaussian_loss(setup):
     """``population=μ``: the reference trajectory is OGD on the loss at μ itself (the same as a
     single trajectory whose gradient source substitutes μ for the sample context). Slow (two
-    compilations); tests/test_experiments_ogd_claims.py checks the same path against a
+    compilations); experiments/tests/test_experiments_ogd_claims.py checks the same path against a
     hand-written moment recursion in the fast set."""
     _, _, stream = setup
     student = _linear_student()

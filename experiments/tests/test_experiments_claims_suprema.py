@@ -110,4 +110,4 @@ def test_a_tiny_sweep_runs_through_the_driver(tmp_path):
     assert len(row["stretch_best"]) == 2 and row["bound"] == pytest.approx(B.ball_bound(8, 1, 1.0, 2**0.5))
     assert row["worst_ns"] == [4, 8, 32, 128, 512, 2048] and len(row["worst_case"][0]) == 6  # slope: 32 … 2048
     # per embedding: one ascent and one or two evaluations per class
-    assert report.compile.programs <= 20, report.compile.names
+    assert report.compile.compiled <= 20, report.compile.compiled_names

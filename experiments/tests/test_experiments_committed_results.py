@@ -1,4 +1,4 @@
-"""Committed results (benchmarks/results): strict JSON, rows the runner reads, a record of what wrote them.
+"""Committed results (experiments/results): strict JSON, rows the runner reads, a record of what wrote them.
 
 Not tied to one library module: it checks the files the experiments committed, with the rules the
 current code writes them by (NaN and infinities are null, never the strings "nan"/"inf" nor bare
@@ -13,7 +13,7 @@ import pytest
 from cfm_experiments.registry import COMMANDS
 from cfm_experiments.results import MANIFEST, read_rows
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 SUMMARIES = sorted(RESULTS.rglob("summary.json"))
 ROWS = sorted(RESULTS.rglob("*.jsonl"))
 

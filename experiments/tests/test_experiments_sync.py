@@ -88,4 +88,4 @@ def test_a_part_runs_end_to_end_through_the_driver(tmp_path, monkeypatch):
     assert {"rows.jsonl", "strong.png", "claims.md"} <= {p.name for p in out.iterdir()}
     assert json.loads((out / "run.json").read_text())["config"]["parts"] == ["strong"]
     again = cfm_experiments.run("sync", out=out, parts=["strong"], quick=True, mode="resume")
-    assert again.rows == report.rows and again.compile.programs == 0
+    assert again.rows == report.rows and again.compile.compiled == 0

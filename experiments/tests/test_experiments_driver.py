@@ -1,4 +1,4 @@
-"""The one driver, through a planted part (``tests/_planted.py``) that has no code of its own for any
+"""The one driver, through a planted part (``experiments/tests/_planted.py``) that has no code of its own for any
 of it: it runs, resumes, refuses a foreign folder, overwrites, records its time once, writes its
 summary and claims, and stops on Ctrl-C with exit code 130, through the command line and Python alike."""
 
@@ -166,13 +166,13 @@ def test_ctrl_c_exits_130_with_finished_rows_on_disk_and_resume_completes(tmp_pa
 
 def test_the_worked_example_of_the_docs_runs_through_the_driver(tmp_path, monkeypatch):
     """docs/experiments.md's experiment, as written there (its first python block), registered as
-    the page's entry point registers it (the ``cfm_jax.commands`` entry ``gap``)."""
+    the page's entry point registers it (the ``cfm_experiments.commands`` entry ``gap``)."""
     import re
     import tomllib
 
     from cfm_experiments.registry import GROUP, Command
 
-    text = (ROOT / "docs" / "experiments.md").read_text()
+    text = (ROOT.parent / "docs" / "experiments.md").read_text()
     code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
     (toml,) = re.findall(r"```toml\n(.*?)```", text, re.S)
     assert tomllib.loads(toml)["project"]["entry-points"][GROUP] == {"gap": "gap_command:GAP"}

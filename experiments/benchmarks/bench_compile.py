@@ -1,6 +1,6 @@
 """The compile budget of every command: cold and warm, full and ``--quick``.
 
-    python benchmarks/bench_compile.py [--commands [rates claims ...]] [--configs quick full]
+    python experiments/benchmarks/bench_compile.py [--commands [rates claims ...]] [--configs quick full]
                                        [--xla-options [OPTION ...]] [--tests] [--merge] [--keep]
                                        [--notes TEXT]
 
@@ -20,7 +20,7 @@ them, or those named): ``jax_disable_most_optimizations``, LLVM's expensive pass
 optimisation level 1, XLA:CPU's fusion emitters off, and the test suite's setting (the first and
 the fourth together).
 ``--tests`` also times the default test suite, cold then warm. Writes
-``benchmarks/results/compile.{json,md}`` with the machine, after every command (``--merge``: keep
+``experiments/results/compile.{json,md}`` with the machine, after every command (``--merge``: keep
 the entries of the committed file that this run does not repeat). ``--keep``: the warm run of each
 default configuration becomes the command's committed results folder ``benchmarks/results/<command>``
 (the cold and warm runs' results must agree: ``same_results``).
@@ -39,12 +39,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[2]  # the repository: the tests run from there
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the machine's description, shared with the library's benchmarks
 
-from _machine import machine  # noqa: E402
+from _machine import machine  # noqa: E402  # pyright: ignore[reportMissingImports]
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "experiments" / "results"
 #: targets on the 2-core CPU with nothing else running
 LARGEST_S, COMPILE_SHARE, COLD_OVER_WARM, CLAIMS_QUICK_S = 10.0, 0.25, 1.3, 180.0
 
@@ -71,8 +71,8 @@ def module_seconds(report: Path) -> dict[str, float]:
 
     per: dict[str, float] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
-        parts = case.get("classname", "?").split(".")  # tests.test_x (or tests.test_x.TestClass)
-        module = parts[1] if parts[0] == "tests" and len(parts) > 1 else parts[-1]
+        parts = case.get("classname", "?").split(".")  # tests.test_x (or experiments.tests.test_x.TestClass)
+        module = next((p for p in parts if p.startswith("test_")), parts[-1])
         per[module] = per.get(module, 0.0) + float(case.get("time", 0.0))
     return dict(sorted(per.items(), key=lambda kv: -kv[1]))
 

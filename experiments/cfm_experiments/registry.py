@@ -1,7 +1,8 @@
 """The commands: each a named set of parts (:mod:`cfm_experiments.protocol`), one line each.
 
 The built-in commands are listed here. Another package adds its own through the entry-point group
-``cfm_jax.commands``: each entry point names a :class:`Command` (in a module that imports no JAX),
+``cfm_experiments.commands`` (the distribution's own; the old ``cfm_jax.commands`` is still read,
+with a warning, until the next release): each entry point names a :class:`Command` (in a module that imports no JAX),
 and its name is the command's. Adding an experiment is writing its part (a module defining
 ``PARTS``) and, to show ``--help`` without importing it, its declarations
 (:mod:`cfm_experiments.declarations`). This module imports no experiment: ``cfm-jax --help``
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.metadata
+import warnings
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,9 @@ if TYPE_CHECKING:
     from .protocol import Part
 
 #: the entry-point group other packages register their commands under.
-GROUP = "cfm_jax.commands"
+GROUP = "cfm_experiments.commands"
+#: the group's name while the experiments shipped inside the library: read too, with a FutureWarning
+LEGACY_GROUP = "cfm_jax.commands"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,8 +130,15 @@ def installed(problems: list[str] | None = None) -> dict[str, Command]:
     given a ``problems`` list, its one-line message is appended there instead and the entry point
     skipped, so that one broken package leaves every other command working."""
     found: dict[str, Command] = {}
-    for ep in importlib.metadata.entry_points(group=GROUP):
-        where = f"entry point {ep.name} = {ep.value} ({GROUP})"
+    legacy = list(importlib.metadata.entry_points(group=LEGACY_GROUP))
+    for ep in [*importlib.metadata.entry_points(group=GROUP), *legacy]:
+        where = f"entry point {ep.name} = {ep.value} ({ep.group})"
+        if ep.group == LEGACY_GROUP:
+            warnings.warn(
+                f"{where}: register it under {GROUP!r} (the old group is read until the next release)",
+                FutureWarning,
+                stacklevel=2,
+            )
         try:
             try:
                 cmd = ep.load()
@@ -195,4 +206,4 @@ def command(name: str) -> Command:
         raise ValueError(f"unknown command {name!r}; choose from {', '.join(COMMANDS)}.") from None
 
 
-__all__ = ["BUILTIN", "COMMANDS", "GROUP", "Command", "command", "installed"]
+__all__ = ["BUILTIN", "COMMANDS", "GROUP", "LEGACY_GROUP", "Command", "command", "installed"]

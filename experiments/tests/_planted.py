@@ -1,7 +1,7 @@
 """A tiny experiment planted by the tests: one part, written as a user would, with no code of its own
 for results folders, resuming, progress, timing, interrupts or summaries (the driver's).
 
-``python tests/_planted.py ARGS`` runs it as ``cfm-jax planted ARGS``: the one command line, with
+``python experiments/tests/_planted.py ARGS`` runs it as ``cfm-jax planted ARGS``: the one command line, with
 this part registered as the command ``planted``.
 """
 

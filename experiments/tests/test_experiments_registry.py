@@ -97,7 +97,7 @@ def test_a_bad_entry_point_is_named(monkeypatch, value, match, capsys):
         assert exit.value.code == 0, argv
         out = capsys.readouterr()
         (line,) = out.err.strip().splitlines()
-        assert f"entry point broken = {value} (cfm_jax.commands)" in line and match in line, line
+        assert f"entry point broken = {value} (cfm_experiments.commands)" in line and match in line, line
         assert line.startswith("cfm-jax: warning: ") and line.endswith("(its command is skipped)")
         assert out.out.startswith("usage: cfm-jax")
     with pytest.raises(SystemExit) as exit:
@@ -105,6 +105,22 @@ def test_a_bad_entry_point_is_named(monkeypatch, value, match, capsys):
     assert exit.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "entry point broken" in err[0] and "invalid choice: 'broken'" in err[1]
+
+
+def test_the_librarys_old_group_is_still_read_with_a_warning(monkeypatch):
+    """A command registered under the group's old name (``cfm_jax.commands``, from when the
+    experiments shipped in the library) still loads, with a FutureWarning naming the new group."""
+    import importlib.metadata
+
+    from cfm_experiments import registry
+
+    old = [importlib.metadata.EntryPoint("planted", "_planted:COMMAND", registry.LEGACY_GROUP)]
+    monkeypatch.setattr(
+        importlib.metadata, "entry_points", lambda group=None: old if group == registry.LEGACY_GROUP else []
+    )
+    with pytest.warns(FutureWarning, match="register it under 'cfm_experiments.commands'"):
+        found = registry.installed()
+    assert list(found) == ["planted"] and found["planted"].module == "_planted"
 
 
 def test_installed_raises_for_a_bad_entry_point_unless_it_may_skip_it(monkeypatch):
@@ -140,7 +156,7 @@ def test_the_docs_register_a_command_by_its_entry_point():
 
     from cfm_experiments.registry import GROUP
 
-    text = (Path(__file__).parents[1] / "docs" / "experiments.md").read_text()
+    text = (Path(__file__).parents[2] / "docs" / "experiments.md").read_text()
     (toml,) = re.findall(r"```toml\n(.*?)```", text, re.S)
     eps = tomllib.loads(toml)["project"]["entry-points"][GROUP]
     assert set(eps) == {"gap"}

@@ -34,13 +34,15 @@ DESCRIPTION = (
 #: ``cfm-jax demo``: not an experiment (it writes nothing).
 DEMO = ("demo", "small forward solve on built-in defaults")
 
-#: what the ``experiments`` extra installs (pyproject.toml), by import name: without them
-#: the experiments cannot run, though every ``--help`` still shows.
+#: what this distribution needs beside cfm_jax (experiments/pyproject.toml), by import name: without
+#: them the experiments cannot run (a broken installation), though every ``--help`` still shows.
 EXTRA = frozenset({"matplotlib", "tqdm"})
 #: what the experiments import of the extra: one of them failing to import (the package itself, or
 #: a module it needs, such as pyplot's kiwisolver) is the extra missing.
 EXTRA_MODULES = ("matplotlib", "matplotlib.pyplot", "tqdm")
-NEEDS_EXTRA = 'cfm-jax: this command needs the experiments extra: pip install "cfm_jax[experiments]"'
+NEEDS_EXTRA = (
+    "cfm-jax: this command needs matplotlib and tqdm, which cfm_jax_experiments depends on: pip install matplotlib tqdm"
+)
 
 INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."
 

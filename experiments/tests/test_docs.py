@@ -1,6 +1,7 @@
 """The documentation site: every public name has an API entry; the strict build passes offline;
 the maths renders; the links name public paths; the code blocks name live public names (they run,
-and print what their pages show, in tests/test_doc_examples.py).
+and print what their pages show, in experiments/tests/test_doc_examples.py). The site documents both
+distributions, the library and its experiments, so its tests run where both are installed: here.
 
 The API reference is the ``::: identifier`` entries of ``docs/api/*.md`` (mkdocstrings). Public
 names are ``cfm_jax.__all__`` and the ``__all__`` of every public submodule listed there; a name
@@ -30,7 +31,7 @@ import pytest
 
 import cfm_jax
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 API = ROOT / "docs" / "api"
 DOCS = ROOT / "docs"
 
@@ -340,7 +341,7 @@ def python_blocks(page: Path) -> list[str]:
 
 @pytest.mark.parametrize("page", ["README.md"] + sorted(p.name for p in DOCS.glob("*.md")))
 def test_code_blocks_use_live_public_names(page):
-    """Every ``cfm_jax.X`` the blocks name exists (cheap: parsing only; tests/test_doc_examples.py
+    """Every ``cfm_jax.X`` the blocks name exists (cheap: parsing only; experiments/tests/test_doc_examples.py
     runs them)."""
     import ast
 

@@ -1,7 +1,7 @@
 """cfm_experiments: the two papers' experiments on cfm_jax, and the ``cfm-jax`` command.
 
-A separate package from the library (``pip install -e ".[experiments]"`` brings matplotlib and
-tqdm, which the library does not need), built on ``cfm_jax``'s public API only.
+A distribution of its own, ``cfm_jax_experiments`` (``experiments/pyproject.toml``: it brings
+matplotlib and tqdm, which the library does not need), built on ``cfm_jax``'s public API only.
 
 An experiment is a set of parts (:class:`Part`: its options, configurations, one row's
 computation, its summary with claimed-vs-measured lines, its figures); a command is a named set
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"  # released with the library of the same version
 
 #: public name -> the module that defines it (imported on first use)
 _EXPORTS = {

@@ -1,6 +1,6 @@
 """The times that ``--help``, the README and the docs quote are the compile benchmark's.
 
-``benchmarks/results/compile.json`` (``benchmarks/bench_compile.py``) times every command cold and
+``experiments/results/compile.json`` (``experiments/benchmarks/bench_compile.py``) times every command cold and
 warm, default and ``--quick``; each quoted figure is formatted from it as the benchmark's own table
 formats it, so a re-measured benchmark with stale texts (or texts edited by hand) fails here.
 """
@@ -15,10 +15,11 @@ import pytest
 
 from cfm_experiments.registry import COMMANDS
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = json.loads((ROOT / "benchmarks" / "results" / "compile.json").read_text())
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "experiments"
+BENCH = json.loads((APP / "results" / "compile.json").read_text())
 
-_spec = importlib.util.spec_from_file_location("bench_compile", ROOT / "benchmarks" / "bench_compile.py")
+_spec = importlib.util.spec_from_file_location("bench_compile", APP / "benchmarks" / "bench_compile.py")
 assert _spec is not None and _spec.loader is not None
 bench_compile = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_compile)
@@ -100,7 +101,7 @@ def stale(bench: dict, texts: dict[str, str]) -> list[str]:
     for name, cmd in COMMANDS.items():
         want = help_text(figures(bench, name))
         if cmd.times != want:
-            out.append(f"cfm_experiments/registry.py, {name}: {cmd.times!r} is not {want!r}")
+            out.append(f"experiments/cfm_experiments/registry.py, {name}: {cmd.times!r} is not {want!r}")
     for path, name, phrases in QUOTES:
         for phrase in phrases:
             want = phrase.format(**figures(bench, name))
@@ -138,7 +139,7 @@ def suite_phrase(bench: dict) -> str:
     """The README's sentence on the default test suite's times, from the benchmark's ``--tests`` run."""
     t = bench["tests"]
     return (
-        f"the tests take {fmt(t['warm_s'])} with the compilation cache filled (`benchmarks/results/compile.md`) "
+        f"the tests take {fmt(t['warm_s'])} with the compilation cache filled (`experiments/results/compile.md`) "
         f"and {fmt(t['cold_s'])} with it empty"
     )
 

@@ -68,7 +68,7 @@ def test_outputs_are_strict_json_and_resume_reruns_nothing(report):
     assert len(rows) == 3 and (report.folder / "ogd_ablation.png").stat().st_size > 10_000
     again = cfm_experiments.run("ogd", out=report.folder, quick=True, mode="resume", **TINY)
     assert [r["sup_dev"] for r in again.rows] == [r["sup_dev"] for r in report.rows]
-    assert again.compile.programs == 0  # nothing ran
+    assert again.compile.compiled == 0  # nothing ran
 
 
 def test_bad_seeds_are_refused_by_the_rule_of_the_command_line(tmp_path):
