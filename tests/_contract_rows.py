@@ -1486,6 +1486,7 @@ from cfm_experiments import (  # noqa: E402  (kept by the rows that use them)
     VERDICTS,
     Claim,
     Command,
+    Declaration,
     Option,
     Part,
     Report,
@@ -1499,13 +1500,17 @@ from cfm_experiments import (  # noqa: E402  (kept by the rows that use them)
 )
 from cfm_experiments.cli import main as cli_main  # noqa: E402
 
+SQUARE = Declaration(
+    "square", (Option("ns", (2, 3), "sizes", many=True, low=1), Option("scale", 1.0, "a factor", kind="real", low=0))
+)
+PARTS = (SQUARE,)
+
 
 class _Square(Part):
     """n ↦ n², one row per n (the contract's own command)."""
 
-    name = "square"
+    declaration = SQUARE
     title = "squares"
-    options = (Option("ns", (2, 3), "sizes", many=True, low=1), Option("scale", 1.0, "a factor", kind="real", low=0))
 
     def configs(self, settings: Settings) -> list[dict]:
         return [{"n": int(n)} for n in settings["ns"]]
@@ -1516,9 +1521,6 @@ class _Square(Part):
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         claim = Claim("squares are squares", "measured", VERDICTS[0])
         return Summary(text="ok", data={"n": len(rows)}, claims=(claim,))
-
-
-PARTS = (_Square(),)
 
 
 def _with_command(fn):
@@ -1534,6 +1536,7 @@ def _with_command(fn):
     "cfm_experiments.run",
     "cfm_experiments.COMMANDS",
     "cfm_experiments.Command",
+    "cfm_experiments.Declaration",
     "cfm_experiments.Part",
     "cfm_experiments.Option",
     "cfm_experiments.Report",
@@ -1546,6 +1549,9 @@ def _experiments_run():
     from pathlib import Path
 
     assert {"rates", "ogd"} <= set(COMMANDS) and all(isinstance(v, str) for v in VERDICTS)
+    assert (_Square.name, _Square.options, _Square.optional) == ("square", SQUARE.options, False)
+    with pytest.raises(ValueError, match="a Declaration's name must be a non-empty string"):
+        Declaration("")
 
     def go():
         with tempfile.TemporaryDirectory() as tmp:
@@ -1576,12 +1582,12 @@ def _cli_main():
 
 @row("cfm_experiments.resolve", "cfm_experiments.Settings")
 def _resolve():
-    settings = resolve(PARTS, quick=True, scale=np.float64(2.0))
+    settings = resolve((_Square(),), quick=True, scale=np.float64(2.0))
     assert isinstance(settings, Settings) and settings["scale"] == 2.0 and settings.quick
     with pytest.raises(ValueError, match="scale"):
-        resolve(PARTS, scale="x")
+        resolve((_Square(),), scale="x")
     with pytest.raises(ValueError, match="bogus"):
-        resolve(PARTS, bogus=1)
+        resolve((_Square(),), bogus=1)
 
 
 @row("cfm_experiments.Sweep", "cfm_experiments.read_rows", "cfm_experiments.ResultsFolder")
