@@ -13,6 +13,7 @@ A command lists its declarations once, in its order (a module's ``PARTS``). The 
 :class:`Part` subclass naming its declaration (``declaration = ...``), from which it takes its
 ``name``, ``options`` and ``optional`` (restating one is a TypeError); it adds a one-line ``title``
 and its computation:
+
 - ``configs(settings)``: the configurations it runs, plain JSON-able dicts (one row each);
 - ``run(config)``: one configuration's numbers (a JSON-able dict). Pure in the configuration:
   resuming a sweep re-runs only the missing configurations, and their rows must come out the same;
