@@ -318,12 +318,18 @@ def test_no_module_is_over_the_size_limit(path):
     assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines (> {MAX_LINES}): split it"
 
 
+#: packages of the experiments whose modules share one test file: the declarations, data of one
+#: shape per command, held to their parts by one parametrised test.
+SHARED_TEST_FILE = {"declarations": "test_experiments_declarations.py"}
+
+
 @pytest.mark.parametrize(
     "path", [p for p in _app_modules() if p.name not in ("__init__.py", "__main__.py")], ids=lambda p: p.name
 )
 def test_every_experiments_module_has_its_test_file(path):
     rel = path.relative_to(APP).with_suffix("").parts
     name = "test_experiments_" + "_".join(p.lstrip("_") for p in rel if p != "__init__") + ".py"
+    name = SHARED_TEST_FILE.get(rel[0], name) if len(rel) > 1 else name
     assert (APP_TESTS / name).exists(), f"{path.relative_to(ROOT)} has no experiments/tests/{name}"
 
 

@@ -20,7 +20,8 @@ them, or those named): ``jax_disable_most_optimizations``, LLVM's expensive pass
 optimisation level 1, XLA:CPU's fusion emitters off, and the test suite's setting (the first and
 the fourth together).
 ``--tests`` also times the default test suite, cold then warm. Writes
-``experiments/results/compile.{json,md}`` with the machine, after every command (``--merge``: keep
+``experiments/results/compile.{json,md}`` with the machine, and the times ``--help`` quotes
+(``cfm_experiments/measured.json``), after every command (``--merge``: keep
 the entries of the committed file that this run does not repeat). ``--keep``: the warm run of each
 default configuration becomes the command's committed results folder ``benchmarks/results/<command>``
 (the cold and warm runs' results must agree: ``same_results``).
@@ -43,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository: the tests run from
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the machine's description, shared with the library's benchmarks
 
 from _machine import machine  # noqa: E402  # pyright: ignore[reportMissingImports]
+
+from cfm_experiments import measured  # noqa: E402  (its formatter and what --help quotes)
 
 RESULTS = ROOT / "experiments" / "results"
 #: targets on the 2-core CPU with nothing else running
@@ -133,10 +136,6 @@ def _targets(name: str, config: str, e: dict) -> list[str]:
     return miss
 
 
-def _fmt_s(s: float) -> str:
-    return f"{s:.0f} s" if s < 120 else f"{int(s // 60)} min {s % 60:02.0f} s"
-
-
 def markdown(res: dict) -> str:
     m = res["machine"]
     lines = [
@@ -165,7 +164,7 @@ def markdown(res: dict) -> str:
         lines.append(
             f"| `{e['cold']['command']}` | {e['programs']} (warm: {e['warm_programs']}) | "
             f"{e['compile_s']:.1f} s ({e['largest_s']:.1f} s) | {e['trace_s']:.1f} s | "
-            f"{_fmt_s(e['run_after_compile_s'])} | {_fmt_s(e['cold']['wall_s'])} | {_fmt_s(e['warm']['wall_s'])} | "
+            f"{measured.duration(e['run_after_compile_s'])} | {measured.duration(e['cold']['wall_s'])} | {measured.duration(e['warm']['wall_s'])} | "
             f"{e['cold_over_warm']:.2f} | {e['cold']['peak_rss_kb'] / 2**20:.1f} GB | "
             f"{'yes' if e.get('same_results') else 'no'} | {'met' if not miss else '; '.join(miss)} |"
         )
@@ -183,11 +182,14 @@ def markdown(res: dict) -> str:
         for name, e in rows:
             lines.append(
                 f"| {name} | {e.get('programs', '—')} | {e.get('compile_s', float('nan')):.1f} s | "
-                f"{_fmt_s(e['cold']['wall_s'])} | {_fmt_s(e['warm']['wall_s'])} |"
+                f"{measured.duration(e['cold']['wall_s'])} | {measured.duration(e['warm']['wall_s'])} |"
             )
     if res.get("tests"):
         t = res["tests"]
-        lines += ["", f"Test suite (`python -m pytest`): cold {_fmt_s(t['cold_s'])}, warm {_fmt_s(t['warm_s'])}."]
+        lines += [
+            "",
+            f"Test suite (`python -m pytest`): cold {measured.duration(t['cold_s'])}, warm {measured.duration(t['warm_s'])}.",
+        ]
         if t.get("modules_cold_s"):
             cold, warm = t["modules_cold_s"], t["modules_warm_s"]
             lines += [
@@ -217,6 +219,10 @@ def write(res: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "compile.json").write_text(json.dumps(res, indent=2) + "\n")
     (RESULTS / "compile.md").write_text(markdown(res))
+    # what --help quotes of it, shipped with the package
+    (ROOT / "experiments" / "cfm_experiments" / measured.FILE).write_text(
+        json.dumps(measured.extract(res), indent=2) + "\n"
+    )
 
 
 def main(argv=None):

@@ -25,6 +25,7 @@ _EXPORTS = {
     "COMMANDS": "registry",
     "Claim": "protocol",
     "Command": "registry",
+    "Declaration": "protocol",
     "Option": "protocol",
     "Part": "protocol",
     "Report": "driver",
@@ -42,6 +43,7 @@ __all__ = [
     "COMMANDS",
     "Claim",
     "Command",
+    "Declaration",
     "Option",
     "Part",
     "Report",
@@ -71,6 +73,6 @@ def __dir__():
 
 if TYPE_CHECKING:
     from .driver import Report, run  # noqa: F401
-    from .protocol import VERDICTS, Claim, Option, Part, Settings, Summary, resolve  # noqa: F401
+    from .protocol import VERDICTS, Claim, Declaration, Option, Part, Settings, Summary, resolve  # noqa: F401
     from .registry import COMMANDS, Command  # noqa: F401
     from .results import ResultsFolder, Sweep, read_rows  # noqa: F401

@@ -69,11 +69,14 @@ def _chosen(argv: list[str]) -> str | None:
 
 def _run_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
     """The options of ``cfm-jax <cmd>``: those of every run, ``--parts`` (with several parts), and
-    its parts' own, from their declarations (no experiment imported)."""
+    its parts' own, from their declarations (no experiment imported); ``--quick`` quotes the
+    command's measured times (:mod:`cfm_experiments.measured`)."""
+    from .measured import help_times
     from .protocol import declared
 
     parts = cmd.declared()
-    quick = "reduced configuration" + (f" ({cmd.times})" if cmd.times else "")
+    times = help_times(cmd.name)
+    quick = "reduced configuration" + (f" ({times})" if times else "")
     p.add_argument("--quick", action="store_true", help=quick)
     out = f"results folder (default: {Path('cfm_out', cmd.name)}"  # the driver's default_out
     p.add_argument(

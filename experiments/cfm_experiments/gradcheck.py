@@ -167,10 +167,9 @@ PROBLEM = ("dim", "context", "batch", "layers", "heads", "mlp_width")
 
 
 class GradCheck(Part):
-    name = "gradcheck"
+    declaration = GRADCHECK
     title = "Gradient methods against the gradient each must match (float64; relative errors ‖g − g_ref‖/‖g_ref‖)"
     float64 = True  # finite differences need it
-    options = GRADCHECK.options
 
     def configs(self, settings: Settings) -> list[dict]:
         problem = {k: settings[k] for k in PROBLEM}
@@ -291,6 +290,4 @@ def gradcheck_figure(rows: list[dict]):
     return fig
 
 
-PARTS = (GradCheck(),)
-
-__all__ = ["PARTS", "GradCheck", "flat", "gradcheck_figure", "make_problem", "methods", "references", "timed"]
+__all__ = ["GradCheck", "flat", "gradcheck_figure", "make_problem", "methods", "references", "timed"]

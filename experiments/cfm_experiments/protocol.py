@@ -1,12 +1,19 @@
 """The experiment protocol: what a part declares, and nothing the driver does for it.
 
-An experiment is a set of **parts**. A part declares
+An experiment is a set of **parts**. A part is declared once, by a :class:`Declaration`
+(importing no JAX, so that ``--help`` is built from it alone) holding
 
-- its ``name`` (unique in its command; every row it writes carries it as ``config["part"]``) and
-  a one-line ``title``;
+- its ``name`` (unique in its command; every row it writes carries it as ``config["part"]``);
 - its ``options``: :class:`Option` objects, each with its default, its ``--quick`` default and
   its rule. The command line and the Python entry point (:func:`cfm_experiments.run`) are built
   from them and check every value with the same rule, so a bound is written once;
+- whether it is ``optional`` (run only when named by ``--parts``).
+
+A command lists its declarations once, in its order (a module's ``PARTS``). The part itself is a
+:class:`Part` subclass naming its declaration (``declaration = ...``), from which it takes its
+``name``, ``options`` and ``optional`` (restating one is a TypeError); it adds a one-line ``title``
+and its computation:
+
 - ``configs(settings)``: the configurations it runs, plain JSON-able dicts (one row each);
 - ``run(config)``: one configuration's numbers (a JSON-able dict). Pure in the configuration:
   resuming a sweep re-runs only the missing configurations, and their rows must come out the same;
@@ -198,9 +205,9 @@ class Settings(Mapping[str, Any]):
         return f"Settings(quick={self.quick}, {self._values})"
 
 
-def declared(parts: Sequence[Part]) -> dict[str, Option]:
-    """Every option of ``parts`` (and :data:`SEED`) by name; two parts may share an option only if
-    they declare it identically."""
+def declared(parts: Sequence[Part] | Sequence[Declaration]) -> dict[str, Option]:
+    """Every option of ``parts`` (or of their declarations), and :data:`SEED`, by name; two parts
+    may share an option only if they declare it identically."""
     out: dict[str, Option] = {"seed": SEED}
     for part in parts:
         for opt in part.options:
@@ -271,20 +278,59 @@ class Summary:
     passed: bool = True
 
 
-class Part(abc.ABC):
-    """One part of an experiment (module docstring). Subclasses set ``name``, ``title`` and
-    ``options`` and implement :meth:`configs` and :meth:`run`."""
+@dataclasses.dataclass(frozen=True)
+class Declaration:
+    """A part as the command line sees it: its ``name``, its ``options``, and ``optional`` (run only
+    when named by ``--parts``). The part's class takes all three from here (:class:`Part`)."""
 
-    #: unique within its command; the ``part`` of every row it writes.
+    name: str
+    options: tuple[Option, ...] = ()
+    optional: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a Declaration's name must be a non-empty string, got {self.name!r}.")
+        if not isinstance(self.options, tuple) or not all(isinstance(o, Option) for o in self.options):
+            raise ValueError(f"the part {self.name!r}: options must be a tuple of Option, got {self.options!r}.")
+
+
+#: what a :class:`Part` takes from its :class:`Declaration` (and must not restate).
+DECLARED = ("name", "options", "optional")
+
+
+class Part(abc.ABC):
+    """One part of an experiment (module docstring). A subclass sets ``declaration`` (its
+    :class:`Declaration`, from which ``name``, ``options`` and ``optional`` are read) and ``title``,
+    and implements :meth:`configs` and :meth:`run`. A subclass without a ``declaration`` of its
+    own is a base other parts share."""
+
+    #: the part as declared to the command line.
+    declaration: ClassVar[Declaration]
+    #: unique within its command; the ``part`` of every row it writes (from ``declaration``).
     name: ClassVar[str]
+    #: its options (:class:`Option`; from ``declaration``).
+    options: ClassVar[tuple[Option, ...]] = ()
+    #: run only when asked for by name (``--parts``), not by default (from ``declaration``).
+    optional: ClassVar[bool] = False
     #: one line, printed above its summary.
     title: ClassVar[str]
-    #: its options (:class:`Option`).
-    options: ClassVar[tuple[Option, ...]] = ()
     #: computes in float64 (the driver switches JAX to it before anything runs).
     float64: ClassVar[bool] = False
-    #: run only when asked for by name (``--parts``), not by default.
-    optional: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        restated = [a for a in DECLARED if a in own]
+        if restated:
+            raise TypeError(
+                f"{cls.__qualname__} restates {', '.join(restated)}: a part takes them from its "
+                "declaration (declaration = Declaration(name, options, optional))."
+            )
+        if "declaration" in own:
+            d = own["declaration"]
+            if not isinstance(d, Declaration):
+                raise TypeError(f"{cls.__qualname__}.declaration must be a Declaration, got {type(d).__name__}.")
+            cls.name, cls.options, cls.optional = d.name, d.options, d.optional
 
     def check(self, settings: Settings) -> None:
         """Rules between options (each option's own rule is already checked): a ValueError naming them."""
@@ -306,10 +352,58 @@ class Part(abc.ABC):
         return []
 
 
+def _declaring_classes() -> list[type[Part]]:
+    """Every :class:`Part` subclass defined so far that names a declaration of its own."""
+    found: dict[type[Part], None] = {}
+    stack = list(Part.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        if cls not in found:
+            found[cls] = None
+            stack.extend(cls.__subclasses__())
+    return [c for c in found if "declaration" in vars(c)]
+
+
+def part_classes(
+    declarations: Sequence[Declaration], package: str, classes: Sequence[type[Part]] | None = None
+) -> tuple[type[Part], ...]:
+    """The class of each declared part, in the declarations' order: the one class of ``classes``
+    (default: every :class:`Part` subclass defined so far) whose own ``declaration`` is it; a part
+    may be a class of another package (one part in two commands). A ValueError when two declared
+    parts share a name, when a declared part has no class or several, or when a class defined in
+    ``package`` (a module, or a package and its modules) declares a part that is not declared."""
+    classes = _declaring_classes() if classes is None else [c for c in classes if "declaration" in vars(c)]
+    names = [d.name for d in declarations]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{package}: the part {twice[0]!r} is declared twice.")
+    where = lambda c: f"{c.__module__}.{c.__qualname__}"  # noqa: E731
+    out = []
+    for d in declarations:
+        found = [c for c in classes if vars(c)["declaration"] is d]
+        if not found:
+            raise ValueError(
+                f"{package}: the declared part {d.name!r} has no class (a Part subclass with its declaration; "
+                f"is its module imported by {package}?)."
+            )
+        if len(found) > 1:
+            raise ValueError(
+                f"{package}: the part {d.name!r} has {len(found)} classes: {', '.join(map(where, found))}."
+            )
+        out.append(found[0])
+    for c in classes:
+        inside = c.__module__ == package or c.__module__.startswith(package + ".")
+        if inside and not any(vars(c)["declaration"] is d for d in declarations):
+            raise ValueError(f"{where(c)} declares the part {c.name!r}, which {package} does not declare (its PARTS).")
+    return tuple(out)
+
+
 __all__ = [
+    "DECLARED",
     "SEED",
     "VERDICTS",
     "Claim",
+    "Declaration",
     "Kind",
     "Option",
     "Part",
@@ -317,5 +411,6 @@ __all__ = [
     "Summary",
     "Verdict",
     "declared",
+    "part_classes",
     "resolve",
 ]

@@ -3,10 +3,12 @@
 The built-in commands are listed here. Another package adds its own through the entry-point group
 ``cfm_experiments.commands`` (the distribution's own; the old ``cfm_jax.commands`` is still read,
 with a warning, until the next release): each entry point names a :class:`Command` (in a module that imports no JAX),
-and its name is the command's. Adding an experiment is writing its part (a module defining
-``PARTS``) and, to show ``--help`` without importing it, its declarations
-(:mod:`cfm_experiments.declarations`). This module imports no experiment: ``cfm-jax --help``
-lists the commands without importing JAX; a command's parts are imported when it runs.
+and its name is the command's. Adding an experiment is declaring its parts (a module's ``PARTS``:
+one :class:`~cfm_experiments.protocol.Declaration` each, in the command's order; in a module that
+imports no JAX, ``--help`` imports nothing else) and writing each part's class, which names its
+declaration. This module imports no experiment: ``cfm-jax --help`` lists the commands without
+importing JAX; a command's parts are imported when it runs. The measured times its ``--help``
+quotes are the compile benchmark's (:mod:`cfm_experiments.measured`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import importlib
 import importlib.metadata
 import warnings
 from collections.abc import Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .protocol import Part
+    from .protocol import Declaration, Part
 
 #: the entry-point group other packages register their commands under.
 GROUP = "cfm_experiments.commands"
@@ -29,27 +31,33 @@ LEGACY_GROUP = "cfm_jax.commands"
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """``cfm-jax NAME``: the parts defined in ``module`` (its ``PARTS``), and a one-line ``help``.
+    """``cfm-jax NAME``: the parts whose classes ``module`` defines (importing it defines them all),
+    and a one-line ``help``.
 
-    ``times``: its measured wall times (cold and warm compilation cache, full and ``--quick``) and
-    the machine they were measured on, shown by its ``--help``. ``declares``: a module whose
-    ``PARTS`` declare the parts' names and options (:mod:`cfm_experiments.declarations`) and which
-    imports no JAX, read by ``--help``; without one, ``--help`` imports ``module``.
+    ``declares``: a module whose ``PARTS`` declare the parts, in the command's order
+    (:class:`~cfm_experiments.protocol.Declaration`: name, options, optional;
+    :mod:`cfm_experiments.declarations`), and which imports no JAX, read by ``--help``; without
+    one, ``module`` defines ``PARTS`` (and ``--help`` imports it).
     """
 
     name: str
     module: str
     help: str
-    times: str = ""
     declares: str = ""
 
     def parts(self) -> tuple[Part, ...]:
-        """Every part of the command, in order (imports its module)."""
-        return tuple(importlib.import_module(self.module).PARTS)
+        """Every part of the command, in its declared order: one instance of each declared part's
+        class (imports ``module``; a ValueError when a declared part has no class or several, or a
+        class of ``module`` declares a part the command does not;
+        :func:`~cfm_experiments.protocol.part_classes`)."""
+        from .protocol import part_classes
 
-    def declared(self) -> tuple[Any, ...]:
-        """What each part declares to the command line (``name``, ``options``, ``optional``), in
-        order: from ``declares`` when given (importing no experiment), else the parts themselves."""
+        importlib.import_module(self.module)
+        return tuple(cls() for cls in part_classes(self.declared(), self.module))
+
+    def declared(self) -> tuple[Declaration, ...]:
+        """Each part's :class:`~cfm_experiments.protocol.Declaration`, in the command's order: from
+        ``declares`` when given (importing no experiment), else from ``module``."""
         return tuple(importlib.import_module(self.declares or self.module).PARTS)
 
     def default_parts(self) -> tuple[Part, ...]:
@@ -79,40 +87,30 @@ BUILTIN: dict[str, Command] = {
             "rates",
             "cfm_experiments.rates",
             "finite vs infinite context: fitted rates in n and d",
-            times="2-core CPU, otherwise idle: 53 s with an empty compilation cache, 20 s with it filled; "
-            "the default run 2 min 58 s and 79 s",
             declares="cfm_experiments.declarations.rates",
         ),
         Command(
             "gradcheck",
             "cfm_experiments.gradcheck",
             "compare gradient methods and finite differences",
-            times="2-core CPU, otherwise idle: 25 s with an empty compilation cache, 11 s with it filled; "
-            "the default run 24 s and 11 s",
             declares="cfm_experiments.declarations.gradcheck",
         ),
         Command(
             "sync",
             "cfm_experiments.sync",
             "stochastic transformer: synchronisation, Lyapunov exponents, rates",
-            times="2-core CPU, otherwise idle: 51 s with an empty compilation cache, 12 s with it filled; "
-            "the default run 2 min 43 s and 72 s",
             declares="cfm_experiments.declarations.sync",
         ),
         Command(
             "claims",
             "cfm_experiments.claims",
             "the first paper's claims (constants, rates, tails) against exact limits",
-            times="2-core CPU, otherwise idle: 68 s with an empty compilation cache, 46 s with it filled; "
-            "the default run 5 min 19 s and 4 min 07 s",
             declares="cfm_experiments.declarations.claims",
         ),
         Command(
             "ogd",
             "cfm_experiments.ogd",
             "ridge-regularised OGD: the ablation, the paper's claims, curvature",
-            times="2-core CPU, otherwise idle: 21 s with an empty compilation cache, 9 s with it filled; "
-            "the default run 42 s and 37 s",
             declares="cfm_experiments.declarations.ogd",
         ),
     )

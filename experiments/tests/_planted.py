@@ -14,18 +14,26 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from cfm_experiments import Claim, Option, Part, Settings, Summary
+from cfm_experiments import Claim, Declaration, Option, Part, Settings, Summary
 from cfm_experiments.plotting import figure, save
 from cfm_experiments.registry import COMMANDS, Command
 
-
-class Planted(Part):
-    name = "planted"
-    title = "a planted experiment: sums of n standard normals"
-    options = (
+PLANTED = Declaration(
+    "planted",
+    (
         Option("sizes", (2, 3, 4, 5), "sample sizes", many=True, low=1, quick=(2, 3), min_count=2),
         Option("pause", 0.0, "seconds each row sleeps (to be interrupted)", kind="real", low=-1.0),
-    )
+    ),
+)
+#: a second, optional part (run only when named).
+OTHER = Declaration("other", optional=True)
+#: the command's parts, in order.
+PARTS = (PLANTED, OTHER)
+
+
+class Planted(Part):
+    declaration = PLANTED
+    title = "a planted experiment: sums of n standard normals"
 
     def configs(self, settings: Settings) -> list[dict]:
         return [{"n": n, "seed": settings.seed, "pause": settings["pause"]} for n in settings["sizes"]]
@@ -52,11 +60,8 @@ class Planted(Part):
 
 
 class Other(Part):
-    """A second, optional part (run only when named)."""
-
-    name = "other"
+    declaration = OTHER
     title = "another part"
-    optional = True
 
     def configs(self, settings: Settings) -> list[dict]:
         return [{"seed": settings.seed}]
@@ -65,7 +70,6 @@ class Other(Part):
         return {"value": config["seed"] + 1}
 
 
-PARTS = (Planted(), Other())
 COMMAND = Command("planted", __name__, "a planted experiment (tests)")
 
 

@@ -88,10 +88,11 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 
 #: what help must not import: it is text built from declarations.
 HEAVY = ("jax", "jaxlib", "equinox", "diffrax", "optax", "numpy", "scipy", "matplotlib", "tqdm", "cfm_jax")
-#: the modules of the package help may import: the command line, the registry, the declarations (and
-#: the protocol's standard-library-only vocabulary of verdicts).
+#: the modules of the package help may import: the command line, the registry, the declarations, the
+#: measured times it quotes (and the protocol's standard-library-only vocabulary of verdicts).
 LIGHT = (
     "cfm_experiments.cli",
+    "cfm_experiments.measured",
     "cfm_experiments.options",
     "cfm_experiments.registry",
     "cfm_experiments.signals",

@@ -15,6 +15,7 @@ from cfm_experiments import (
     VERDICTS,
     Claim,
     Command,
+    Declaration,
     Option,
     Part,
     Report,
@@ -48,12 +49,16 @@ def i64(n: int):
     return np.int64(n)
 
 
+SQUARE = Declaration(
+    "square", (Option("ns", (2, 3), "sizes", many=True, low=1), Option("scale", 1.0, "a factor", kind="real", low=0))
+)
+
+
 class _Square(Part):
     """n ↦ n², one row per n (the contract's own command)."""
 
-    name = "square"
+    declaration = SQUARE
     title = "squares"
-    options = (Option("ns", (2, 3), "sizes", many=True, low=1), Option("scale", 1.0, "a factor", kind="real", low=0))
 
     def configs(self, settings: Settings) -> list[dict]:
         return [{"n": int(n)} for n in settings["ns"]]
@@ -66,7 +71,7 @@ class _Square(Part):
         return Summary(text="ok", data={"n": len(rows)}, claims=(claim,))
 
 
-PARTS = (_Square(),)
+PARTS = (SQUARE,)
 
 
 def _with_command(fn):
@@ -82,6 +87,7 @@ def _with_command(fn):
     "cfm_experiments.run",
     "cfm_experiments.COMMANDS",
     "cfm_experiments.Command",
+    "cfm_experiments.Declaration",
     "cfm_experiments.Part",
     "cfm_experiments.Option",
     "cfm_experiments.Report",
@@ -94,6 +100,9 @@ def _experiments_run():
     from pathlib import Path
 
     assert {"rates", "ogd"} <= set(COMMANDS) and all(isinstance(v, str) for v in VERDICTS)
+    assert (_Square.name, _Square.options, _Square.optional) == ("square", SQUARE.options, False)
+    with pytest.raises(ValueError, match="a Declaration's name must be a non-empty string"):
+        Declaration("")
 
     def go():
         with tempfile.TemporaryDirectory() as tmp:
@@ -124,12 +133,12 @@ def _cli_main():
 
 @row("cfm_experiments.resolve", "cfm_experiments.Settings")
 def _resolve():
-    settings = resolve(PARTS, quick=True, scale=np.float64(2.0))
+    settings = resolve((_Square(),), quick=True, scale=np.float64(2.0))
     assert isinstance(settings, Settings) and settings["scale"] == 2.0 and settings.quick
     with pytest.raises(ValueError, match="scale"):
-        resolve(PARTS, scale="x")
+        resolve((_Square(),), scale="x")
     with pytest.raises(ValueError, match="bogus"):
-        resolve(PARTS, bogus=1)
+        resolve((_Square(),), bogus=1)
 
 
 @row("cfm_experiments.Sweep", "cfm_experiments.read_rows", "cfm_experiments.ResultsFolder")

@@ -15,7 +15,7 @@ import pytest
 import cfm_experiments
 from cfm_experiments.cli import main
 from cfm_experiments.driver import claims_table, default_out, load_summary
-from cfm_experiments.protocol import Option, Part, Settings, Summary
+from cfm_experiments.protocol import Declaration, Option, Part, Settings, Summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -193,14 +193,14 @@ def test_the_worked_example_of_the_docs_runs_through_the_driver(tmp_path, monkey
         cfm_experiments.run("gap", out=tmp_path / "p", ns=[8])
 
 
+FAILING = Option("failing", "none", "the part whose check fails", kind="choice", choices=("one", "two", "none"))
+PARTS = (Declaration("one", (FAILING,)), Declaration("two", (FAILING,)))
+
+
 class _Check(Part):
-    """A part whose check passes unless ``--failing`` names it."""
+    """A part whose check passes unless ``--failing`` names it (a base: each part its subclass)."""
 
     title = "a check"
-    options = (Option("failing", "none", "the part whose check fails", kind="choice", choices=("one", "two", "none")),)
-
-    def __init__(self, name: str):
-        self.name = name  # pyright: ignore[reportAttributeAccessIssue]  (two parts of one class)
 
     def configs(self, settings: Settings) -> list[dict]:
         return [{"seed": settings.seed}]
@@ -212,7 +212,12 @@ class _Check(Part):
         return Summary(text=self.name, passed=settings["failing"] != self.name)
 
 
-PARTS = (_Check("one"), _Check("two"))
+class _One(_Check):
+    declaration = PARTS[0]
+
+
+class _Two(_Check):
+    declaration = PARTS[1]
 
 
 @pytest.fixture

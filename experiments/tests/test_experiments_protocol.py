@@ -1,22 +1,39 @@
 """The experiment protocol: option rules (each bound stated here, not read from a declaration), settings,
-claims and their verdicts."""
+claims and their verdicts, a part declared once (its class reads its declaration), and the lookup of
+each declared part's class."""
 
 import argparse
 
 import pytest
 
-from cfm_experiments.protocol import SEED, VERDICTS, Claim, Option, Part, Settings, Summary, declared, resolve
+from cfm_experiments.protocol import (
+    SEED,
+    VERDICTS,
+    Claim,
+    Declaration,
+    Option,
+    Part,
+    Settings,
+    Summary,
+    declared,
+    part_classes,
+    resolve,
+)
 
-
-class _Part(Part):
-    name = "p"
-    title = "a part"
-    options = (
+P = Declaration(
+    "p",
+    (
         Option("ns", (16, 64), "sizes", many=True, low=1, min_count=2, quick=(8, 16)),
         Option("eta", 0.1, "step", kind="real", low=0.0),
         Option("law", "gaussian", "law", kind="choice", choices=("gaussian", "ball")),
         Option("full", False, "full grid", kind="flag"),
-    )
+    ),
+)
+
+
+class _Part(Part):
+    declaration = P
+    title = "a part"
 
     def check(self, settings: Settings) -> None:
         if settings["law"] == "ball" and settings["eta"] > 1:
@@ -99,8 +116,7 @@ def test_resolve_uses_quick_defaults_checks_values_and_the_parts_rules():
 
 def test_parts_may_share_an_option_only_if_identical():
     class Other(_Part):
-        name = "q"
-        options = (Option("eta", 0.2, "step", kind="real", low=0.0),)
+        declaration = Declaration("q", (Option("eta", 0.2, "step", kind="real", low=0.0),))
 
     with pytest.raises(ValueError, match="declare the option --eta differently"):
         declared([_Part(), Other()])
@@ -124,3 +140,89 @@ def test_options_on_the_command_line_parse_to_what_the_rules_check():
     assert vars(parser.parse_args([])) == {"ns": None, "eta": None, "law": None, "full": None}
     text = parser.format_help()
     assert "(default: 16 64; with --quick: 8 16)" in text and "(default: gaussian)" in text
+
+
+def test_a_part_reads_its_name_options_and_optional_flag_from_its_declaration():
+    assert (_Part.name, _Part.options, _Part.optional) == ("p", P.options, False)
+    assert (_Part().name, _Part().options) == ("p", P.options)
+
+    class Later(_Part):  # a subclass with a declaration of its own reads it; without, its base's
+        declaration = Declaration("later", optional=True)
+
+    class Same(_Part):
+        pass
+
+    assert (Later.name, Later.options, Later.optional) == ("later", (), True)
+    assert (Same.name, Same.declaration) == ("p", P)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"declaration": P, "name": "other"},  # a class restating a different name
+        {"declaration": P, "name": "p"},  # or the same one: written twice is the defect
+        {"declaration": P, "options": P.options},
+        {"declaration": P, "optional": True},
+        {"name": "p"},  # a part without a declaration may not set them either
+    ],
+    ids=["name differs", "name same", "options", "optional", "no declaration"],
+)
+def test_a_part_that_restates_its_declaration_is_refused(body):
+    restated = ", ".join(k for k in ("name", "options", "optional") if k in body)
+    with pytest.raises(TypeError, match=f"Bad restates {restated}: a part takes them from its declaration"):
+        type("Bad", (_Part,), body)
+
+
+def test_a_declaration_is_checked():
+    with pytest.raises(TypeError, match=r"Bad.declaration must be a Declaration, got str"):
+        type("Bad", (_Part,), {"declaration": "p"})
+    with pytest.raises(ValueError, match="a Declaration's name must be a non-empty string"):
+        Declaration("")
+    with pytest.raises(ValueError, match="the part 'x': options must be a tuple of Option"):
+        Declaration("x", [Option("n", 1, "n")])  # pyright: ignore[reportArgumentType]
+
+
+def _classes():
+    """Three declared parts and a class for each, defined in the module ``pkg.parts``; a base
+    without a declaration of its own."""
+    a, b, c = Declaration("a"), Declaration("b"), Declaration("c", optional=True)
+    base = type("Base", (_Part,), {"__module__": "pkg.parts"})
+    classes = {d.name: type(d.name.upper(), (base,), {"declaration": d, "__module__": "pkg.parts"}) for d in (a, b, c)}
+    return (a, b, c), base, classes
+
+
+def test_each_declared_part_has_its_class_in_the_declared_order():
+    (a, b, c), base, cls = _classes()
+    found = part_classes((c, a, b), "pkg", [cls["a"], base, cls["b"], cls["c"]])
+    assert found == (cls["c"], cls["a"], cls["b"])
+    assert part_classes((a,), "elsewhere", [cls["a"], cls["b"], cls["c"]]) == (cls["a"],)  # strays in another package
+    # by default, among every Part subclass defined so far
+    assert part_classes((c, a, b), "nowhere") == (cls["c"], cls["a"], cls["b"])
+
+
+def test_a_declared_part_without_a_class_is_refused():
+    (a, b, c), _, cls = _classes()
+    with pytest.raises(ValueError, match=r"pkg: the declared part 'c' has no class \(a Part subclass with its"):
+        part_classes((a, b, c), "pkg", [cls["a"], cls["b"]])
+
+
+def test_a_declared_part_with_two_classes_is_refused():
+    (a, b, _), _, cls = _classes()
+    twin = type("Twin", (_Part,), {"declaration": b, "__module__": "pkg.other"})
+    with pytest.raises(ValueError, match=r"pkg: the part 'b' has 2 classes: pkg.parts.B, pkg.other.Twin\."):
+        part_classes((a, b), "pkg", [cls["a"], cls["b"], twin])
+
+
+def test_a_class_of_the_package_whose_part_is_not_declared_is_refused():
+    (a, b, _), _, cls = _classes()
+    with pytest.raises(ValueError, match=r"pkg.parts.C declares the part 'c', which pkg does not declare"):
+        part_classes((a, b), "pkg", [cls["a"], cls["b"], cls["c"]])
+    with pytest.raises(ValueError, match=r"pkg.parts.C declares the part 'c', which pkg.parts does not declare"):
+        part_classes((a, b), "pkg.parts", [cls["a"], cls["b"], cls["c"]])
+    assert part_classes((a, b), "pk", [cls["a"], cls["b"], cls["c"]])  # a prefix of the name is not the package
+
+
+def test_a_part_declared_twice_is_refused():
+    (a, b, _), _, cls = _classes()
+    with pytest.raises(ValueError, match=r"pkg: the part 'a' is declared twice\."):
+        part_classes((a, b, Declaration("a")), "pkg", [cls["a"], cls["b"]])

@@ -3,27 +3,23 @@
 ``experiments/results/compile.json`` (``experiments/benchmarks/bench_compile.py``) times every command cold and
 warm, default and ``--quick``; each quoted figure is formatted from it as the benchmark's own table
 formats it, so a re-measured benchmark with stale texts (or texts edited by hand) fails here.
+``--help`` reads its times from the package's ``cfm_experiments/measured.json``, which the
+benchmark writes beside compile.json: the two must agree.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from cfm_experiments import measured
 from cfm_experiments.registry import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = ROOT / "experiments"
-BENCH = json.loads((APP / "results" / "compile.json").read_text())
-
-_spec = importlib.util.spec_from_file_location("bench_compile", APP / "benchmarks" / "bench_compile.py")
-assert _spec is not None and _spec.loader is not None
-bench_compile = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_compile)
-fmt = bench_compile._fmt_s
+BENCH = json.loads((ROOT / "experiments" / "results" / "compile.json").read_text())
+fmt = measured.duration  # the benchmark's tables use it too
 
 
 def figures(bench: dict, command: str) -> dict:
@@ -95,13 +91,16 @@ QUOTES = [
 
 
 def stale(bench: dict, texts: dict[str, str]) -> list[str]:
-    """Every quoted figure that is not the benchmark's: the command's ``--help`` times, then the
-    phrases of :data:`QUOTES` (``texts``: file -> its text)."""
+    """Every quoted figure that is not the benchmark's: the package's measured.json, each command's
+    ``--help`` times, then the phrases of :data:`QUOTES` (``texts``: file -> its text)."""
     out = []
-    for name, cmd in COMMANDS.items():
-        want = help_text(figures(bench, name))
-        if cmd.times != want:
-            out.append(f"experiments/cfm_experiments/registry.py, {name}: {cmd.times!r} is not {want!r}")
+    shipped = measured.load()
+    if shipped != measured.extract(bench):
+        out.append(f"cfm_experiments/{measured.FILE} is not experiments/results/compile.json's")
+    for name in COMMANDS:
+        want, got = help_text(figures(bench, name)), measured.help_times(name, shipped)
+        if got != want:
+            out.append(f"cfm-jax {name} --help: {got!r} is not {want!r}")
     for path, name, phrases in QUOTES:
         for phrase in phrases:
             want = phrase.format(**figures(bench, name))
@@ -129,7 +128,8 @@ def test_a_re_measured_benchmark_makes_the_quotes_stale(field):
     bench = json.loads(json.dumps(BENCH))
     bench["commands"]["rates full"][field]["wall_s"] += 7.0
     found = stale(bench, _texts())
-    assert any("registry.py, rates" in s for s in found)
+    assert any(s.startswith(f"cfm_experiments/{measured.FILE}") for s in found)
+    assert any(s.startswith("cfm-jax rates --help") for s in found)
     assert any(s.startswith("README.md, rates") for s in found)
     if field == "cold":
         assert any(s.startswith("docs/chaos.md") for s in found)

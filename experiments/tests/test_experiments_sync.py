@@ -9,7 +9,6 @@ import cfm_experiments
 from cfm_experiments import cli
 from cfm_experiments.driver import default_out
 from cfm_experiments.registry import COMMANDS
-from cfm_experiments.sync import PARTS
 from cfm_experiments.sync.convergence import Strong
 
 DEFAULT = ["sync", "lyapunov", "strong", "chaos", "weak_L", "weak_m"]
@@ -20,8 +19,8 @@ def test_parts_and_registry():
     whose results go to a subfolder named after them; every part computes in float64."""
     cmd = COMMANDS["sync"]
     assert [p.name for p in cmd.default_parts()] == DEFAULT
-    assert [p.name for p in PARTS if p.optional] == ["paper", "figure1", "chaos_w2"]
-    assert all(p.float64 for p in PARTS)
+    assert [p.name for p in cmd.parts() if p.optional] == ["paper", "figure1", "chaos_w2"]
+    assert all(p.float64 for p in cmd.parts())
     assert str(default_out(cmd, cmd.default_parts())) == "cfm_out/sync"
     assert str(default_out(cmd, cmd.select(["paper"]))) == "cfm_out/sync/paper"
     assert str(default_out(cmd, cmd.select(["figure1", "paper"]))) == "cfm_out/sync/paper+figure1"

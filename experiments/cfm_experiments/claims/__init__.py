@@ -29,19 +29,20 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`; the v
   fill every ρ bin, pooled over independent draws (each draw's own verdict beside the pooled one);
 - ``tail_exponent``: the tail exponent with 25000 contexts per model down to δ = 10⁻³, for models
   spanning ρ, against the linearised limiting Gaussian process (exponent and quantiles, two-sided);
-- ``bounds`` and ``curvature`` (optional; :data:`cfm_experiments.ogd.CLAIM_PARTS`, also parts of
+- ``bounds`` and ``curvature`` (optional; :mod:`cfm_experiments.ogd`'s, also parts of
   ``cfm-jax ogd``): the paper's online-gradient-descent claims against the exact limit, and the
   ridge threshold where curvature makes it act;
 - ``token_sample`` (optional): another paper's measurement (Bohbot et al.'s token sample complexity
   of one attention layer) redone against the exact Gaussian limit, beside the Monte-Carlo
   reference it used and the floor model that predicts what that reference does.
 
+The parts are declared, in the command's order, in :mod:`cfm_experiments.declarations.claims`.
 Docs: ``docs/claims.md``.
 """
 
 from __future__ import annotations
 
-from ..ogd import CLAIM_PARTS
+from .. import ogd  # noqa: F401  (its bounds and curvature parts are this command's too)
 from .prefactors import Prefactors
 from .rho import Rho
 from .scales import Scales
@@ -51,17 +52,4 @@ from .tails import Tails
 from .token_sample import TokenSample
 from .uniform import Uniform
 
-#: the parts of ``cfm-jax claims``, in order.
-PARTS = (
-    Prefactors(),
-    Scales(),
-    Tails(),
-    Suprema(),
-    Uniform(),
-    Rho(),
-    TailExponent(),
-    *CLAIM_PARTS,
-    TokenSample(),
-)
-
-__all__ = ["PARTS", "Prefactors", "Rho", "Scales", "Suprema", "TailExponent", "Tails", "TokenSample", "Uniform"]
+__all__ = ["Prefactors", "Rho", "Scales", "Suprema", "TailExponent", "Tails", "TokenSample", "Uniform"]

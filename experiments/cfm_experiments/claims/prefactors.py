@@ -35,9 +35,8 @@ def p_of(row) -> int:
 
 
 class Prefactors(Part):
-    name = "prefactors"
+    declaration = PREFACTORS
     title = "Typical constant C (mean over random fixed-norm models) vs d, heads and MLP width; the $n^{-1/2}$ rate"
-    options = PREFACTORS.options
 
     def check(self, settings: Settings) -> None:
         if settings["at_dim"] not in settings["dims"]:

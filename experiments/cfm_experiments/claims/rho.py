@@ -66,9 +66,8 @@ def buckets(ns) -> list[list[int]]:
 
 
 class Rho(Part):
-    name = "rho"
+    declaration = RHO
     title = "The Gaussian rate against ρ = 2‖QᵀK‖σ²/d (local slopes to n ≥ 10⁴, every ρ bin filled)"
-    options = RHO.options
 
     def check(self, settings: Settings) -> None:
         check_beta_range(settings["rho_beta_range"])

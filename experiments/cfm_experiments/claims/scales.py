@@ -43,9 +43,8 @@ def scaled_logs(row) -> np.ndarray:
 
 
 class Scales(Part):
-    name = "scales"
+    declaration = SCALES
     title = "C vs the context scale and ‖Q‖‖K‖: the effective inverse temperature β"
-    options = SCALES.options
 
     def check(self, settings: Settings) -> None:
         if 1.0 not in settings["betas"]:

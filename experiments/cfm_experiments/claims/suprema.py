@@ -67,9 +67,8 @@ def family(config: dict) -> str:
 
 
 class Suprema(Part):
-    name = "suprema"
+    declaration = SUPREMA
     title = "The paper's constant as a supremum searched over fixed-norm parameters and laws in the ball, vs d and H"
-    options = SUPREMA.options
 
     def check(self, settings: Settings) -> None:
         if settings["sup_at_dim"] not in settings["sup_dims"]:

@@ -155,12 +155,11 @@ def linearised_sups(f, draws: int, dim: int, seed: int) -> np.ndarray:
 
 
 class TailExponent(Part):
-    name = "tail_exponent"
+    declaration = TAIL_EXPONENT
     title = (
         "The tail exponent of the sup deviation ($\\log q_δ$ vs $\\log\\log(1/δ)$) vs the linearised "
         "Gaussian limit, per model over ρ"
     )
-    options = TAIL_EXPONENT.options
 
     def configs(self, settings: Settings) -> list[dict]:
         deltas_for(settings["tail_samples"])  # a clear error before any row

@@ -26,11 +26,10 @@ from .statistics import ci, tail_fits
 
 
 class Tails(Part):
-    name = "tails"
+    declaration = TAILS
     title = (
         "Tail quantiles of the sup deviation over contexts (one model): the n-dependence of the high-probability form"
     )
-    options = TAILS.options
 
     def configs(self, settings: Settings) -> list[dict]:
         return [

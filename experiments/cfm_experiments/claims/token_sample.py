@@ -134,10 +134,8 @@ def sizes(settings: Settings) -> tuple[list[int], int]:
 
 
 class TokenSample(Part):
-    name = "token_sample"
+    declaration = TOKEN_SAMPLE
     title = "One attention layer's token sample complexity: the exact reference against a Monte-Carlo one"
-    options = TOKEN_SAMPLE.options
-    optional = TOKEN_SAMPLE.optional  # another paper's measurement: run when named (--parts token_sample)
 
     def check(self, settings: Settings) -> None:
         if settings["token_paper_grid"]:

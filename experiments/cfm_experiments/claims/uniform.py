@@ -40,9 +40,8 @@ STARTS = len(PAIRS) + 1
 
 
 class Uniform(Part):
-    name = "uniform"
+    declaration = UNIFORM
     title = "E sup over the parameter ball (one ascent per context): the uniform-in-θ deviation vs d and H"
-    options = UNIFORM.options
 
     def check(self, settings: Settings) -> None:
         if settings["sup_at_dim"] not in settings["uni_dims"]:

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from ..protocol import Option
-from . import Declaration
+from ..protocol import Declaration, Option
 from .ogd import CLAIM_PARTS
 
 INTERVAL = "an interval needs two"

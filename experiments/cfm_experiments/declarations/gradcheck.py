@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..protocol import Option
-from . import Declaration
+from ..protocol import Declaration, Option
 
 GRADCHECK = Declaration(
     "gradcheck",

@@ -3,8 +3,7 @@ parts of ``cfm-jax claims`` too."""
 
 from __future__ import annotations
 
-from ..protocol import Option
-from . import Declaration
+from ..protocol import Declaration, Option
 
 ABLATION = Declaration(
     "ablation",

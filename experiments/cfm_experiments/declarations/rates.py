@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..protocol import Option
-from . import Declaration
+from ..protocol import Declaration, Option
 
 SEEDS_WHY = "a confidence interval needs two"
 

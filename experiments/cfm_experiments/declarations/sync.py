@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..protocol import Option
-from . import Declaration
+from ..protocol import Declaration, Option
 
 REALISATIONS = Option(
     "realisations",
@@ -25,16 +24,28 @@ PAPER = Declaration(
     optional=True,
 )
 
-PARTS = (
-    Declaration("sync", (REALISATIONS,)),
-    Declaration("lyapunov", (REALISATIONS,)),
-    Declaration("strong"),
-    Declaration("chaos"),
-    Declaration("weak_L", (REALISATIONS,)),
-    Declaration("weak_m", (REALISATIONS,)),
-    PAPER,
-    Declaration("figure1", optional=True),
-    Declaration("chaos_w2", optional=True),
-)
+SYNC = Declaration("sync", (REALISATIONS,))
+LYAPUNOV = Declaration("lyapunov", (REALISATIONS,))
+STRONG = Declaration("strong")
+CHAOS = Declaration("chaos")
+WEAK_L = Declaration("weak_L", (REALISATIONS,))
+WEAK_M = Declaration("weak_m", (REALISATIONS,))
+FIGURE1 = Declaration("figure1", optional=True)
+CHAOS_W2 = Declaration("chaos_w2", optional=True)
 
-__all__ = ["PAPER", "PARTS", "REALISATIONS"]
+#: the parts of ``cfm-jax sync``, in order.
+PARTS = (SYNC, LYAPUNOV, STRONG, CHAOS, WEAK_L, WEAK_M, PAPER, FIGURE1, CHAOS_W2)
+
+__all__ = [
+    "CHAOS",
+    "CHAOS_W2",
+    "FIGURE1",
+    "LYAPUNOV",
+    "PAPER",
+    "PARTS",
+    "REALISATIONS",
+    "STRONG",
+    "SYNC",
+    "WEAK_L",
+    "WEAK_M",
+]

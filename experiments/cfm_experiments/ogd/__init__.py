@@ -12,19 +12,14 @@ visited, one pilot and one ridge rule λ = ρ·λ_c with λ_c = 2C), three parts
   unstable stationary point, λ scanned over ¼…4·λ_c, the finite-time Lyapunov exponent of the
   OGD map and the bound's own trajectory (:mod:`.curvature`).
 
-:data:`CLAIM_PARTS` are the parts the first paper's claims command runs as well.
+The parts are declared, in the command's order, in :mod:`cfm_experiments.declarations.ogd`;
+``bounds`` and ``curvature`` are parts of the first paper's claims command as well.
 """
 
 from __future__ import annotations
 
-from ..protocol import Part
-from .ablation import PART as ABLATION
-from .claims import PART as CLAIMS
-from .curvature import PART as CURVATURE
+from .ablation import Ablation
+from .claims import Claims
+from .curvature import Curvature
 
-#: the parts of ``cfm-jax ogd``, in order (the ablation runs by default).
-PARTS: tuple[Part, ...] = (ABLATION, CLAIMS, CURVATURE)
-#: the parts the first paper's claims command runs too.
-CLAIM_PARTS: tuple[Part, ...] = (CLAIMS, CURVATURE)
-
-__all__ = ["CLAIM_PARTS", "PARTS"]
+__all__ = ["Ablation", "Claims", "Curvature"]

@@ -70,9 +70,8 @@ def record(config: dict, m: dict, lams, pilot_C) -> dict:
 
 
 class Ablation(Part):
-    name = "ablation"
+    declaration = ABLATION
     title = "OGD ridge ablation: sup_k ‖θ_k^(n) − θ̂_k‖_L∞ per regime and n (sampled population of n_ref points)"
-    options = ABLATION.options
 
     def check(self, settings: Settings) -> None:
         if max(settings["ns"]) > settings["n_ref"]:

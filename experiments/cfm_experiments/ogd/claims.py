@@ -99,10 +99,8 @@ def record(config: dict, m: dict, lams, pilot_C) -> dict:
 
 
 class Claims(Part):
-    name = "bounds"
+    declaration = BOUNDS
     title = "The first paper's OGD claims against the exact infinite-context limit (Gaussian contexts)"
-    optional = True
-    options = BOUNDS.options
 
     def check(self, settings: Settings) -> None:
         if settings["ogd_d0"] not in settings["ogd_dims"]:

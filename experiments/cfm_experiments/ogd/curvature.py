@@ -56,10 +56,8 @@ GROWTH = 2.0
 
 
 class Curvature(Part):
-    name = "curvature"
+    declaration = CURVATURE
     title = "OGD near an unstable stationary point: growth below the ridge threshold, none above (exact limit)"
-    optional = True
-    options = CURVATURE.options
 
     def check(self, settings: Settings) -> None:
         ratios = settings["curvature_ratios"]

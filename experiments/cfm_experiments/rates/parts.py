@@ -82,9 +82,8 @@ class _Rates(Part):
 
 
 class Exact(_Rates):
-    name = "exact"
+    declaration = EXACT
     title = "Finite vs infinite context against exact and QMC references: fitted rates in n and d"
-    options = EXACT.options
     table = "table.txt"
     figure = "rates.png"
 
@@ -119,10 +118,8 @@ class Exact(_Rates):
 
 
 class Sample(_Rates):
-    name = "sample"
+    declaration = SAMPLE
     title = "Finite vs infinite context against i.i.d. references of n_ref points (the previous method)"
-    optional = True
-    options = SAMPLE.options
     table = "table_sample.txt"
     figure = "rates_sample.png"
 
@@ -149,6 +146,4 @@ class Sample(_Rates):
                 )
 
 
-PARTS = (Exact(), Sample())
-
-__all__ = ["PARTS", "REGIME_HEAD", "SHARED", "Exact", "Sample"]
+__all__ = ["REGIME_HEAD", "SHARED", "Exact", "Sample"]

@@ -30,6 +30,4 @@ from .lyapunov import Lyapunov
 from .paper import PaperGrid
 from .synchronisation import Synchronisation
 
-PARTS = (Synchronisation(), Lyapunov(), Strong(), Chaos(), WeakL(), WeakM(), PaperGrid(), Figure1(), ChaosW2())
-
-__all__ = ["PARTS"]
+__all__ = ["Chaos", "ChaosW2", "Figure1", "Lyapunov", "PaperGrid", "Strong", "Synchronisation", "WeakL", "WeakM"]

@@ -26,6 +26,7 @@ from cfm_jax import compiled
 from cfm_jax.stats import RateFit, fit_loglog
 from cfm_jax.stochastic import StochasticTransformer, simulate_many
 
+from ..declarations.sync import CHAOS_W2
 from ..plotting import COLORS, figure, log_ticks, log_values, reference_slope, save
 from ..protocol import Claim, Part, Settings, Summary
 from .common import interval_text, order_verdict, random_starts
@@ -56,12 +57,11 @@ def claimed_order(d: int) -> float:
 
 
 class ChaosW2(Part):
-    name = "chaos_w2"
+    declaration = CHAOS_W2
     title = (
         "Propagation of chaos: E sup_t W₂²(μ^N_t, μ^{N_ref}_t) (exact W₂, same common noise), fitted slope in N\n"
         "[95% bootstrap CI over runs]; the paper states N^{−1/2}, N^{−1/2} log N or N^{−2/d} depending on d"
     )
-    optional = True
     float64 = True
 
     def configs(self, settings: Settings) -> list[dict]:

@@ -45,9 +45,10 @@ from cfm_jax.stochastic import (
     simulate_many,
 )
 
+from ..declarations.sync import CHAOS, STRONG, WEAK_L, WEAK_M
 from ..plotting import COLORS, figure, log_ticks, log_values, reference_slope, save
 from ..protocol import Claim, Part, Settings, Summary
-from .common import REALISATIONS, interval_text, order_verdict, random_starts, sup_rms
+from .common import interval_text, order_verdict, random_starts, sup_rms
 
 
 @compiled
@@ -151,7 +152,7 @@ class _Rate(Part):
 
 
 class Strong(_Rate):
-    name = "strong"
+    declaration = STRONG
     title = "Strong convergence of the exact-noise scheme in its number of steps L (coupled to a fine scheme)"
     axis = (
         "Ls",
@@ -194,7 +195,7 @@ class Strong(_Rate):
 
 
 class Chaos(_Rate):
-    name = "chaos"
+    declaration = CHAOS
     title = "Propagation of chaos: N tokens against a large-N reference driven by the same noise"
     axis = (
         "Ns",
@@ -242,8 +243,6 @@ class Chaos(_Rate):
 
 
 class _Weak(_Rate):
-    options = (REALISATIONS,)
-
     def slope(self, row: dict) -> tuple[float, float, float]:
         lo, hi = (float("nan") if v is None else v for v in row["slope_resolved_ci"])
         s = row["slope_resolved"]
@@ -261,7 +260,7 @@ class _Weak(_Rate):
 
 
 class WeakL(_Weak):
-    name = "weak_L"
+    declaration = WEAK_L
     title = "Weak convergence of the discrete model (m = 64) to the limit SDE in the depth L"
     axis = (
         "Ls",
@@ -292,7 +291,7 @@ class WeakL(_Weak):
 
 
 class WeakM(_Weak):
-    name = "weak_m"
+    declaration = WEAK_M
     title = "Weak convergence in the MLP width m at fixed depth L = 2 (against the Gaussian field, m = ∞)"
     axis = (
         "ms",

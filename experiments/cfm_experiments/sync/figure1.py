@@ -27,6 +27,7 @@ from cfm_jax.stochastic import (
     simulate,
 )
 
+from ..declarations.sync import FIGURE1
 from ..plotting import figure, save
 from ..protocol import Part, Settings, Summary
 
@@ -42,9 +43,8 @@ def trajectory(model, x0, key, save_every: int):
 
 
 class Figure1(Part):
-    name = "figure1"
+    declaration = FIGURE1
     title = "Figure 1 (no attention, σ = 0): order parameters at the last layer"
-    optional = True
     float64 = True
 
     def configs(self, settings: Settings) -> list[dict]:

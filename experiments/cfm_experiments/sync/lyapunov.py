@@ -35,9 +35,10 @@ from cfm_jax.stochastic import (
     random_tokens,
 )
 
+from ..declarations.sync import LYAPUNOV
 from ..plotting import COLORS, figure, save
 from ..protocol import Claim, Part, Settings, Summary
-from .common import REALISATIONS, coverage_verdict, miss_probability
+from .common import coverage_verdict, miss_probability
 
 ACTS = ("relu", "tanh", "linear")
 DIMS = (2, 3, 5, 10)
@@ -63,12 +64,11 @@ def within_ci(estimate: float, half_width: float, value: float) -> bool:
 
 
 class Lyapunov(Part):
-    name = "lyapunov"
+    declaration = LYAPUNOV
     title = (
         "Top Lyapunov exponent λ₁: estimate with its 95% Student-t confidence half-width over the runs, vs the closed "
         "form\n½[(d−3)κ'(1) − (d−1)κ(1)]; 'in CI' says whether the closed form lies in that interval"
     )
-    options = (REALISATIONS,)
     float64 = True  # the twin separation δ = 1e-6
 
     def configs(self, settings: Settings) -> list[dict]:

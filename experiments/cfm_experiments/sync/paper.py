@@ -181,11 +181,9 @@ def epsilon_for(scale: float, n: int, d: int, beta: float, seed: int) -> float:
 
 
 class PaperGrid(Part):
-    name = "paper"
+    declaration = PAPER
     title = "The second paper's appendix grid: kernel table, energy decay against the theorem's bound, width check"
-    optional = True
     float64 = True
-    options = PAPER.options
 
     def check(self, settings: Settings) -> None:
         if settings["full_grid"] and settings["realisations"] is not None:

@@ -31,9 +31,10 @@ from cfm_jax.stochastic import (
     trajectory_observables,
 )
 
+from ..declarations.sync import SYNC
 from ..plotting import COLORS, figure, save
 from ..protocol import Part, Settings, Summary
-from .common import REALISATIONS, random_starts
+from .common import random_starts
 
 #: the observables whose statistics over runs a row stores, and those whose rates it fits.
 OBSERVABLES = ("deficit", "dist_energy_p0.25", "dist_energy_p1", "order", "diameter")
@@ -50,13 +51,12 @@ def trajectories(model, x0, keys, save_every: int, beta: float):
 
 
 class Synchronisation(Part):
-    name = "sync"
+    declaration = SYNC
     title = (
         "Synchronisation (exact-noise SDE, softmax attention β = 1): exponential rates (t ≥ T/4) of the paper's "
         "energy E_β = ½∬(e^β − e^{β<x,y>}),\nof its mean, median and log-mean over runs; 'sync frac': the fraction "
         "of runs with diameter < 1e-6 at T"
     )
-    options = (REALISATIONS,)
     float64 = True  # nearly merged tokens: E_β falls to ~1e-30
 
     def configs(self, settings: Settings) -> list[dict]:
