@@ -234,7 +234,7 @@ def _split_atom():
 
 
 POPULATIONS = {
-    "isotropic_gaussian": lambda: cfm_jax.isotropic_gaussian(D),
+    "gaussian": lambda: cfm_jax.isotropic_gaussian(D),
     "uniform_sphere": lambda: cfm_jax.uniform_sphere(D),
     "subspace_gaussian": lambda: cfm_jax.subspace_gaussian(3, 1),
     "embedded_sphere": lambda: cfm_jax.embedded_sphere(3, 1),
@@ -268,7 +268,7 @@ def _population_row(name: str, bad: Callable[[], object], bad_name: str):
 
 
 row("cfm_jax.isotropic_gaussian")(
-    _population_row("isotropic_gaussian", lambda: cfm_jax.isotropic_gaussian(D, scale=0.0), "scale")
+    _population_row("gaussian", lambda: cfm_jax.isotropic_gaussian(D, scale=0.0), "scale")
 )
 row("cfm_jax.uniform_sphere")(_population_row("uniform_sphere", lambda: cfm_jax.uniform_sphere(0), "dim"))
 row("cfm_jax.subspace_gaussian")(

@@ -242,7 +242,7 @@ def test_saveat_and_shapes(linear_mlp_model):
 
 def test_bad_inputs(linear_mlp_model):
     mu = _mu()
-    with pytest.raises(ValueError, match="`mu` has dimension 2"):
+    with pytest.raises(ValueError, match="`context` has dimension 2"):
         forward(linear_mlp_model, _x0(), GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
     with pytest.raises(ValueError, match="`steps`=6 must be a multiple"):
         forward(linear_mlp_model, _x0(), mu, steps=6)

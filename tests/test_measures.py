@@ -37,7 +37,7 @@ def test_pad_to_adds_zero_mass_atoms_and_unchecked_skips_validation():
     padded = mu.pad_to(5)
     assert padded.size == 5 and float(padded.weights[3:].max()) == 0.0
     np.testing.assert_array_equal(padded.points[:3], mu.points)
-    np.testing.assert_allclose(padded.mean(), mu.mean())
+    np.testing.assert_allclose(padded.mean, mu.mean)
     with pytest.raises(ValueError, match="`size`"):
         mu.pad_to(2)
     # one rule for the weights: zero-weight atoms are allowed everywhere (padding), negative ones never
@@ -99,7 +99,7 @@ def test_split_atom_keeps_the_measure():
     mu = EmpiricalMeasure(jax.random.normal(jax.random.key(0), (4, 3)))
     nu = split_atom(mu, 2, 0.3)
     assert nu.size == 5
-    np.testing.assert_allclose(nu.mean(), mu.mean(), rtol=1e-14)
+    np.testing.assert_allclose(nu.mean, mu.mean, rtol=1e-14)
     np.testing.assert_allclose(nu.weights[2] + nu.weights[4], mu.weights[2], rtol=1e-14)
 
 
