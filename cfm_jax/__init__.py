@@ -20,7 +20,7 @@ they work, warn with what replaced them, and are listed nowhere else.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._deprecations import Deprecated, deprecated_attribute
 
@@ -138,7 +138,7 @@ _DEPRECATED = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """Import ``name`` from its module on first access (PEP 562); a deprecated name warns on every access."""
     if name in _DEPRECATED:
         return deprecated_attribute(__name__, name, _DEPRECATED[name])

@@ -56,6 +56,8 @@ tokens at the slower $n^{-1/d'}$.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._chaos.batching import map_seeds, seed_batch_size
 from ._chaos.deviations import (
     adjoint_states,
@@ -129,7 +131,7 @@ _DEPRECATED = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """A deprecated name (PEP 562), with a warning naming its replacement."""
     if name in _DEPRECATED:
         return deprecated_attribute(__name__, name, _DEPRECATED[name])

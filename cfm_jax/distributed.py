@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import jax
 
@@ -259,7 +259,7 @@ __all__ = [
 _DEPRECATED = {"main": Deprecated("cfm_jax.distributed", "_main", "the command python -m cfm_jax.distributed")}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """A deprecated name (PEP 562), with a warning naming its replacement."""
     if name in _DEPRECATED:
         return deprecated_attribute(__name__, name, _DEPRECATED[name])

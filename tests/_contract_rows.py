@@ -428,7 +428,7 @@ def _mlp_fields():
     model, x0, ctx, _ = tiny()
     p = model.layer_params(0)
     same(cfm_jax.MLPField(activation=jax.nn.identity)(x0, ctx, p), cfm_jax.LinearMLPField()(x0, ctx, p))
-    affine = cfm_jax.Transformer(**model.stacked_params(), activation=jax.nn.identity)
+    affine = cfm_jax.Transformer.init(jax.random.key(0), D, heads=1, mlp_width=3, layers=L, activation=jax.nn.identity)
     assert isinstance(affine.field, cfm_jax.AbstractGaussianField)  # jax.nn.identity declares the affine MLP
     with pytest.raises(ValueError, match="`activation`"):
         cfm_jax.MLPField(activation=3)  # pyright: ignore[reportArgumentType]
