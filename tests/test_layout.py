@@ -229,6 +229,13 @@ def test_the_root_lists_its_public_names_once():
     assert not set(cfm_jax._DEPRECATED) & set(cfm_jax._EXPORTS)
 
 
+def test_the_experiments_list_their_public_names_once():
+    import cfm_experiments
+
+    assert cfm_experiments.__all__ == sorted(cfm_experiments._EXPORTS)
+    assert _type_checking_imports(APP / "__init__.py") == cfm_experiments._EXPORTS
+
+
 def test_the_type_checking_check_catches_a_missing_or_stale_import(tmp_path):
     import cfm_jax
 
