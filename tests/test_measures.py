@@ -32,6 +32,19 @@ def test_measure_inside_jit_skips_value_checks_but_works():
     np.testing.assert_allclose(f(jnp.ones((4, 2))), jnp.ones(2))
 
 
+def test_both_kinds_of_context_have_their_mean_as_an_attribute():
+    """``measure.mean`` reads the same way for either kind (a metric written for one runs on the other):
+    the barycentre Σ_j w_j z_j of the atoms, the Gaussian's m; a sample of the Gaussian agrees."""
+    z, w = np.array([[1.0, 2.0], [3.0, -1.0], [0.0, 4.0]]), np.array([0.5, 0.25, 0.25])
+    mu = EmpiricalMeasure(z, w)
+    np.testing.assert_allclose(mu.mean, [0.5 * 1 + 0.25 * 3 + 0.25 * 0, 0.5 * 2 - 0.25 + 0.25 * 4], rtol=1e-15)
+    gauss = GaussianMeasure(jnp.array([0.3, -0.7]), jnp.eye(2))
+    sample = EmpiricalMeasure(gauss.sample(jax.random.key(0), 4096, qmc=True))
+    for m in (mu, gauss, sample):
+        assert m.mean.shape == (2,)
+    np.testing.assert_allclose(sample.mean, gauss.mean, atol=0.02)
+
+
 def test_pad_to_adds_zero_mass_atoms_and_unchecked_skips_validation():
     mu = EmpiricalMeasure(jnp.arange(6.0).reshape(3, 2), jnp.array([0.5, 0.25, 0.25]))
     padded = mu.pad_to(5)
