@@ -308,10 +308,10 @@ def bench_accuracy():
 
         from cfm_experiments.gradcheck import WithoutClosedForms
 
-        generic = cfm_jax.CFM(WithoutClosedForms(model.field), model.stacked_params(), model.dim)
+        generic = cfm_jax.PiecewiseConstantCFM(WithoutClosedForms(model.field), model.stacked_params(), model.dim)
         _, g_vjp = cfm_jax.loss_and_grad(generic, x0, ctx, y)
-        g_vjp = cfm_jax.CFM(model.field, g_vjp.params, model.dim)
-        g_hand_cfm = cfm_jax.CFM(model.field, g_hand.stacked_params(), model.dim)
+        g_vjp = cfm_jax.PiecewiseConstantCFM(model.field, g_vjp.params, model.dim)
+        g_hand_cfm = cfm_jax.PiecewiseConstantCFM(model.field, g_hand.stacked_params(), model.dim)
         _, g_c = cfm_jax.loss_and_grad(
             model, x0, ctx, y, adjoint=cfm_jax.ContinuousAdjoint(), solver=diffrax.Bosh3(), steps=16 * 6
         )

@@ -1,6 +1,6 @@
 """OGD training-loop benchmark.
 
-Training steps per second of the jit-compiled ``lax.scan`` loop (:func:`cfm_jax.run_ogd`, one
+Training steps per second of the jit-compiled ``lax.scan`` loop (:func:`cfm_jax.ogd.run_ogd`, one
 trajectory, ridge SGD, default gradient source) for n ∈ {256, 4096}, d = 16, L = 8, H = 2,
 m = 32, B = 4, float32, and the ratio of one loop step to one jit-compiled gradient evaluation
 on the same sample (the loop overhead; target <= 1.1). Samples come from an in-memory

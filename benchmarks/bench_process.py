@@ -65,7 +65,7 @@ ENTRY_POINTS = textwrap.dedent(
     x0, y = jax.random.normal(key_x, (3, 4)), jax.random.normal(key_y, (3, 4))
     context = cfm_jax.EmpiricalMeasure(jax.random.normal(key_z, (64, 4)))
     mu = cfm_jax.GaussianMeasure(jnp.zeros(4), jnp.eye(4))
-    linear = cfm_jax.Transformer.init(key_m, dim=4, heads=2, mlp_width=8, layers=4, activation=cfm_jax.linear)
+    linear = cfm_jax.Transformer.init(key_m, dim=4, heads=2, mlp_width=8, layers=4, activation=jax.nn.identity)
     cfm_jax.forward(model, x0, context).x1.block_until_ready()
     cfm_jax.forward(linear, x0, mu).x1.block_until_ready()
     cfm_jax.loss_and_grad(model, x0, context, y)

@@ -3,7 +3,7 @@
 Gaussian context tokens μ = N(0, I/d); the error of the n-token system's target tokens is
 measured against three stand-ins for the infinite-context model:
 
-- ``exact``: the Gaussian limit (``gaussian_flow``, the moment recursion; no sample at all);
+- ``exact``: the Gaussian limit (``forward`` on a ``GaussianMeasure``, the moment recursion; no sample at all);
 - ``MC``:    an independent i.i.d. reference sample of n_ref tokens (the usual practice; one layer:
              n_ref = 10⁵, the size of the public one-layer token-sample-complexity package);
 - ``QMC``:   an independent scrambled-Sobol reference of the same n_ref.
@@ -35,7 +35,7 @@ from _machine import machine
 from _timing import warm_median
 
 import cfm_jax
-from cfm_jax import GaussianMeasure, gaussian_flow
+from cfm_jax import GaussianMeasure, forward
 from cfm_jax.stats import fit_loglog, mean_ci
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -65,7 +65,7 @@ def _deep_tokens(model, x0, z):
 def panel(layers, ns, n_ref, seeds) -> dict[str, Any]:
     model, mu, x0 = _setup(layers)
     tokens = _one_layer_tokens if layers == 1 else _deep_tokens
-    exact_fn = jax.jit(lambda m, S: gaussian_flow(model, x0, GaussianMeasure.unchecked(m, S)).x1)
+    exact_fn = jax.jit(lambda m, S: forward(model, x0, GaussianMeasure.unchecked(m, S)).x1)
     exact = exact_fn(mu.mean, mu.cov)
     keys = jax.random.split(jax.random.key(100 + layers), seeds)
 

@@ -6,19 +6,23 @@ Eulerian adjoints or autodiff, propagation-of-chaos experiments, ridge-regularis
 descent and the stochastic (common-noise) transformer on the sphere. The theory and every
 convention the code relies on: ``docs/theory.md``.
 
-The public API is ``__all__``: the names of the table ``_EXPORTS`` below (each with the module
-that defines it), among them the subpackages ``chaos``, ``distributed``, ``ogd``, ``stats`` and
-``stochastic``; modules whose names start with ``_`` are implementation. The package root is lazy:
-a name is imported from its module on first use, so ``import cfm_jax`` does not import JAX until
-something numerical is asked for. The ``TYPE_CHECKING`` imports at the end say the same to static
-analysers (a test holds the two lists equal).
+The public API is ``__all__``, made from the one table ``_EXPORTS`` below (each public name with
+the module that defines it), among them the subpackages ``chaos``, ``distributed``, ``ogd``,
+``stats`` and ``stochastic``, whose names live there alone; modules whose names start with ``_``
+are implementation. The package root is lazy: a name is imported from its module on first use, so
+``import cfm_jax`` does not import JAX until something numerical is asked for. The
+``TYPE_CHECKING`` imports at the end say the same to static analysers (``tests/test_layout.py``
+holds them equal to ``_EXPORTS``). Names renamed or moved stay for one release in ``_DEPRECATED``:
+they work, warn with what replaced them, and are listed nowhere else.
 """
 
 # pyright: reportUnsupportedDunderAll=false
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ._deprecations import Deprecated, deprecated_attribute
 
 __version__ = "0.2.0"
 
@@ -44,13 +48,11 @@ _EXPORTS = {
     "Backsolve": "_adjoint",
     "ball_probes": "_adjoint",
     "CACHE_ENV": "_compilation",
-    "CFM": "_paths",
     "chaos": "chaos",
     "compiled": "_validation",
     "CompileRecorder": "_compilation",
     "context_mesh": "_sharding",
     "ContinuousAdjoint": "_adjoint",
-    "coupled_run": "ogd",
     "default_adjoint": "_solve",
     "default_cache_dir": "_compilation",
     "DiscreteAdjoint": "_adjoint",
@@ -58,51 +60,39 @@ _EXPORTS = {
     "embedded_sphere": "_populations",
     "EmpiricalMeasure": "_measures",
     "enable_compilation_cache": "_compilation",
-    "estimate_lipschitz": "ogd",
     "FlowSolution": "_flow",
     "forward": "_solve",
     "functional_gradient": "_gradients",
     "FunctionStream": "_streams",
     "gather": "_sharding",
-    "gaussian": "_populations",
-    "gaussian_flow": "_solve",
     "gaussian_mixture": "_populations",
     "GaussianMeasure": "_measures",
     "GaussianSumField": "_fields",
     "generic_local_vjp": "_fields",
     "grid_probes": "_adjoint",
     "HeavyTailWarning": "_regime",
-    "linear": "_fields",
+    "isotropic_gaussian": "_populations",
     "LinearMLPField": "_fields",
-    "LipschitzEstimate": "ogd",
-    "load_checkpoint": "ogd",
     "LocalVJP": "_fields",
     "loss_and_grad": "_gradients",
     "make_population": "_populations",
     "mean_squared_loss": "_gradients",
     "MLPField": "_fields",
-    "NoiseKernel": "stochastic",
     "ogd": "ogd",
-    "OGDResult": "ogd",
-    "OGDState": "ogd",
     "PallasAttention": "_fields",
+    "PiecewiseConstantCFM": "_paths",
     "PiecewiseLinearCFM": "_paths",
     "probe_gradients": "_gradients",
     "Recompute": "_adjoint",
     "replicate": "_sharding",
-    "ridge_sgd": "ogd",
-    "run_ogd": "ogd",
     "Sample": "_streams",
-    "save_checkpoint": "ogd",
     "SaveAt": "_flow",
     "shard_inputs": "_sharding",
     "sobol": "_qmc",
     "sobol_normal": "_qmc",
-    "SphereSDE": "stochastic",
     "split_atom": "_measures",
     "stats": "stats",
     "stochastic": "stochastic",
-    "StochasticTransformer": "stochastic",
     "StoreAll": "_adjoint",
     "StoreEvery": "_adjoint",
     "subspace_gaussian": "_populations",
@@ -117,103 +107,41 @@ _EXPORTS = {
     "XLAAttention": "_fields",
 }
 
-__all__ = [
-    "AbstractAttentionKernel",
-    "AbstractCFM",
-    "AbstractField",
-    "AbstractGaussianField",
-    "AbstractHandAdjoint",
-    "AbstractMemory",
-    "AbstractPiecewiseConstantCFM",
-    "AbstractStream",
-    "adjoint_trajectories",
-    "AdjointSolution",
-    "ArrayStream",
-    "as_measure",
-    "attention_output",
-    "attention_output_moments",
-    "attention_regime",
-    "AttentionField",
-    "AttentionRegime",
-    "Backsolve",
-    "ball_probes",
-    "CACHE_ENV",
-    "CFM",
-    "chaos",
-    "compiled",
-    "CompileRecorder",
-    "context_mesh",
-    "ContinuousAdjoint",
-    "coupled_run",
-    "default_adjoint",
-    "default_cache_dir",
-    "DiscreteAdjoint",
-    "distributed",
-    "embedded_sphere",
-    "EmpiricalMeasure",
-    "enable_compilation_cache",
-    "estimate_lipschitz",
-    "FlowSolution",
-    "forward",
-    "functional_gradient",
-    "FunctionStream",
-    "gather",
-    "gaussian",
-    "gaussian_flow",
-    "gaussian_mixture",
-    "GaussianMeasure",
-    "GaussianSumField",
-    "generic_local_vjp",
-    "grid_probes",
-    "HeavyTailWarning",
-    "linear",
-    "LinearMLPField",
-    "LipschitzEstimate",
-    "load_checkpoint",
-    "LocalVJP",
-    "loss_and_grad",
-    "make_population",
-    "mean_squared_loss",
-    "MLPField",
-    "NoiseKernel",
-    "ogd",
-    "OGDResult",
-    "OGDState",
-    "PallasAttention",
-    "PiecewiseLinearCFM",
-    "probe_gradients",
-    "Recompute",
-    "replicate",
-    "ridge_sgd",
-    "run_ogd",
-    "Sample",
-    "save_checkpoint",
-    "SaveAt",
-    "shard_inputs",
-    "sobol",
-    "sobol_normal",
-    "SphereSDE",
-    "split_atom",
-    "stats",
-    "stochastic",
-    "StochasticTransformer",
-    "StoreAll",
-    "StoreEvery",
-    "subspace_gaussian",
-    "SumField",
-    "TeacherStudentStream",
-    "token_adjoint",
-    "Transformer",
-    "uniform_sphere",
-    "W1ControlField",
-    "warn_if_heavy_tailed",
-    "wasserstein1",
-    "XLAAttention",
-]
+__all__ = sorted(_EXPORTS, key=str.lower)
+
+#: old name -> where its value now lives and what to write instead; removed in the next release
+_DEPRECATED = {
+    "CFM": Deprecated("cfm_jax._paths", "PiecewiseConstantCFM", "cfm_jax.PiecewiseConstantCFM"),
+    "gaussian": Deprecated("cfm_jax._populations", "isotropic_gaussian", "cfm_jax.isotropic_gaussian"),
+    "gaussian_flow": Deprecated(
+        "cfm_jax._solve", "gaussian_flow", "cfm_jax.forward (it takes a GaussianMeasure context)"
+    ),
+    "linear": Deprecated("jax.nn", "identity", "jax.nn.identity (the identity activation)"),
+    **{
+        name: Deprecated("cfm_jax.ogd", name, f"cfm_jax.ogd.{name}")
+        for name in (
+            "coupled_run",
+            "estimate_lipschitz",
+            "LipschitzEstimate",
+            "load_checkpoint",
+            "OGDResult",
+            "OGDState",
+            "ridge_sgd",
+            "run_ogd",
+            "save_checkpoint",
+        )
+    },
+    **{
+        name: Deprecated("cfm_jax.stochastic", name, f"cfm_jax.stochastic.{name}")
+        for name in ("NoiseKernel", "SphereSDE", "StochasticTransformer")
+    },
+}
 
 
-def __getattr__(name: str):
-    """Import ``name`` from its module on first access (PEP 562)."""
+def __getattr__(name: str) -> Any:
+    """Import ``name`` from its module on first access (PEP 562); a deprecated name warns on every access."""
+    if name in _DEPRECATED:
+        return deprecated_attribute(__name__, name, _DEPRECATED[name])
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
@@ -226,7 +154,7 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-if TYPE_CHECKING:  # the same names, for static analysers
+if TYPE_CHECKING:  # the names of _EXPORTS, for static analysers (deprecated names left out)
     # ruff: noqa: F401
     from . import chaos, distributed, ogd, stats, stochastic
     from ._adjoint import (
@@ -256,7 +184,6 @@ if TYPE_CHECKING:  # the same names, for static analysers
         SumField,
         XLAAttention,
         generic_local_vjp,
-        linear,
     )
     from ._fields.attention_output import attention_output, attention_output_moments
     from ._flow import FlowSolution, SaveAt
@@ -270,11 +197,17 @@ if TYPE_CHECKING:  # the same names, for static analysers
         token_adjoint,
     )
     from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure, split_atom
-    from ._paths import CFM, AbstractCFM, AbstractPiecewiseConstantCFM, PiecewiseLinearCFM, Transformer
+    from ._paths import (
+        AbstractCFM,
+        AbstractPiecewiseConstantCFM,
+        PiecewiseConstantCFM,
+        PiecewiseLinearCFM,
+        Transformer,
+    )
     from ._populations import (
         embedded_sphere,
-        gaussian,
         gaussian_mixture,
+        isotropic_gaussian,
         make_population,
         subspace_gaussian,
         uniform_sphere,
@@ -282,19 +215,7 @@ if TYPE_CHECKING:  # the same names, for static analysers
     from ._qmc import sobol, sobol_normal
     from ._regime import AttentionRegime, HeavyTailWarning, attention_regime, warn_if_heavy_tailed
     from ._sharding import context_mesh, gather, replicate, shard_inputs
-    from ._solve import default_adjoint, forward, gaussian_flow
+    from ._solve import default_adjoint, forward
     from ._streams import AbstractStream, ArrayStream, FunctionStream, Sample, TeacherStudentStream
     from ._validation import compiled
     from ._wasserstein import wasserstein1
-    from .ogd import (
-        LipschitzEstimate,
-        OGDResult,
-        OGDState,
-        coupled_run,
-        estimate_lipschitz,
-        load_checkpoint,
-        ridge_sgd,
-        run_ogd,
-        save_checkpoint,
-    )
-    from .stochastic import NoiseKernel, SphereSDE, StochasticTransformer

@@ -47,7 +47,7 @@ def _why_not_gaussian(field: AbstractField) -> str:
         return (
             f"MLPField with activation {field.activation!r} has no Gaussian closed form (a nonlinear MLP does not "
             "keep the context Gaussian); the affine MLP is cfm_jax.LinearMLPField (Transformer(..., "
-            "activation=cfm_jax.linear) builds it)"
+            "activation=jax.nn.identity) builds it)"
         )
     if isinstance(field, AbstractSumField):
         parts = [_why_not_gaussian(f) for f in field.fields if not isinstance(f, AbstractGaussianField)]

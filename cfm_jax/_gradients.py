@@ -27,6 +27,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_rows
 from ._arguments import as_array
+from ._deprecations import warn_renamed
 from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt, options_checked_first
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
@@ -38,15 +39,16 @@ class AdjointSolution(eqx.Module):
     r"""Adjoint trajectories from :func:`adjoint_trajectories`.
 
     Attributes:
-        ss: ``(S,)`` depths of the saved states: every Euler step for the discrete adjoint
-            (``S = steps + 1``), every layer boundary for the continuous one (``S = L + 1``).
+        ts: ``(S,)`` depths of the saved states: every Euler step for the discrete adjoint
+            (``S = steps + 1``), every layer boundary for the continuous one (``S = L + 1``). ``ss``,
+            its former name, works for one release with a ``DeprecationWarning``.
         xs: ``(S,) + x0.shape`` target tokens $x_s$.
         contexts: the context trajectory, an [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] with
             points ``(S, n, d)`` (the particles $z_i(s)$) and weights ``(S, n)``, as on
             [`FlowSolution`][cfm_jax.FlowSolution].
         ps: ``(S,) + x0.shape`` the token covector $p_s$ (contains the 1/B of the batch mean).
         a: ``(S, n, d)`` particle adjoints $a_i(s) = ∇φ_s(z_i(s))$; $∂L/∂z_i(0) = w_i a_i(0)$.
-        probe_grads: ``(S, P, d)`` $∇φ_{s_k}(\mathrm{probes}_j)$ ($s_k$ = ``ss[k]``) at the fixed probe points, or None.
+        probe_grads: ``(S, P, d)`` $∇φ_{s_k}(\mathrm{probes}_j)$ ($s_k$ = ``ts[k]``) at the fixed probe points, or None.
         probe_values: ``(S, P)`` $φ_{s_k}(\mathrm{probes}_j)$ (centred: $∫ φ_s dμ_s = 0$), or None.
         weight_grads: ``(n,)`` $∂L/∂w_j = φ_0(z_j)$ (the first variation in the initial measure).
         functional_grads: model-shaped $δL/δθ(s)$ (= $L ∂L/∂θ_l$ on layer l); for paths that are not
@@ -58,7 +60,7 @@ class AdjointSolution(eqx.Module):
             ``throw=True`` (default) a failure is raised instead; ``throw=False`` reports it here.
     """
 
-    ss: Array
+    ts: Array
     xs: Array
     contexts: EmpiricalMeasure
     ps: Array
@@ -70,6 +72,12 @@ class AdjointSolution(eqx.Module):
     grads: AbstractCFM
     loss: Array
     result: diffrax.RESULTS
+
+    @property
+    def ss(self) -> Array:
+        """Deprecated: [`ts`][cfm_jax.AdjointSolution], the depths of the saved states."""
+        warn_renamed("AdjointSolution", "ss", "ts")
+        return self.ts
 
 
 def mean_squared_loss(x1, y):
@@ -168,8 +176,8 @@ def adjoint_trajectories(
     memory policy; ``options`` are [`forward`][cfm_jax.forward]'s other options (``saveat`` excepted;
     ``throw`` also covers ``y`` and ``probes``).
     The loss is ``loss(x1, y)``. ``probes: (P, d)`` are fixed points: ``probe_grads[k, j]`` is
-    $∇φ_{s_k}(\mathrm{probes}_j)$ ($s_k$ = ``ss[k]``), obtained from a passive characteristic started at
-    (``ss[k]``, ``probes[j]``).
+    $∇φ_{s_k}(\mathrm{probes}_j)$ ($s_k$ = ``ts[k]``), obtained from a passive characteristic started at
+    (``ts[k]``, ``probes[j]``).
     Cost: every probe adds S characteristics (one per saved depth) to the adjoint.
     """
     adjoint = DiscreteAdjoint() if adjoint is None else adjoint
@@ -214,7 +222,7 @@ def adjoint_trajectories(
     if throw:
         value = check_solved(value, result)
     return AdjointSolution(
-        ss=ss,
+        ts=ss,
         xs=xs,
         contexts=EmpiricalMeasure.unchecked(zs, jnp.broadcast_to(carried.weights, zs.shape[:2])),
         ps=ps,
@@ -230,9 +238,9 @@ def adjoint_trajectories(
 
 
 def probe_gradients(model, x0, context, y, probes, **kwargs):
-    """``(ss, ∇φ_s(probes) (S, P, d), φ_s(probes) (S, P))`` via :func:`adjoint_trajectories`."""
+    """``(ts, ∇φ_s(probes) (S, P, d), φ_s(probes) (S, P))`` via :func:`adjoint_trajectories`."""
     sol = adjoint_trajectories(model, x0, context, y, probes=probes, **kwargs)
-    return sol.ss, sol.probe_grads, sol.probe_values
+    return sol.ts, sol.probe_grads, sol.probe_values
 
 
 @options_checked_first
@@ -271,7 +279,7 @@ def token_adjoint(
 
     Returns:
         ``(solution, ps)``: the forward's [`FlowSolution`][cfm_jax.FlowSolution] saved at ``saveat``
-        and ``ps (S,) + x0.shape`` at its depths ``solution.ss``.
+        and ``ps (S,) + x0.shape`` at its depths ``solution.ts``.
     """
     if not isinstance(saveat, SaveAt) or not (saveat.layers or saveat.steps) or saveat.fn is not None:
         raise ValueError(f"`saveat` must be SaveAt(layers=True) or SaveAt(steps=True) (no fn), got {saveat!r}.")

@@ -101,8 +101,9 @@ class EmpiricalMeasure(eqx.Module):
     def log_weights(self) -> Float[Array, " n"]:
         return jnp.log(self.weights)
 
+    @property
     def mean(self) -> Float[Array, " d"]:
-        """Barycentre $Σ_j w_j z_j$, shape `(d,)`."""
+        """Barycentre $Σ_j w_j z_j$, shape `(d,)`: an attribute, as [`GaussianMeasure`][cfm_jax.GaussianMeasure]'s."""
         return self.weights @ self.points
 
     def with_points(self, points) -> EmpiricalMeasure:

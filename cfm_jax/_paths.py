@@ -10,7 +10,7 @@ A *model* is an Equinox module with
 - ``piecewise_constant``: whether θ is constant on every segment.
 
 :class:`Transformer` is the canonical piecewise-constant path of docs/theory.md §1 with the attention +
-MLP field; :class:`CFM` takes any field and any stacked parameter mapping;
+MLP field; :class:`PiecewiseConstantCFM` takes any field and any stacked parameter mapping;
 :class:`PiecewiseLinearCFM` interpolates linearly between L + 1 nodes.
 """
 
@@ -130,7 +130,8 @@ class Transformer(AbstractPiecewiseConstantCFM):
 
     Fields (stacked on the leading layer axis): ``Q, K, V: (L, H, d, d)``,
     ``W1: (L, m, d)``, ``b1: (L, m)``, ``W2: (L, d, m)``, ``b2: (L, d)`` (``None`` without MLP).
-    ``activation`` is the MLP's σ; ``chunk_size``/``key_chunk_size`` select the XLA attention path's
+    ``activation`` is the MLP's σ (``jax.nn.identity``: the affine MLP, which has a Gaussian closed form);
+    ``chunk_size``/``key_chunk_size`` select the XLA attention path's
     blocks and ``kernel`` the attention kernel (see :class:`~cfm_jax.AttentionField`).
     """
 
@@ -328,7 +329,7 @@ def _scaled_normals(keys, shapes: tuple[tuple[int, ...], ...], dtype, scales: tu
 
 class AbstractStackedCFM(AbstractCFM):
     """Any field with its parameter path stored as a stacked mapping ``name -> (L + nodes, ...)``:
-    what :class:`CFM` and :class:`PiecewiseLinearCFM` share (they differ in how a segment reads it)."""
+    what :class:`PiecewiseConstantCFM` and :class:`PiecewiseLinearCFM` share (they differ in how a segment reads it)."""
 
     params: dict[str, Array]
     field: AbstractField
@@ -357,7 +358,7 @@ class AbstractStackedCFM(AbstractCFM):
         return self.params
 
 
-class CFM(AbstractStackedCFM, AbstractPiecewiseConstantCFM):
+class PiecewiseConstantCFM(AbstractStackedCFM, AbstractPiecewiseConstantCFM):
     """Any field with a piecewise-constant parameter path stored as a stacked mapping.
 
     Args:
@@ -398,4 +399,10 @@ class PiecewiseLinearCFM(AbstractStackedCFM):
         return jax.tree.map(lambda a: (1 - frac) * a[layer] + frac * a[layer + 1], self.params)
 
 
-__all__ = ["AbstractCFM", "AbstractPiecewiseConstantCFM", "CFM", "PiecewiseLinearCFM", "Transformer"]
+__all__ = [
+    "AbstractCFM",
+    "AbstractPiecewiseConstantCFM",
+    "PiecewiseConstantCFM",
+    "PiecewiseLinearCFM",
+    "Transformer",
+]

@@ -11,7 +11,7 @@ CDF of its categorical law on one extra coordinate, spheres by normalising QMC G
 point still has the law P, and smooth averages over the n points converge faster than n^{-1/2}
 (a low-floor reference for the infinite-context system).
 
-- :func:`gaussian` — N(mean, scale² I_d);
+- :func:`isotropic_gaussian` — N(mean, scale² I_d);
 - :func:`gaussian_mixture` — equal-variance Gaussian components with given means and weights;
 - :func:`uniform_sphere` — uniform on the sphere $S^{d−1}$ of radius ``radius`` in $R^d$;
 - :func:`subspace_gaussian` — standard Gaussian on a random d'-dimensional subspace of $R^d$;
@@ -137,8 +137,8 @@ class _Subspace(Population):
         return self.scale * sobol_normal(key, n, self.frame.shape[1], self.frame.dtype) @ self.frame.T
 
 
-def gaussian(dim: int, *, scale: float = 1.0, mean=None) -> Population:
-    """N(mean, scale² I_dim); ``mean`` defaults to 0."""
+def isotropic_gaussian(dim: int, *, scale: float = 1.0, mean=None) -> Population:
+    """N(mean, scale² I_dim); ``mean`` defaults to 0. Its population name is ``"gaussian"``."""
     dim = _check_dim("dim", dim)
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"`scale` must be finite and > 0, got {scale!r}.")
@@ -208,10 +208,10 @@ PopulationName = Literal["gaussian", "gaussian_mixture", "uniform_sphere", "subs
 
 
 def make_population(name: PopulationName, dim: int, intrinsic_dim: int | None = None, **kwargs) -> Population:
-    """Population by name: ``gaussian``, ``uniform_sphere``, ``subspace_gaussian``, ``embedded_sphere``,
-    ``gaussian_mixture`` (two components at $±2 e_1$)."""
+    """Population by name: ``gaussian`` (:func:`isotropic_gaussian`), ``uniform_sphere``, ``subspace_gaussian``,
+    ``embedded_sphere``, ``gaussian_mixture`` (two components at $±2 e_1$)."""
     if name == "gaussian":
-        return gaussian(dim, **kwargs)
+        return isotropic_gaussian(dim, **kwargs)
     if name == "uniform_sphere":
         return uniform_sphere(dim, **kwargs)
     if name == "subspace_gaussian":
@@ -232,8 +232,8 @@ __all__ = [
     "Population",
     "PopulationName",
     "embedded_sphere",
-    "gaussian",
     "gaussian_mixture",
+    "isotropic_gaussian",
     "make_population",
     "subspace_gaussian",
     "uniform_sphere",

@@ -292,8 +292,8 @@ def _flow(model: AbstractCFM, x0, context, **options) -> FlowSolution:
 def gaussian_flow(
     model: AbstractCFM, x0: Float[Array, "*B d"], mu: GaussianMeasure, **options
 ) -> FlowSolution[GaussianMeasure]:
-    """The exact infinite-context flow of tokens ``x0`` through the Gaussian context ``mu``: exactly
-    ``forward(model, x0, mu, **options)`` (the same loop and options), refusing any other context.
+    """Deprecated: ``forward(model, x0, mu, **options)``, which it is (the same loop and options), refusing
+    any other context; served as ``cfm_jax.gaussian_flow`` for one release, with a warning.
 
     Returns a [`FlowSolution`][cfm_jax.FlowSolution] whose ``context``/``contexts`` are
     [`GaussianMeasure`][cfm_jax.GaussianMeasure]s. Differentiable in the model, ``x0`` and ``mu``.
@@ -312,6 +312,5 @@ __all__ = [
     "checked_inputs",
     "default_adjoint",
     "forward",
-    "gaussian_flow",
     "prepare",
 ]

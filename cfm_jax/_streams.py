@@ -73,7 +73,7 @@ class TeacherStudentStream(AbstractStream):
 
     Args:
         teacher: any cfm_jax model.
-        population: ``(key, n) -> (n, d)``, e.g. ``cfm_jax.gaussian(d)``.
+        population: ``(key, n) -> (n, d)``, e.g. ``cfm_jax.isotropic_gaussian(d)``.
         key: PRNG key of the stream.
         batch: B, target tokens per sample.
         context_size: points per context (the reference size $n_{ref}$ in coupled runs).

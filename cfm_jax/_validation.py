@@ -28,7 +28,7 @@ a covariance that is positive definite, a solve that did not fail — are checke
 ``raise`` (default), ``nan`` (the result, or the gradient, filled with NaN, nothing raised), ``off``
 (no check), ``breakpoint`` (equinox's debugger, where a host callback runs; raised otherwise).
 
-``throw`` (diffrax's name) exists only where a solve can fail (``forward``, ``gaussian_flow``,
+``throw`` (diffrax's name) exists only where a solve can fail (``forward``,
 ``loss_and_grad``, ``adjoint_trajectories``, ``token_adjoint``): ``throw=False`` leaves the checks
 out and reports the outcome as ``result``. Every other function always checks (a sweep over its own
 inputs runs in ``cfm_jax.compiled``, where the checks are data and the cache stores it).

@@ -25,13 +25,13 @@ padded to the bucket's largest n, with weights 1/n on the first n atoms and exac
 (zero-weight atoms move with the flow but act on nothing, so the deviations equal the unpadded
 system's to round-off). n is an argument of the program, so every n of a bucket, every seed and
 every configuration of the same shapes reuse it; the loops over buckets and n run outside. A
-sweep compiles :func:`program_count` = 1 + len(buckets) programs per configuration (per number of
-seeds and set of devices). The seeds run one after another on a CPU and vmapped on accelerators
+sweep compiles ``1 + len(buckets(spec))`` programs per configuration (per number of seeds and set
+of devices). The seeds run one after another on a CPU and vmapped on accelerators
 (:func:`map_seeds`) and, with several local devices, are split across them.
 
 Exact references (``ChaosSpec.reference``, the default of ``cfm-jax rates``): ``"gaussian"``
 (attention fields with no MLP or a linear one, Gaussian population) compares with the exact
-infinite-context flow (:func:`cfm_jax.gaussian_flow`): tokens, the passive motion
+infinite-context flow (:func:`cfm_jax.forward` on a Gaussian context): tokens, the passive motion
 of the n context particles in the population field (``context``) and the token adjoint
 (:func:`cfm_jax.token_adjoint`: the limit's token map is a product of affine maps, so its
 Jacobian is too) are exact (floor 0); W1 in d = 1 is the exact quantile formula against the
@@ -56,6 +56,8 @@ tokens at the slower $n^{-1/d'}$.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._chaos.batching import map_seeds, seed_batch_size
 from ._chaos.deviations import (
     adjoint_states,
@@ -68,9 +70,7 @@ from ._chaos.deviations import (
 from ._chaos.programs import (
     attention_regimes,
     exact_reference_deviations,
-    program_count,
     run_seeds,
-    run_seeds_loop,
     seed_deviations,
     seed_devices,
 )
@@ -87,6 +87,7 @@ from ._chaos.spec import (
     validate_spec,
     wasserstein_slope,
 )
+from ._deprecations import Deprecated, deprecated_attribute
 
 __all__ = [
     "QUANTITIES",
@@ -101,10 +102,8 @@ __all__ = [
     "expected_slope",
     "map_seeds",
     "prefix_weights",
-    "program_count",
     "quantity_reference",
     "run_seeds",
-    "run_seeds_loop",
     "seed_batch_size",
     "seed_deviations",
     "seed_devices",
@@ -116,3 +115,24 @@ __all__ = [
     "wasserstein1_to_normal_1d",
     "wasserstein_slope",
 ]
+
+#: old name -> its value and what to write instead; removed in the next release
+_DEPRECATED = {
+    "program_count": Deprecated(
+        "cfm_jax._chaos.programs",
+        "program_count",
+        "1 + len(cfm_jax.chaos.buckets(spec)), the programs a sweep compiles",
+    ),
+    "run_seeds_loop": Deprecated(
+        "cfm_jax._chaos.programs",
+        "run_seeds_loop",
+        "cfm_jax.chaos.run_seeds (the loop over seeds was a benchmark's baseline)",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A deprecated name (PEP 562), with a warning naming its replacement."""
+    if name in _DEPRECATED:
+        return deprecated_attribute(__name__, name, _DEPRECATED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,9 +24,11 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import jax
+
+from ._deprecations import Deprecated, deprecated_attribute
 
 #: Environment variables set by :func:`launch` and read by :func:`initialize`.
 ENV_COORDINATOR = "CFM_JAX_COORDINATOR"
@@ -208,7 +210,7 @@ def launch(
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None = None) -> int:
     """``python -m cfm_jax.distributed [options] -- COMMAND...``; exit status 0 iff every process succeeded."""
     parser = argparse.ArgumentParser(
         prog="python -m cfm_jax.distributed",
@@ -251,8 +253,18 @@ __all__ = [
     "free_port",
     "initialize",
     "launch",
-    "main",
 ]
 
+#: old name -> its value and what to write instead; removed in the next release
+_DEPRECATED = {"main": Deprecated("cfm_jax.distributed", "_main", "the command python -m cfm_jax.distributed")}
+
+
+def __getattr__(name: str) -> Any:
+    """A deprecated name (PEP 562), with a warning naming its replacement."""
+    if name in _DEPRECATED:
+        return deprecated_attribute(__name__, name, _DEPRECATED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())

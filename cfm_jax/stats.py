@@ -1,12 +1,12 @@
-"""Statistics of sweeps over seeds: a bootstrap for intervals, power-law and polynomial fits.
+r"""Statistics of sweeps over seeds: a bootstrap for intervals, power-law and polynomial fits.
 
 A confidence interval an experiment reports is a percentile bootstrap over independent seeds
 (or realisations), :func:`bootstrap`: a statistic of one or more samples, each resampled along
 its first axis, independently (unpaired) or with one shared index (paired: the samples are rows
 of the same seeds). The fits are statistics of it:
 
-- :func:`fit_loglog`, deviations y(n) ≈ C n^slope over sizes n:
-  mean over seeds of log y(n_k) = intercept + slope · log n_k (ordinary least squares); from
+- :func:`fit_loglog`, deviations $y(n) ≈ C n^s$ over sizes n (s the slope):
+  the mean over seeds of $\log y(n_k)$ = intercept + $s \log n_k$ (ordinary least squares); from
   :data:`MIN_BOOTSTRAP_SEEDS` seeds on, its interval resamples the seeds independently at every
   size; below, it is the Student-t interval of the per-seed slopes (see there why);
 - :func:`fit_polynomial`, a polynomial in x of the mean per configuration (e.g. log C against β).

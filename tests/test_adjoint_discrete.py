@@ -65,7 +65,7 @@ def test_context_gradient_is_weighted_particle_adjoint():
     # p_0 = ∂L/∂x_0
     gx = jax.jit(jax.grad(lambda x: 0.5 * jnp.sum((residual_network(model, x, ctx)[0] - y) ** 2) / 2))(x0)
     assert _rel(sol.ps[0], gx) <= 1e-10
-    assert sol.ss.shape == (model.num_layers + 1,) and sol.a.shape == (5, 7, 3)
+    assert sol.ts.shape == (model.num_layers + 1,) and sol.a.shape == (5, 7, 3)
     # the terminal condition a(1) = ∂L/∂z(1) / w is zero for a loss of the tokens only
     assert float(jnp.abs(sol.a[-1]).max()) == 0.0
 
@@ -82,13 +82,15 @@ class _KernelField(cfm_jax.AbstractField):
 def test_user_field_gets_an_adjoint():
     _, x0, ctx, y = _problem(6)
     kw, kc = jax.random.split(jax.random.key(11))
-    model = cfm_jax.CFM(_KernelField(), {"W": jax.random.normal(kw, (3, 3, 3)), "c": jax.random.normal(kc, (3, 3))}, 3)
+    model = cfm_jax.PiecewiseConstantCFM(
+        _KernelField(), {"W": jax.random.normal(kw, (3, 3, 3)), "c": jax.random.normal(kc, (3, 3))}, 3
+    )
     _, g_h = cfm_jax.loss_and_grad(model, x0, ctx, y)
     params, static = eqx.partition(model, eqx.is_inexact_array)
     g_a = jax.jit(
         jax.grad(lambda p: 0.5 * jnp.sum((residual_network(eqx.combine(p, static), x0, ctx)[0] - y) ** 2) / 2)
     )(params)
-    assert type(g_h) is cfm_jax.CFM
+    assert type(g_h) is cfm_jax.PiecewiseConstantCFM
     assert _rel(g_h.params, g_a.params) <= 1e-10
 
 

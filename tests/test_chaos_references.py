@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cfm_jax
-from cfm_jax import GaussianMeasure, ball_probes, chaos, gaussian_flow
+from cfm_jax import GaussianMeasure, ball_probes, chaos, forward
 
 _EXACT_REF: dict[str, Any] = dict(
     field="attention",
@@ -38,7 +38,7 @@ def _seed_draws(spec, key, n):
 @pytest.mark.slow  # each reference's sweep programs
 def test_gaussian_reference_token_deviation_is_the_direct_one():
     """Against the Gaussian limit: the token deviation of each n equals ‖forward(first n i.i.d.
-    points) − gaussian_flow‖ computed directly (an unpadded forward per n), the exact floors are 0
+    points) − forward‖ computed directly (an unpadded forward per n), the exact floors are 0
     (W1 in d = 2, against QMC points, has a floor > 0), and max(ns) may exceed n_ref."""
     spec = chaos.ChaosSpec(**dict(_EXACT_REF, ns=(4, 16, 512), adjoint=False), reference="gaussian")
     key = jax.random.key(5)
@@ -47,7 +47,7 @@ def test_gaussian_reference_token_deviation_is_the_direct_one():
     assert res["floor_w1"] > 0  # Sinkhorn in d = 2 against QMC points of the pushed Gaussian
     model, x0, z = _seed_draws(spec, key, 512)
     mu = GaussianMeasure(jnp.zeros(2), 0.5 * jnp.eye(2))  # the population N(0, I/d)
-    exact = gaussian_flow(model, x0, mu, saveat=cfm_jax.SaveAt(layers=True)).xs
+    exact = forward(model, x0, mu, saveat=cfm_jax.SaveAt(layers=True)).xs
     assert exact is not None
     for i, n in enumerate(spec.ns):
         xs = cfm_jax.forward(model, x0, z[:n], saveat=cfm_jax.SaveAt(layers=True)).xs
@@ -79,7 +79,7 @@ def test_gaussian_rows_w1_and_grad_phi_references():
     assert res["w1"].shape == (3,) and res["grad_phi"].shape == (2,) and res["token"].shape == (3,)
     assert res["floor_w1"] == res["floor_adjoint"] == 0 and res["floor_grad_phi"] > 0
     model, x0, z = _seed_draws(spec, key, 64)
-    lim = gaussian_flow(model, x0, GaussianMeasure(jnp.zeros(1), jnp.eye(1)), saveat=cfm_jax.SaveAt(layers=True))
+    lim = forward(model, x0, GaussianMeasure(jnp.zeros(1), jnp.eye(1)), saveat=cfm_jax.SaveAt(layers=True))
     assert lim.contexts is not None
     for i, n in enumerate(spec.ns):
         traj = cfm_jax.forward(model, x0, z[:n], saveat=cfm_jax.SaveAt(layers=True)).contexts

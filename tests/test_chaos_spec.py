@@ -37,7 +37,6 @@ def test_buckets_group_the_sizes_measured_alike():
         ((256,), 256, True, True, False),
         ((1024, 4096), 4096, True, False, False),
     }
-    assert chaos.program_count(spec) == 5
     # every n of every quantity is in exactly one bucket that measures it
     for q, flag in (("token", "core"), ("w1", "w1"), ("grad_phi", "probes")):
         owned = sorted(n for b in chaos.buckets(spec) if getattr(b, flag) for n in b.ns)

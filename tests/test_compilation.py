@@ -170,7 +170,7 @@ SCRIPT = textwrap.dedent(
         cfm_jax.forward(model, x0, context).x1.block_until_ready()
         cfm_jax.loss_and_grad(model, x0, context, y)
         jax.grad(lambda m: jnp.sum(cfm_jax.forward(m, x0, context).x1))(model)
-        cfm_jax.gaussian_flow(model, x0, cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
+        cfm_jax.forward(model, x0, cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
     print(json.dumps([rec.lowered_names, rec.compiled_names]))
     """
 )

@@ -16,7 +16,7 @@ def test_control_field_population_fixed_point_and_lipschitz():
     """With ν = the reference, the reference system does not move; |V(μ) − V(μ')| ≤ W1(μ, μ')."""
     nu = EmpiricalMeasure(jax.random.normal(jax.random.key(4), (64, 1), jnp.float64))
     field = W1ControlField.create(nu)
-    model = cfm_jax.CFM(field, {"c": jnp.ones(3)}, 1)
+    model = cfm_jax.PiecewiseConstantCFM(field, {"c": jnp.ones(3)}, 1)
     sol = jax.jit(cfm_jax.forward)(model, jnp.zeros((1, 1)), nu)
     assert float(jnp.abs(sol.x1).max()) < 1e-12
     mu1 = EmpiricalMeasure(jax.random.normal(jax.random.key(5), (20, 1), jnp.float64))

@@ -36,11 +36,11 @@ def test_the_affine_mlp_is_the_mlp_with_a_linear_activation():
     kq, kc = jax.random.split(jax.random.key(7))
     q, c = jax.random.normal(kq, (5, 3)), jax.random.normal(kc, (5, 3))
     a = LinearMLPField().local_vjp(q, ctx, th, c)
-    b = MLPField(activation=cfm_jax.linear).local_vjp(q, ctx, th, c)
+    b = MLPField(activation=jax.nn.identity).local_vjp(q, ctx, th, c)
     for part in ("velocity", "dx", "dz", "dlogw"):
         assert rel(getattr(a, part), getattr(b, part)) <= 1e-14, part
     assert rel(a.dparams, b.dparams) <= 1e-14
     cst, M = LinearMLPField().gaussian_affine(th, jnp.zeros(3), jnp.eye(3))
     assert rel(cst + q @ M.T, a.velocity) <= 1e-14
-    linear_model = cfm_jax.Transformer(**model.stacked_params(), activation=cfm_jax.linear)
+    linear_model = cfm_jax.Transformer(**model.stacked_params(), activation=jax.nn.identity)
     assert isinstance(linear_model.field, cfm_jax.GaussianSumField)

@@ -48,15 +48,15 @@ def test_single_token_and_saveat(small_problem):
     single = forward(model, x0[1], ctx)
     assert single.x1.shape == (3,)
     np.testing.assert_allclose(single.x1, batch.x1[1], atol=1e-13)
-    assert batch.ss is not None and batch.xs is not None and batch.contexts is not None
-    assert batch.ss.shape == (model.num_layers + 1,)
-    np.testing.assert_allclose(batch.ss, np.arange(model.num_layers + 1) / model.num_layers, atol=1e-14)
+    assert batch.ts is not None and batch.xs is not None and batch.contexts is not None
+    assert batch.ts.shape == (model.num_layers + 1,)
+    np.testing.assert_allclose(batch.ts, np.arange(model.num_layers + 1) / model.num_layers, atol=1e-14)
     np.testing.assert_allclose(batch.xs[-1], batch.x1, atol=0)
     np.testing.assert_allclose(batch.contexts.points[0], ctx.points, atol=0)
     steps = forward(model, x0, ctx, steps=3 * model.num_layers, saveat=SaveAt(steps=True))
-    assert steps.ss is not None and steps.xs is not None
+    assert steps.ts is not None and steps.xs is not None
     assert steps.xs.shape == (3 * model.num_layers + 1, 2, 3)
-    np.testing.assert_allclose(steps.ss[::3], batch.ss, atol=1e-14)
+    np.testing.assert_allclose(steps.ts[::3], batch.ts, atol=1e-14)
 
 
 def test_context_permutation_invariance(small_problem):
@@ -141,12 +141,12 @@ def test_piecewise_linear_path_and_user_field():
 
     class Linear(cfm_jax.AbstractField):
         def __call__(self, x, measure, params):
-            return x @ params["A"].T + measure.mean() @ params["B"].T
+            return x @ params["A"].T + measure.mean @ params["B"].T
 
     d, L = 3, 4
     A = 0.3 * jax.random.normal(jax.random.key(9), (d, d))
     B = 0.3 * jax.random.normal(jax.random.key(10), (d, d))
-    const = cfm_jax.CFM(Linear(), {"A": jnp.stack([A] * L), "B": jnp.stack([B] * L)}, dim=d)
+    const = cfm_jax.PiecewiseConstantCFM(Linear(), {"A": jnp.stack([A] * L), "B": jnp.stack([B] * L)}, dim=d)
     lin = cfm_jax.PiecewiseLinearCFM(Linear(), {"A": jnp.stack([A] * (L + 1)), "B": jnp.stack([B] * (L + 1))}, dim=d)
     x0 = jnp.ones((1, d))
     z = jax.random.normal(jax.random.key(11), (5, d))

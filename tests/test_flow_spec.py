@@ -114,9 +114,9 @@ def test_saveat_ts_picks_the_depths_of_the_full_trajectory():
     full = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True))
     part = cfm_jax.forward(model, x0, z, saveat=SaveAt(ts=np.array([0.0, 0.5, 1.0])))
     at = jnp.array([0, 2, 4])
-    assert full.ss is not None and full.xs is not None and full.contexts is not None
+    assert full.ts is not None and full.xs is not None and full.contexts is not None
     assert part.xs is not None and part.contexts is not None
-    np.testing.assert_array_equal(part.ss, full.ss[at])
+    np.testing.assert_array_equal(part.ts, full.ts[at])
     np.testing.assert_array_equal(part.xs, full.xs[at])
     np.testing.assert_array_equal(part.contexts.points, full.contexts.points[at])
     steps = cfm_jax.forward(model, x0[0], z, steps=8, saveat=SaveAt(steps=True))
@@ -168,10 +168,10 @@ def test_saveat_ts_rounds_to_the_nearest_depth():
     model, x0, z = _problem(n=4, layers=100)
     full = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True))
     part = cfm_jax.forward(model, x0, z, saveat=SaveAt(ts=(0.29, 0.57, 0.58)))
-    assert full.ss is not None and full.xs is not None and part.xs is not None
+    assert full.ts is not None and full.xs is not None and part.xs is not None
     at = jnp.array([29, 57, 58])
     np.testing.assert_array_equal(part.xs, full.xs[at])
-    np.testing.assert_array_equal(part.ss, full.ss[at])
+    np.testing.assert_array_equal(part.ts, full.ts[at])
 
 
 class _Bar:
@@ -198,7 +198,7 @@ def test_a_progress_bar_that_is_not_a_meter_is_named_after_any_earlier_call():
     tqdm = pytest.importorskip("tqdm")
     entries = {
         "forward": lambda **o: cfm_jax.forward(model, x0, z, **o),
-        "gaussian_flow": lambda **o: cfm_jax.gaussian_flow(small, x0, mu, **o),
+        "forward on a Gaussian": lambda **o: cfm_jax.forward(small, x0, mu, **o),
         "loss_and_grad": lambda **o: cfm_jax.loss_and_grad(model, x0, z, x0, **o),
         "token_adjoint": lambda **o: cfm_jax.token_adjoint(model, x0, z, x0, **o),
         "adjoint_trajectories": lambda **o: cfm_jax.adjoint_trajectories(model, x0, z, x0, **o),
@@ -218,9 +218,9 @@ def test_saveat_fn_saves_its_output_only_and_is_differentiated_through():
     full = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True))
     sol = cfm_jax.forward(model, x0, z, saveat=SaveAt(layers=True, fn=lambda s, x, c: (s, x, c.points.mean(0))))
     assert sol.xs is None and sol.contexts is None
-    assert full.ss is not None and full.xs is not None and full.contexts is not None
+    assert full.ts is not None and full.xs is not None and full.contexts is not None
     s, x, mean = sol.ys
-    np.testing.assert_array_equal(s, full.ss)
+    np.testing.assert_array_equal(s, full.ts)
     np.testing.assert_array_equal(x, full.xs)
     np.testing.assert_allclose(mean, full.contexts.points.mean(1), rtol=1e-14)
     tokens = SaveAt(layers=True, fn=lambda s, x, c: x)

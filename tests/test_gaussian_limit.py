@@ -15,8 +15,7 @@ from cfm_jax import (
     FlowSolution,
     GaussianMeasure,
     LinearMLPField,
-    gaussian_flow,
-    linear,
+    forward,
     token_adjoint,
 )
 from cfm_jax.stats import fit_loglog
@@ -37,7 +36,14 @@ def _x0():
 def linear_mlp_model():
     """Attention (2 heads) + an MLP declared linear, L = 4."""
     return cfm_jax.Transformer.init(
-        jax.random.key(5), D, heads=2, mlp_width=3, layers=4, activation=linear, mlp_scale=0.5, dtype=jnp.float64
+        jax.random.key(5),
+        D,
+        heads=2,
+        mlp_width=3,
+        layers=4,
+        activation=jax.nn.identity,
+        mlp_scale=0.5,
+        dtype=jnp.float64,
     )
 
 
@@ -69,7 +75,7 @@ def test_recursion_vs_sampled_forward(linear_mlp_model):
     the moment recursion's token as n^{-1/2} over almost two decades, with no floor. One compiled
     n-system: the first n of N samples carry weight 1/n, the rest exactly 0."""
     model, mu, x = linear_mlp_model, _mu(), _x0()
-    exact = gaussian_flow(model, x, mu).x1
+    exact = forward(model, x, mu).x1
     ns = [16, 64, 256, 1024]
     N = ns[-1]
     keys = jax.random.split(jax.random.key(12), 8)
@@ -90,7 +96,7 @@ def test_recursion_vs_sampled_forward(linear_mlp_model):
 
 
 def _ode_reference(model, x, mu):
-    return gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), steps=64 * model.num_layers)
+    return forward(model, x, mu, solver=diffrax.Tsit5(), steps=64 * model.num_layers)
 
 
 def _ode_error(sol, ref):
@@ -103,7 +109,7 @@ def test_euler_recursion_converges_to_moment_ode_first_order(linear_mlp_model):
     model, mu, x = linear_mlp_model, _mu(), _x0()
     ref = _ode_reference(model, x, mu)
     ks = [2, 4, 8, 16, 32]
-    errs = [_ode_error(gaussian_flow(model, x, mu, steps=k * model.num_layers), ref) for k in ks]
+    errs = [_ode_error(forward(model, x, mu, steps=k * model.num_layers), ref) for k in ks]
     assert abs(fit_loglog(ks, errs).slope + 1.0) < 0.1, errs
 
 
@@ -112,7 +118,7 @@ def test_moment_ode_heun_second_order(linear_mlp_model):
     model, mu, x = linear_mlp_model, _mu(), _x0()
     ref = _ode_reference(model, x, mu)
     ks = [2, 4, 8, 16]
-    errs = [_ode_error(gaussian_flow(model, x, mu, solver=diffrax.Heun(), steps=k * model.num_layers), ref) for k in ks]
+    errs = [_ode_error(forward(model, x, mu, solver=diffrax.Heun(), steps=k * model.num_layers), ref) for k in ks]
     assert abs(fit_loglog(ks, errs).slope + 2.0) < 0.2, errs
 
 
@@ -128,12 +134,12 @@ def test_affine_field_moments_exact_for_any_empirical_context():
         "W2": 0.5 * jax.random.normal(k3, (L, D, m)),
         "b2": 0.1 * jnp.ones((L, D)),
     }
-    model = cfm_jax.CFM(LinearMLPField(), params, D)
+    model = cfm_jax.PiecewiseConstantCFM(LinearMLPField(), params, D)
     z = jax.random.normal(jax.random.key(6), (50, D)) @ jnp.diag(jnp.array([1.0, 0.5, 2.0]))
     mu = GaussianMeasure(z.mean(0), jnp.cov(z.T, bias=True))
     x = _x0()
     for steps in (L, 2 * L):
-        sol = gaussian_flow(model, x, mu, steps=steps)
+        sol = forward(model, x, mu, steps=steps)
         fs = cfm_jax.forward(model, x, z, steps=steps)
         np.testing.assert_allclose(sol.x1, fs.x1, atol=1e-12)
         np.testing.assert_allclose(sol.context.mean, fs.context.points.mean(0), atol=1e-12)
@@ -155,7 +161,7 @@ def test_sum_field_adds_closed_forms(linear_mlp_model):
 def test_refusal_names_the_field(activation, name):
     model = cfm_jax.Transformer.init(jax.random.key(0), D, heads=1, mlp_width=2, layers=2, activation=activation)
     with pytest.raises(TypeError, match=rf"MLPField with activation .*{name}.* no Gaussian closed form"):
-        gaussian_flow(model, _x0(), _mu())
+        forward(model, _x0(), _mu())
 
 
 def test_refusal_default_names_user_field():
@@ -163,13 +169,13 @@ def test_refusal_default_names_user_field():
         def __call__(self, x, measure, params):
             return jnp.sin(x) * params["a"]
 
-    model = cfm_jax.CFM(Odd(), {"a": jnp.ones((2,))}, D)
+    model = cfm_jax.PiecewiseConstantCFM(Odd(), {"a": jnp.ones((2,))}, D)
     with pytest.raises(TypeError, match="Odd has no Gaussian closed form"):
-        gaussian_flow(model, _x0(), _mu())
+        forward(model, _x0(), _mu())
 
 
 def _loss(model, x, mean, cov, **kw):
-    sol = gaussian_flow(model, x, GaussianMeasure.unchecked(mean, cov), **kw)
+    sol = forward(model, x, GaussianMeasure.unchecked(mean, cov), **kw)
     return jnp.sum(jnp.sin(sol.x1)) + jnp.sum(sol.context.cov**2) + jnp.sum(sol.context.mean**3)
 
 
@@ -203,13 +209,13 @@ def test_token_adjoint_matches_autodiff(linear_mlp_model):
     y = jnp.ones_like(x)
 
     def loss(x0):
-        return 0.5 * jnp.mean(jnp.sum((gaussian_flow(model, x0, mu, steps=8).x1 - y) ** 2, -1))
+        return 0.5 * jnp.mean(jnp.sum((forward(model, x0, mu, steps=8).x1 - y) ** 2, -1))
 
     sol, ps = token_adjoint(model, x, mu, y, steps=8)
-    assert sol.ss is not None
-    assert ps.shape == (5, 4, D) and sol.ss.shape == (5,)
+    assert sol.ts is not None
+    assert ps.shape == (5, 4, D) and sol.ts.shape == (5,)
     np.testing.assert_allclose(ps[0], jax.grad(loss)(x), atol=1e-13)
-    np.testing.assert_allclose(ps[-1], (gaussian_flow(model, x, mu, steps=8).x1 - y) / 4, atol=1e-14)
+    np.testing.assert_allclose(ps[-1], (forward(model, x, mu, steps=8).x1 - y) / 4, atol=1e-14)
     _, ps_steps = token_adjoint(model, x, mu, y, steps=8, saveat=cfm_jax.SaveAt(steps=True))
     np.testing.assert_allclose(ps_steps[::2], ps, atol=1e-15)
 
@@ -217,18 +223,18 @@ def test_token_adjoint_matches_autodiff(linear_mlp_model):
 def test_saveat_and_shapes(linear_mlp_model):
     model, mu, x = linear_mlp_model, _mu(), _x0()
     L = model.num_layers
-    layers = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
-    steps = gaussian_flow(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(steps=True))
+    layers = forward(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
+    steps = forward(model, x, mu, steps=2 * L, saveat=cfm_jax.SaveAt(steps=True))
     assert isinstance(layers, FlowSolution) and isinstance(layers.context, GaussianMeasure)
-    assert layers.xs is not None and layers.contexts is not None and layers.ss is not None
+    assert layers.xs is not None and layers.contexts is not None and layers.ts is not None
     assert steps.xs is not None and steps.contexts is not None
     assert layers.xs.shape == (L + 1, 4, D) and layers.contexts.cov.shape == (L + 1, D, D)
     assert steps.contexts.mean.shape == (2 * L + 1, D)
     np.testing.assert_allclose(layers.contexts.cov[-1], layers.context.cov, atol=1e-15)
-    np.testing.assert_allclose(layers.ss, jnp.arange(L + 1) / L)
+    np.testing.assert_allclose(layers.ts, jnp.arange(L + 1) / L)
     np.testing.assert_allclose(steps.xs[::2], layers.xs, atol=1e-15)
     np.testing.assert_allclose(layers.xs[-1], layers.x1, atol=1e-15)
-    single = gaussian_flow(model, x[0], mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
+    single = forward(model, x[0], mu, steps=2 * L, saveat=cfm_jax.SaveAt(layers=True))
     assert single.xs is not None
     assert single.x1.shape == (D,) and single.xs.shape == (L + 1, D)
     np.testing.assert_allclose(single.x1, layers.x1[0], atol=1e-15)
@@ -236,14 +242,12 @@ def test_saveat_and_shapes(linear_mlp_model):
 
 def test_bad_inputs(linear_mlp_model):
     mu = _mu()
-    with pytest.raises(ValueError, match="`mu` must be a GaussianMeasure"):
-        gaussian_flow(linear_mlp_model, _x0(), jnp.zeros((5, D)))  # pyright: ignore[reportArgumentType]  # bad on purpose
-    with pytest.raises(ValueError, match="`mu` has dimension 2"):
-        gaussian_flow(linear_mlp_model, _x0(), GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
+    with pytest.raises(ValueError, match="`context` has dimension 2"):
+        forward(linear_mlp_model, _x0(), GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
     with pytest.raises(ValueError, match="`steps`=6 must be a multiple"):
-        gaussian_flow(linear_mlp_model, _x0(), mu, steps=6)
+        forward(linear_mlp_model, _x0(), mu, steps=6)
     with pytest.raises(ValueError, match="`x0` has dimension 5"):
-        gaussian_flow(linear_mlp_model, jnp.zeros((2, 5)), mu)
+        forward(linear_mlp_model, jnp.zeros((2, 5)), mu)
     with pytest.raises(ValueError, match="`y` must have the shape"):
         token_adjoint(linear_mlp_model, _x0(), mu, jnp.zeros((3, D)))
     with pytest.raises(ValueError, match="`n` must be a positive int"):
@@ -254,10 +258,10 @@ def test_jit_and_vmap_over_contexts(linear_mlp_model):
     """Pure in arrays: vmapped over a batch of means equals the loop, under jit."""
     model, mu, x = linear_mlp_model, _mu(), _x0()
     means = jnp.stack([mu.mean, -mu.mean, 2 * mu.mean])
-    f = jax.jit(jax.vmap(lambda m: gaussian_flow(model, x, GaussianMeasure(m, mu.cov)).x1))
+    f = jax.jit(jax.vmap(lambda m: forward(model, x, GaussianMeasure(m, mu.cov)).x1))
     out = f(means)
     for i in range(3):
-        np.testing.assert_allclose(out[i], gaussian_flow(model, x, GaussianMeasure(means[i], mu.cov)).x1, atol=1e-13)
+        np.testing.assert_allclose(out[i], forward(model, x, GaussianMeasure(means[i], mu.cov)).x1, atol=1e-13)
     assert eqx.is_array(out)
 
 
@@ -290,8 +294,8 @@ def test_adaptive_moment_ode_through_the_one_loop():
     small ``max_steps`` is reported in ``result`` (throw=False) or raised (throw=True)."""
     model, mu, x = _tame_attention(), _mu(), _x0()
     pid = diffrax.PIDController(rtol=1e-8, atol=1e-8)
-    ref = gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), steps=32 * model.num_layers)
-    sol = gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=pid)
+    ref = forward(model, x, mu, solver=diffrax.Tsit5(), steps=32 * model.num_layers)
+    sol = forward(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=pid)
     np.testing.assert_allclose(sol.x1, ref.x1, atol=1e-6)
     np.testing.assert_allclose(sol.context.cov, ref.context.cov, atol=1e-6)
     assert sol.result == diffrax.RESULTS.successful
@@ -299,10 +303,10 @@ def test_adaptive_moment_ode_through_the_one_loop():
     assert int(stats["num_steps"]) == int(stats["num_accepted_steps"]) + int(stats["num_rejected_steps"])
     assert int(stats["num_accepted_steps"]) >= model.num_layers
     tight = diffrax.PIDController(rtol=1e-12, atol=1e-12)  # a whole layer in one step is never accepted
-    capped = gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=tight, max_steps=1, throw=False)
+    capped = forward(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=tight, max_steps=1, throw=False)
     assert capped.result == diffrax.RESULTS.max_steps_reached
     with pytest.raises(eqx.EquinoxRuntimeError, match="max_steps"):
-        gaussian_flow(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=tight, max_steps=1)
+        forward(model, x, mu, solver=diffrax.Tsit5(), stepsize_controller=tight, max_steps=1)
 
 
 @pytest.mark.parametrize(
@@ -318,11 +322,11 @@ def test_adaptive_moment_ode_through_the_one_loop():
         ({"adjoint": cfm_jax.DiscreteAdjoint()}, "`adjoint`=DiscreteAdjoint.*EmpiricalMeasure"),
     ],
 )
-def test_gaussian_flow_validates_its_options_as_forward_does(options, match):
+def test_options_are_validated_for_a_gaussian_context_too(options, match):
     """Options are validated once, for every kind of context: errors name the argument (they used to be
     an AttributeError from inside the solve, or diffrax's message)."""
     with pytest.raises(ValueError, match=match):
-        gaussian_flow(_tame_attention(), _x0(), _mu(), **options)
+        forward(_tame_attention(), _x0(), _mu(), **options)
 
 
 def test_token_adjoint_refuses_a_loss_that_is_not_callable():
@@ -373,7 +377,7 @@ def test_piecewise_linear_path_takes_theta_at_each_step_start():
         c, M = (np.asarray(a) for a in AttentionField().gaussian_affine(theta, jnp.asarray(m), jnp.asarray(S)))
         G = np.eye(D) + M / N
         x, m, S = x + (c + x @ M.T) / N, m + (c + M @ m) / N, G @ S @ G.T
-    sol = gaussian_flow(model, _x0(), mu, steps=N)
+    sol = forward(model, _x0(), mu, steps=N)
     np.testing.assert_allclose(sol.x1, x, atol=1e-13)
     np.testing.assert_allclose(sol.context.mean, m, atol=1e-13)
     np.testing.assert_allclose(sol.context.cov, S, atol=1e-13)
@@ -384,9 +388,9 @@ def test_a_wider_context_dtype_is_not_cast_to_the_tokens():
     input, equal to the solve from the same tokens in float64."""
     model = _tame_attention()
     x32 = _x0().astype(jnp.float32)
-    sol = gaussian_flow(model, x32, _mu())
+    sol = forward(model, x32, _mu())
     assert sol.x1.dtype == jnp.float64
-    np.testing.assert_allclose(sol.x1, gaussian_flow(model, x32.astype(jnp.float64), _mu()).x1, rtol=1e-15)
+    np.testing.assert_allclose(sol.x1, forward(model, x32.astype(jnp.float64), _mu()).x1, rtol=1e-15)
 
 
 def test_a_float64_gaussian_context_is_not_cast_to_float32_tokens_and_parameters():
@@ -394,18 +398,18 @@ def test_a_float64_gaussian_context_is_not_cast_to_float32_tokens_and_parameters
     solve from the same tokens given in float64."""
     m32 = _tame_attention(dtype=jnp.float32)
     x32 = _x0().astype(jnp.float32)
-    sol = gaussian_flow(m32, x32, _mu())
+    sol = forward(m32, x32, _mu())
     assert sol.x1.dtype == jnp.float64
-    np.testing.assert_allclose(sol.x1, gaussian_flow(m32, x32.astype(jnp.float64), _mu()).x1, rtol=1e-15)
+    np.testing.assert_allclose(sol.x1, forward(m32, x32.astype(jnp.float64), _mu()).x1, rtol=1e-15)
 
 
 def test_steps_are_counted_once_per_step():
     """stats["num_steps"] is L·k for k fixed steps per layer, through every path of the loop."""
     model, mu, x = _tame_attention(L=2), _mu(), _x0()
     for solver in (diffrax.Euler(), diffrax.Heun()):
-        sol = gaussian_flow(model, x, mu, solver=solver, steps=6, saveat=cfm_jax.SaveAt(steps=True))
+        sol = forward(model, x, mu, solver=solver, steps=6, saveat=cfm_jax.SaveAt(steps=True))
         assert int(sol.stats["num_steps"]) == 6 and int(sol.stats["num_rejected_steps"]) == 0
-        assert sol.ss is not None and sol.ss.shape == (7,)
-    auto = gaussian_flow(model, x, mu, steps=6, adjoint=diffrax.RecursiveCheckpointAdjoint())  # diffeqsolve
+        assert sol.ts is not None and sol.ts.shape == (7,)
+    auto = forward(model, x, mu, steps=6, adjoint=diffrax.RecursiveCheckpointAdjoint())  # diffeqsolve
     assert int(auto.stats["num_steps"]) == 6
-    np.testing.assert_allclose(auto.x1, gaussian_flow(model, x, mu, steps=6).x1, atol=1e-14)
+    np.testing.assert_allclose(auto.x1, forward(model, x, mu, steps=6).x1, atol=1e-14)

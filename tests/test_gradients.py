@@ -26,11 +26,11 @@ def test_probe_gradients_at_particles_equal_particle_adjoints(adjoint):
         kw.update(solver=diffrax.Bosh3(), steps=8)
     sol = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=ctx.points, **kw)  # same shapes: one compile
     zs = sol.contexts.points
-    assert zs.shape == (sol.ss.shape[0], 7, 3) and sol.contexts.weights.shape == zs.shape[:2]
-    for k in (0, 2, sol.ss.shape[0] - 1):
+    assert zs.shape == (sol.ts.shape[0], 7, 3) and sol.contexts.weights.shape == zs.shape[:2]
+    for k in (0, 2, sol.ts.shape[0] - 1):
         probed = cfm_jax.adjoint_trajectories(model, x0, ctx, y, probes=zs[k], **kw)
         assert probed.probe_grads is not None
-        assert probed.probe_grads.shape == (sol.ss.shape[0], 7, 3)
+        assert probed.probe_grads.shape == (sol.ts.shape[0], 7, 3)
         assert float(jnp.max(jnp.abs(probed.probe_grads[k] - sol.a[k]))) <= 1e-10
 
 

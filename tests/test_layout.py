@@ -4,7 +4,7 @@ private helper crossing a module, every module with its own test file, no module
 Two packages. ``cfm_jax`` is the numerical library; its layers (low to high; a module may import its
 own layer and the ones below):
 
-    _arguments, _validation, stats, _qmc, _random, _compilation → _measures → _fields → _paths
+    _arguments, _deprecations, _validation, stats, _qmc, _random, _compilation → _measures → _fields → _paths
     → _flow (_gaussian_limit, _regime) → _adjoint → _solve → _gradients
     → (ogd, _wasserstein, _populations, _streams, _sharding, distributed, _control, _chaos, chaos)
 
@@ -31,7 +31,7 @@ APP_TESTS = ROOT / "experiments" / "tests"
 MAX_LINES = 450
 
 LAYERS = [
-    ("_arguments", "_validation", "stats", "_qmc", "_random", "_compilation"),
+    ("_arguments", "_deprecations", "_validation", "stats", "_qmc", "_random", "_compilation"),
     ("_measures",),
     ("_fields",),
     ("_paths",),
@@ -211,6 +211,51 @@ def test_public_names_are_listed_once_and_resolve():
             getattr(module, name)
 
 
+def _type_checking_imports(init: Path) -> dict[str, str]:
+    """{name: module it is imported from, relative to the package} of the ``if TYPE_CHECKING:`` block."""
+    tree = ast.parse(init.read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    found = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1, ast.unparse(node)
+        for a in node.names:
+            found[a.asname or a.name] = node.module or a.name  # `from . import ogd`: the subpackage itself
+    return found
+
+
+def test_the_root_lists_its_public_names_once():
+    """``cfm_jax.__all__`` is made from ``_EXPORTS`` alone, and the ``TYPE_CHECKING`` imports (for static
+    analysers) name exactly the names of ``_EXPORTS``, each from the module ``_EXPORTS`` gives; deprecated
+    names are in neither."""
+    import cfm_jax
+
+    assert cfm_jax.__all__ == sorted(cfm_jax._EXPORTS, key=str.lower)
+    assert _type_checking_imports(PKG / "__init__.py") == cfm_jax._EXPORTS
+    assert not set(cfm_jax._DEPRECATED) & set(cfm_jax._EXPORTS)
+
+
+def test_the_experiments_list_their_public_names_once():
+    import cfm_experiments
+
+    assert cfm_experiments.__all__ == sorted(cfm_experiments._EXPORTS)
+    assert _type_checking_imports(APP / "__init__.py") == cfm_experiments._EXPORTS
+
+
+def test_the_type_checking_check_catches_a_missing_or_stale_import(tmp_path):
+    import cfm_jax
+
+    text = (PKG / "__init__.py").read_text()
+    for planted in (
+        text.replace("        PallasAttention,\n", ""),  # a public name static analysers do not see
+        text.replace(
+            "from ._solve import default_adjoint, forward", "from ._solve import default_adjoint, forward, prepare"
+        ),
+    ):
+        assert planted != text
+        (tmp_path / "__init__.py").write_text(planted)
+        assert _type_checking_imports(tmp_path / "__init__.py") != cfm_jax._EXPORTS
+
+
 def test_no_attribute_probing():
     """Behaviour is chosen by types, never by hasattr/getattr probing of objects (argparse namespaces
     aside, where the CLI reads options a subcommand may not define)."""
@@ -226,6 +271,8 @@ def test_no_attribute_probing():
                 if isinstance(target, ast.Name) and target.id == "args":
                     continue
                 if path.name == "_wasserstein.py":  # the version-guarded ott-jax shim detects a JAX internal
+                    continue
+                if path.name == "_deprecations.py":  # a deprecated name's value, looked up by its name (as the root's)
                     continue
                 bad.append(f"{path.relative_to(PKG)}:{node.lineno}")
     assert not bad, bad

@@ -28,8 +28,21 @@ def test_measure_validation(points, weights, match, error):
 
 
 def test_measure_inside_jit_skips_value_checks_but_works():
-    f = jax.jit(lambda z: EmpiricalMeasure(z).mean())
+    f = jax.jit(lambda z: EmpiricalMeasure(z).mean)
     np.testing.assert_allclose(f(jnp.ones((4, 2))), jnp.ones(2))
+
+
+def test_both_kinds_of_context_have_their_mean_as_an_attribute():
+    """``measure.mean`` reads the same way for either kind (a metric written for one runs on the other):
+    the barycentre Σ_j w_j z_j of the atoms, the Gaussian's m; a sample of the Gaussian agrees."""
+    z, w = np.array([[1.0, 2.0], [3.0, -1.0], [0.0, 4.0]]), np.array([0.5, 0.25, 0.25])
+    mu = EmpiricalMeasure(z, w)
+    np.testing.assert_allclose(mu.mean, [0.5 * 1 + 0.25 * 3 + 0.25 * 0, 0.5 * 2 - 0.25 + 0.25 * 4], rtol=1e-15)
+    gauss = GaussianMeasure(jnp.array([0.3, -0.7]), jnp.eye(2))
+    sample = EmpiricalMeasure(gauss.sample(jax.random.key(0), 4096, qmc=True))
+    for m in (mu, gauss, sample):
+        assert m.mean.shape == (2,)
+    np.testing.assert_allclose(sample.mean, gauss.mean, atol=0.02)
 
 
 def test_pad_to_adds_zero_mass_atoms_and_unchecked_skips_validation():
@@ -37,7 +50,7 @@ def test_pad_to_adds_zero_mass_atoms_and_unchecked_skips_validation():
     padded = mu.pad_to(5)
     assert padded.size == 5 and float(padded.weights[3:].max()) == 0.0
     np.testing.assert_array_equal(padded.points[:3], mu.points)
-    np.testing.assert_allclose(padded.mean(), mu.mean())
+    np.testing.assert_allclose(padded.mean, mu.mean)
     with pytest.raises(ValueError, match="`size`"):
         mu.pad_to(2)
     # one rule for the weights: zero-weight atoms are allowed everywhere (padding), negative ones never
@@ -99,7 +112,7 @@ def test_split_atom_keeps_the_measure():
     mu = EmpiricalMeasure(jax.random.normal(jax.random.key(0), (4, 3)))
     nu = split_atom(mu, 2, 0.3)
     assert nu.size == 5
-    np.testing.assert_allclose(nu.mean(), mu.mean(), rtol=1e-14)
+    np.testing.assert_allclose(nu.mean, mu.mean, rtol=1e-14)
     np.testing.assert_allclose(nu.weights[2] + nu.weights[4], mu.weights[2], rtol=1e-14)
 
 

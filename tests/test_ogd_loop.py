@@ -15,8 +15,7 @@ import pytest
 from _ogd_problem import CK_LAM, ETA, N_REF, NS, D, K, L, M, _short_run
 
 import cfm_jax
-from cfm_jax import ogd
-from cfm_jax._populations import gaussian
+from cfm_jax import isotropic_gaussian, ogd
 from cfm_jax._streams import ArrayStream, TeacherStudentStream
 from cfm_jax.stats import fit_loglog
 
@@ -132,7 +131,7 @@ def test_coupled_run_with_the_whole_reference_is_the_reference_bit_for_bit(setup
 def _linear_student():
     """A student with a Gaussian closed form (attention + linear MLP), float64."""
     return cfm_jax.Transformer.init(
-        jax.random.key(2), D, heads=1, mlp_width=M, layers=L, activation=cfm_jax.linear, dtype=jnp.float64
+        jax.random.key(2), D, heads=1, mlp_width=M, layers=L, activation=jax.nn.identity, dtype=jnp.float64
     )
 
 
@@ -194,7 +193,7 @@ def test_bad_shapes_and_arguments(setup):
     with pytest.raises(ValueError, match="state.params"):
         ogd.run_ogd(wide, stream, opt, 1, state=ogd.init_state(student, opt))
     with pytest.raises(ValueError, match="population"):
-        TeacherStudentStream(teacher, gaussian(3), jax.random.key(0))
+        TeacherStudentStream(teacher, isotropic_gaussian(3), jax.random.key(0))
     with pytest.raises(ValueError, match="does not exist"):
         ogd.load_checkpoint("/nonexistent/ckpt.eqx", ogd.init_state(student, opt))
 

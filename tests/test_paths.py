@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from _compiles import lowered_programs
 
-from cfm_jax import CFM, EmpiricalMeasure, MLPField, PiecewiseLinearCFM, Transformer, forward
+from cfm_jax import EmpiricalMeasure, MLPField, PiecewiseConstantCFM, PiecewiseLinearCFM, Transformer, forward
 
 
 @pytest.mark.parametrize(
@@ -49,12 +49,12 @@ def test_transformer_validation(kwargs, match):
 
 def test_transformer_values_are_checked_as_values():
     """A non-finite weight given to the constructor is a value problem: EquinoxRuntimeError naming it
-    (as every value check), also for a stacked CFM's params."""
+    (as every value check), also for a PiecewiseConstantCFM's params."""
     zeros = np.zeros((1, 1, 2, 2))
     with pytest.raises(eqx.EquinoxRuntimeError, match="`Q` contains non-finite"):
         Transformer(Q=np.full((1, 1, 2, 2), np.inf), K=zeros, V=zeros)
     with pytest.raises(eqx.EquinoxRuntimeError, match="`params\\['c'\\]` contains non-finite"):
-        CFM(MLPField(), {"c": jnp.array([jnp.nan])}, 2)
+        PiecewiseConstantCFM(MLPField(), {"c": jnp.array([jnp.nan])}, 2)
 
 
 @pytest.mark.parametrize("arg,value", [("dim", 0), ("heads", 0), ("layers", 0), ("mlp_width", -1)])
@@ -66,15 +66,15 @@ def test_init_validation(arg, value):
 
 
 def test_stacked_paths_refuse_a_dim_their_parameters_do_not_take():
-    """CFM and PiecewiseLinearCFM check ``dim`` against the field and its parameters at construction
+    """PiecewiseConstantCFM and PiecewiseLinearCFM check ``dim`` against the field and its parameters at construction
     (traced on shapes only), naming ``dim``, instead of failing later at ``forward`` on ``x0``; a
     non-integer ``dim`` is refused, a NumPy integer taken, and the check runs under ``jax.jit``."""
     model = Transformer.init(jax.random.key(0), dim=3, layers=2, heads=1, mlp_width=4)
     params = model.stacked_params()
-    assert CFM(model.field, params, np.int64(3)).dim == 3  # pyright: ignore[reportArgumentType]
+    assert PiecewiseConstantCFM(model.field, params, np.int64(3)).dim == 3  # pyright: ignore[reportArgumentType]
     for dim in (2, 4, 3.0, "3", 0):
         with pytest.raises(ValueError, match="`dim`"):
-            CFM(model.field, params, dim)  # pyright: ignore[reportArgumentType]
+            PiecewiseConstantCFM(model.field, params, dim)  # pyright: ignore[reportArgumentType]
     mlp: dict[str, Any] = dict(W1=np.zeros((3, 5, 3)), b1=np.zeros((3, 5)), W2=np.zeros((3, 3, 5)), b2=np.zeros((3, 3)))
     assert PiecewiseLinearCFM(MLPField(), mlp, 3).num_layers == 2
     with pytest.raises(ValueError, match="`dim` = 5"):
@@ -83,7 +83,7 @@ def test_stacked_paths_refuse_a_dim_their_parameters_do_not_take():
     @jax.jit
     def x1(params):
         ctx = EmpiricalMeasure(jnp.ones((4, 3)))
-        return forward(CFM(model.field, params, 3), jnp.ones((2, 3)), ctx, throw=False).x1
+        return forward(PiecewiseConstantCFM(model.field, params, 3), jnp.ones((2, 3)), ctx, throw=False).x1
 
     assert x1(params).shape == (2, 3)
 

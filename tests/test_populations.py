@@ -9,8 +9,8 @@ from _problems import residual_network
 
 from cfm_jax._populations import (
     embedded_sphere,
-    gaussian,
     gaussian_mixture,
+    isotropic_gaussian,
     make_population,
     subspace_gaussian,
     uniform_sphere,
@@ -26,7 +26,7 @@ def test_supports_and_intrinsic_dims():
     np.testing.assert_allclose(np.linalg.norm(np.asarray(s), axis=1), 2.0, rtol=1e-5)
     assert np.linalg.matrix_rank(np.asarray(s), tol=1e-5) == 3
     np.testing.assert_allclose(np.linalg.norm(np.asarray(uniform_sphere(3)(KEY, 10)), axis=1), 1.0, rtol=1e-5)
-    assert uniform_sphere(3).intrinsic_dim == 2 and gaussian(4).intrinsic_dim == 4
+    assert uniform_sphere(3).intrinsic_dim == 2 and isotropic_gaussian(4).intrinsic_dim == 4
 
 
 def test_moments_within_monte_carlo_bands():
@@ -34,7 +34,7 @@ def test_moments_within_monte_carlo_bands():
     wrong scale or mean by 10 % is far outside): SE(mean) = s/√n, SE(‖z − m‖²/d) = s²√(2/(n d))."""
     n, d, s = 4000, 3, 0.7
     mean = jnp.array([1.0, -2.0, 0.5])
-    z = np.asarray(gaussian(d, scale=s, mean=mean)(KEY, n), np.float64)
+    z = np.asarray(isotropic_gaussian(d, scale=s, mean=mean)(KEY, n), np.float64)
     assert np.all(np.abs(z.mean(0) - np.asarray(mean)) < 5 * s / np.sqrt(n))
     m2 = np.mean(np.sum((z - np.asarray(mean)) ** 2, 1)) / d
     assert abs(m2 - s**2) < 5 * s**2 * np.sqrt(2 / (n * d))
@@ -53,9 +53,9 @@ def test_mixture_weights():
 
 
 def test_pure_in_key_and_vmappable():
-    z1, z2 = jax.jit(jax.vmap(lambda k: gaussian(2)(k, 3)))(jax.random.split(KEY, 2))
+    z1, z2 = jax.jit(jax.vmap(lambda k: isotropic_gaussian(2)(k, 3)))(jax.random.split(KEY, 2))
     assert z1.shape == (3, 2) and not np.allclose(z1, z2)
-    np.testing.assert_array_equal(gaussian(2)(KEY, 3), gaussian(2)(KEY, 3))
+    np.testing.assert_array_equal(isotropic_gaussian(2)(KEY, 3), isotropic_gaussian(2)(KEY, 3))
 
 
 def test_make_population_and_bad_input():
@@ -63,7 +63,7 @@ def test_make_population_and_bad_input():
     with pytest.raises(ValueError, match="intrinsic_dim"):
         subspace_gaussian(3, 4)
     with pytest.raises(ValueError, match="n"):
-        gaussian(2)(KEY, 0)
+        isotropic_gaussian(2)(KEY, 0)
     with pytest.raises(ValueError):
         make_population("cauchy", 2)  # pyright: ignore[reportArgumentType]  # bad on purpose
 
@@ -71,7 +71,7 @@ def test_make_population_and_bad_input():
 # --- quasi-Monte Carlo samplers ---------------------------------------------------------------
 
 LAWS = {
-    "gaussian": lambda: gaussian(3, scale=0.7, mean=jnp.array([1.0, -2.0, 0.5])),
+    "gaussian": lambda: isotropic_gaussian(3, scale=0.7, mean=jnp.array([1.0, -2.0, 0.5])),
     "mixture": lambda: gaussian_mixture(jnp.array([[2.0, 0.0], [-2.0, 0.0]]), weights=[0.25, 0.75]),
     "sphere": lambda: uniform_sphere(3),
     "subspace": lambda: subspace_gaussian(6, 2),
@@ -113,7 +113,7 @@ def test_qmc_mixture_component_frequencies():
 
 def test_qmc_bad_option():
     with pytest.raises(ValueError, match="`qmc` must be True or False"):
-        gaussian(2)(KEY, 8, qmc="yes")  # pyright: ignore[reportArgumentType]  # bad on purpose
+        isotropic_gaussian(2)(KEY, 8, qmc="yes")  # pyright: ignore[reportArgumentType]  # bad on purpose
 
 
 @pytest.mark.slow  # a rate fitted over many sample sizes
@@ -123,13 +123,13 @@ def test_qmc_reference_error_falls_faster_than_iid():
     slopes with seed CIs, disjoint). One compiled system: prefixes of N points with weights 1/n
     (a scrambled Sobol prefix of 2^k points is itself a scrambled net)."""
     import cfm_jax
-    from cfm_jax import GaussianMeasure, gaussian_flow
+    from cfm_jax import GaussianMeasure, forward
 
     d, s = 3, 3**-0.5
     model = cfm_jax.Transformer.init(jax.random.key(1), d, heads=2, layers=2, dtype=jnp.float64)
-    law = gaussian(d, scale=s)
+    law = isotropic_gaussian(d, scale=s)
     x = 0.5 * jax.random.normal(jax.random.key(2), (4, d), jnp.float64)
-    exact = gaussian_flow(model, x, GaussianMeasure(jnp.zeros(d), s**2 * jnp.eye(d))).x1
+    exact = forward(model, x, GaussianMeasure(jnp.zeros(d), s**2 * jnp.eye(d))).x1
     ns = [16, 64, 256, 1024]
     N = ns[-1]
 

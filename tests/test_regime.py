@@ -166,7 +166,7 @@ def test_attention_beside_a_linear_mlp():
     """A transformer with a linear MLP (its field a GaussianSumField, the exact limit's case) has the
     regime of its attention alone: the MLP does not enter the logits."""
     with_mlp = Transformer.init(
-        jax.random.key(0), D, heads=2, layers=2, mlp_width=4, activation=cfm_jax.linear, dtype=jnp.float64
+        jax.random.key(0), D, heads=2, layers=2, mlp_width=4, activation=jax.nn.identity, dtype=jnp.float64
     )
     assert isinstance(with_mlp.field, cfm_jax.GaussianSumField)
     alone = Transformer(Q=with_mlp.Q, K=with_mlp.K, V=with_mlp.V)
@@ -248,8 +248,8 @@ def test_checks_under_jit_and_bad_arguments():
         attention_regime(model, mu, x.at[0, 0].set(jnp.inf))
     with pytest.raises(TypeError, match="throw"):  # nothing here can fail but a check: no switch
         attention_regime(model, mu, x, throw=False)  # pyright: ignore[reportCallIssue]
-    mlp = cfm_jax.CFM(
-        cfm_jax.MLPField(activation=cfm_jax.linear),
+    mlp = cfm_jax.PiecewiseConstantCFM(
+        cfm_jax.MLPField(activation=jax.nn.identity),
         {"W1": jnp.ones((2, 4, D)), "b1": jnp.zeros((2, 4)), "W2": jnp.ones((2, D, 4)), "b2": jnp.zeros((2, D))},
         D,
     )
@@ -274,11 +274,11 @@ def test_a_control_field_model_of_the_wrong_dim_is_refused_naming_the_mismatch()
     nu = jax.random.normal(jax.random.key(0), (16, 2), jnp.float64)
     field = cfm_jax.W1ControlField.create(nu)
     with pytest.raises(ValueError, match=r"`dim` = 3 is not the token dimension") as info:
-        cfm_jax.CFM(field, {"c": jnp.ones(2)}, 3)
+        cfm_jax.PiecewiseConstantCFM(field, {"c": jnp.ones(2)}, 3)
     message = str(info.value)
     assert "field.nu_points (16, 2)" in message and "field.direction (2,)" in message, message
     assert "broadcast" not in message and "TypeError" not in message, message
-    control = cfm_jax.CFM(field, {"c": jnp.ones(2)}, 2)
+    control = cfm_jax.PiecewiseConstantCFM(field, {"c": jnp.ones(2)}, 2)
     with pytest.raises(ValueError, match="no softmax attention"):
         attention_regime(control, GaussianMeasure(jnp.zeros(2), jnp.eye(2)), jnp.ones((1, 2)))
 
@@ -299,7 +299,7 @@ def test_no_queries_give_a_regime_without_an_effective_size(monkeypatch):
     assert "effective sample size" not in str(record[0].message)
     monkeypatch.setattr(regime_module, "_WARNED", False)
     with pytest.warns(HeavyTailWarning):
-        assert cfm_jax.gaussian_flow(heavy, none, mu).x1.shape == (0, d)
+        assert cfm_jax.forward(heavy, none, mu).x1.shape == (0, d)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert warn_if_heavy_tailed(attention_regime(_model(0.3, d, layers=2, heads=1), mu, none), 100) is False

@@ -281,7 +281,7 @@ def test_hand_adjoints_refuse_gradients_in_arrays_outside_theta():
     # d = 1: the field's exact sorted W1, so the test compiles no Sinkhorn loop
     nu = cfm_jax.EmpiricalMeasure(jax.random.normal(jax.random.key(0), (6, 1)))
     field = W1ControlField.create(nu)
-    model = cfm_jax.CFM(field, {"dummy": jnp.zeros((2, 1))}, 1)
+    model = cfm_jax.PiecewiseConstantCFM(field, {"dummy": jnp.zeros((2, 1))}, 1)
     x0, ctx = jnp.ones((1, 1)), cfm_jax.EmpiricalMeasure(jax.random.normal(jax.random.key(1), (5, 1)))
 
     def loss(m, adjoint=None):
@@ -405,13 +405,15 @@ def test_library_runs_under_strict_rank_and_dtype_promotion(name):
 
 
 def test_forward_with_a_gaussian_context_is_the_exact_limit():
-    """forward(model, x0, GaussianMeasure) is gaussian_flow (the exact infinite-context flow), compiled;
+    """forward(model, x0, GaussianMeasure) is the exact infinite-context flow, compiled (the deprecated
+    gaussian_flow, which warns, gives the same numbers);
     an adjoint strategy does not apply to it and is refused naming `adjoint`."""
     model = Transformer.init(jax.random.key(0), 2, heads=2, mlp_width=0, layers=3)
     mu = cfm_jax.GaussianMeasure(jnp.array([0.2, -0.1]), jnp.array([[1.0, 0.3], [0.3, 0.5]]))
     x0 = jnp.array([[0.5, 0.1], [-0.3, 0.4]])
     sol = forward(model, x0, mu, saveat=SaveAt(layers=True))
-    ref = cfm_jax.gaussian_flow(model, x0, mu, saveat=SaveAt(layers=True))
+    with pytest.warns(DeprecationWarning, match="use cfm_jax.forward"):
+        ref = cfm_jax.gaussian_flow(model, x0, mu, saveat=SaveAt(layers=True))
     assert isinstance(sol, cfm_jax.FlowSolution) and isinstance(sol.context, cfm_jax.GaussianMeasure)
     np.testing.assert_allclose(sol.x1, ref.x1, rtol=1e-13)
     np.testing.assert_allclose(sol.context.cov, ref.context.cov, rtol=1e-13)
@@ -556,7 +558,7 @@ def test_step_to_is_refused_with_every_saveat(tiny):
         with pytest.raises(ValueError, match="`stepsize_controller`=diffrax.StepTo"):
             forward(tiny, x0, ctx, stepsize_controller=step_to, saveat=saveat)
     sol = forward(tiny, x0, ctx, steps=4, stepsize_controller=diffrax.ConstantStepSize(), saveat=SaveAt(steps=True))
-    assert sol.ss is not None and sol.ss.shape == (5,)
+    assert sol.ts is not None and sol.ts.shape == (5,)
     with pytest.raises(ValueError, match="SaveAt\\(steps=True\\) needs fixed steps"):
         forward(
             tiny,
@@ -621,8 +623,8 @@ def test_plain_jit_errors_carry_the_message_without_a_repeated_log(tiny, caplog)
 
 
 def test_forward_on_a_gaussian_context_warns_in_the_heavy_tail_regime(monkeypatch):
-    """The exact limit is what sampled contexts are compared with: forward (and gaussian_flow) on a
-    GaussianMeasure warn once, from the caller's line, when some head has ρ ≥ 1 there (the default
+    """The exact limit is what sampled contexts are compared with: forward on a
+    GaussianMeasure warns once, from the caller's line, when some head has ρ ≥ 1 there (the default
     initialisation in d = 6); not for a light model, an empirical context, or inside a caller's jit."""
     import warnings
 
@@ -649,4 +651,4 @@ def test_forward_on_a_gaussian_context_warns_in_the_heavy_tail_regime(monkeypatc
         cfm_jax.forward(heavy, x0, mu)
     monkeypatch.setattr(regime_module, "_WARNED", False)
     with pytest.warns(cfm_jax.HeavyTailWarning):
-        cfm_jax.gaussian_flow(heavy, x0[0], mu)
+        cfm_jax.forward(heavy, x0[0], mu)

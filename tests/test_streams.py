@@ -48,7 +48,7 @@ def test_teacher_stream_samples_have_their_law():
     correlation within 5/√512 of 0 (a noise drawn with x_0's key correlates them exactly)."""
     teacher = cfm_jax.Transformer.init(jax.random.key(1), 2, heads=1, layers=2, dtype=jnp.float64)
     stream = cfm_jax.TeacherStudentStream(
-        teacher, cfm_jax.gaussian(2), jax.random.key(5), batch=4, context_size=8, noise=0.1, x_scale=2.0
+        teacher, cfm_jax.isotropic_gaussian(2), jax.random.key(5), batch=4, context_size=8, noise=0.1, x_scale=2.0
     )
     s = jax.vmap(stream)(jnp.arange(64))
     x1 = jax.vmap(lambda x0, z: cfm_jax.forward(teacher, x0, z).x1)(s.x0, s.context)
@@ -57,7 +57,9 @@ def test_teacher_stream_samples_have_their_law():
     assert abs(x0.std() - 2.0) < 5 * 2.0 / np.sqrt(2 * n)
     assert abs(r.std() - 0.1) < 5 * 0.1 / np.sqrt(2 * n)
     assert abs(np.corrcoef(x0, r)[0, 1]) < 5 / np.sqrt(n)
-    quiet = cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(2), jax.random.key(5), batch=4, context_size=8)
+    quiet = cfm_jax.TeacherStudentStream(
+        teacher, cfm_jax.isotropic_gaussian(2), jax.random.key(5), batch=4, context_size=8
+    )
     q = quiet(3)
     np.testing.assert_allclose(q.y, cfm_jax.forward(teacher, q.x0, q.context).x1, rtol=1e-12)
 
@@ -67,19 +69,23 @@ def test_teacher_stream_checks_its_teacher_once_and_draws_without_callbacks():
     without value checks, so a program drawing from the stream holds no host callback (the
     persistent compilation cache never stores one that does)."""
     teacher = cfm_jax.Transformer.init(jax.random.key(0), 3, heads=1, mlp_width=4, layers=2)
-    stream = cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(3), jax.random.key(1), batch=2, context_size=8)
+    stream = cfm_jax.TeacherStudentStream(
+        teacher, cfm_jax.isotropic_gaussian(3), jax.random.key(1), batch=2, context_size=8
+    )
     hlo = jax.jit(lambda k: stream(k).y).lower(3).as_text()
     assert "callback" not in hlo
     bad = jax.tree.map(lambda a: a.at[0].set(jnp.nan) if eqx.is_inexact_array(a) and a.ndim else a, teacher)
     with pytest.raises(eqx.EquinoxRuntimeError, match="`teacher` parameters contain non-finite"):
-        cfm_jax.TeacherStudentStream(bad, cfm_jax.gaussian(3), jax.random.key(1))
+        cfm_jax.TeacherStudentStream(bad, cfm_jax.isotropic_gaussian(3), jax.random.key(1))
     # a traced teacher (a caller's jit): the same check, carried by the teacher into the samples
-    draw = eqx.filter_jit(lambda t: cfm_jax.TeacherStudentStream(t, cfm_jax.gaussian(3), jax.random.key(1))(0).y)
+    draw = eqx.filter_jit(
+        lambda t: cfm_jax.TeacherStudentStream(t, cfm_jax.isotropic_gaussian(3), jax.random.key(1))(0).y
+    )
     with pytest.raises(eqx.EquinoxRuntimeError, match="`teacher` parameters contain non-finite"):
         draw(bad)
     np.testing.assert_array_equal(
-        draw(teacher), cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(3), jax.random.key(1))(0).y
+        draw(teacher), cfm_jax.TeacherStudentStream(teacher, cfm_jax.isotropic_gaussian(3), jax.random.key(1))(0).y
     )
     for name, kwargs in (("batch", dict(batch=2.5)), ("context_size", dict(context_size=0))):
         with pytest.raises(ValueError, match=f"`{name}` must be a positive int"):
-            cfm_jax.TeacherStudentStream(teacher, cfm_jax.gaussian(3), jax.random.key(1), **kwargs)  # pyright: ignore[reportArgumentType]
+            cfm_jax.TeacherStudentStream(teacher, cfm_jax.isotropic_gaussian(3), jax.random.key(1), **kwargs)  # pyright: ignore[reportArgumentType]

@@ -15,7 +15,7 @@ are Python loops outside it, the two references of a floor one ``lax.map`` body 
 are compiled once, at their definition (``eqx.filter_jit``), with static arguments that are
 shapes and structure only: the reference program's are its :class:`ReferenceKey`, the bucket
 program's its :class:`Measure` (padded size and measurements); n and the Sinkhorn ε are traced.
-So a sweep compiles ``1 + len(buckets(spec))`` programs (:func:`program_count`) for a given
+So a sweep compiles ``1 + len(buckets(spec))`` programs for a given
 number of seeds and devices, and every seed, every n of a bucket and every configuration of the
 same shapes reuses them (``tests/test_chaos_programs.py`` counts them). The seeds are mapped
 and, with several local devices, split across them (``shard_map``; no collective).
@@ -132,8 +132,8 @@ def bucket_program(m: Measure, inputs: dict, ref: dict, n, eps, devices: tuple, 
 
 
 def program_count(spec: ChaosSpec, padded: bool = True) -> int:
-    """The programs a sweep of ``spec`` compiles (for one number of seeds and set of devices): the
-    reference program and one per bucket."""
+    """Deprecated (``1 + len(buckets(spec, padded))``): the programs a sweep of ``spec`` compiles (for one
+    number of seeds and set of devices): the reference program and one per bucket."""
     return 1 + len(buckets(spec, padded))
 
 
@@ -190,7 +190,7 @@ def run_seeds(
     """All seeds at once; returns quantity -> NumPy ``(seeds, len(ns))`` (floors ``(seeds,)``).
 
     Each quantity over its own sizes (:meth:`ChaosSpec.quantity_ns`). Runs the
-    :func:`program_count` programs of the module docstring, the seeds mapped (:func:`map_seeds`) and, with several
+    ``1 + len(buckets(spec))`` programs of the module docstring, the seeds mapped (:func:`map_seeds`) and, with several
     local devices (GPUs, or CPU devices from ``jax_num_cpu_devices``; the CLI makes one per core),
     split across them (:func:`seed_devices`); every seed's numbers are those of one device to
     round-off. ``padded``: pad each bucket's n to its largest (default), else one program per n
@@ -272,8 +272,8 @@ def _regimes(spec: ChaosSpec, seed_keys) -> AttentionRegime:
 
 
 def run_seeds_loop(spec: ChaosSpec, seeds: int, base_seed: int = 0) -> dict:
-    """Same as :func:`run_seeds` with a Python loop over seeds (the benchmark's baseline): one seed
-    at a time through the same programs (compiled once for a single seed)."""
+    """Deprecated (a benchmark's baseline, written there): :func:`run_seeds` with a Python loop over
+    seeds, one seed at a time through the same programs (compiled once for a single seed)."""
     validate_spec(spec)
     seed_devices(seeds)  # checks ``seeds``
     rows = [seed_deviations(spec, k) for k in _seed_keys(seeds, base_seed)]

@@ -12,7 +12,7 @@ References (``ChaosSpec.reference``):
   (synchronous coupling), so ``passive`` is the reference's own particles.
 - ``"qmc"``: ``n_ref`` scrambled-Sobol points; the n-point contexts are prefixes of an
   independent i.i.d. sample of M points, and ``passive`` moves its first N in the reference field.
-- ``"gaussian"``: the exact infinite-context limit (:func:`cfm_jax.gaussian_flow` moves x0, the
+- ``"gaussian"``: the exact infinite-context limit (:func:`cfm_jax.forward` on the Gaussian context moves x0, the
   N passive points and, for W1 in d >= 2, Sobol points of the Gaussian; the token adjoint is
   :func:`cfm_jax.token_adjoint`); $∇φ$ (no closed form) against a QMC reference of
   ``n_ref`` points; $W_1$ in d = 1 against the limit's law $N(m_s, Σ_s)$ itself.
@@ -31,7 +31,7 @@ from .._gradients import token_adjoint, token_covectors
 from .._measures import EmpiricalMeasure, GaussianMeasure
 from .._random import as_key
 from .._regime import AttentionRegime, regime
-from .._solve import forward, gaussian_flow
+from .._solve import forward
 from .deviations import compare, sups, system, w1_path
 from .spec import ChaosSpec, model_of
 
@@ -182,7 +182,7 @@ def _gaussian(key: ReferenceKey, seed_key):
     w1_size = _w1_size(spec)
     W = 0 if (w1_size is None or spec.dim == 1) else w1_size  # d = 1: the exact law, no sample
     q = [mu.sample(k, W, qmc=True) for k in (k_ref, k_ref2)] if W else []
-    sol = gaussian_flow(model, jnp.concatenate([x0, z[:N], *q]), mu, saveat=SaveAt(layers=True), throw=False)
+    sol = forward(model, jnp.concatenate([x0, z[:N], *q]), mu, saveat=SaveAt(layers=True), throw=False)
     xs = sol.xs
     assert xs is not None and sol.contexts is not None
     zero = jnp.zeros((), dtype)

@@ -16,9 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from .._control import control_field
-from .._fields import linear
 from .._measures import EmpiricalMeasure
-from .._paths import CFM, AbstractCFM, Transformer
+from .._paths import AbstractCFM, PiecewiseConstantCFM, Transformer
 from .._populations import PopulationName, make_population
 
 #: quantity -> definition
@@ -212,13 +211,13 @@ def model_of(spec: ChaosSpec, key, reference=None, *, checked: bool = True) -> A
             layers=spec.layers,
             qk_scale=spec.qk_scale,
             v_scale=spec.v_scale,
-            activation=linear if spec.mlp_activation == "linear" else jax.nn.gelu,
+            activation=jax.nn.identity if spec.mlp_activation == "linear" else jax.nn.gelu,
             dtype=dtype,
         )
     if reference is None:
         raise ValueError("the control field needs the `reference` sample it is built around.")
     field = control_field(EmpiricalMeasure(reference), relative_epsilon=spec.relative_epsilon, checked=checked)
-    return CFM(field, {"c": jnp.full((spec.layers,), spec.control_strength, dtype)}, spec.dim)
+    return PiecewiseConstantCFM(field, {"c": jnp.full((spec.layers,), spec.control_strength, dtype)}, spec.dim)
 
 
 def size_buckets(ns) -> list[list[int]]:

@@ -14,7 +14,7 @@ from .base import (
     sum_fields,
 )
 from .kernels import AbstractAttentionKernel, PallasAttention
-from .mlp import LinearMLPField, MLPField, linear, mlp_field
+from .mlp import LinearMLPField, MLPField, mlp_field
 
 __all__ = [
     "AbstractAttentionKernel",
@@ -34,7 +34,6 @@ __all__ = [
     "attention_means",
     "complete_params",
     "generic_local_vjp",
-    "linear",
     "mlp_field",
     "reverse_only_attention",
     "sum_fields",

@@ -103,7 +103,7 @@ class AbstractField(eqx.Module):
     Subclasses implement ``__call__(x, measure, params) -> velocities`` with ``x: (q, d)``
     query points, ``measure`` an :class:`EmpiricalMeasure` with points ``(n, d)`` and
     ``params`` one layer's parameters (a mapping); the result has shape ``(q, d)``. Any such
-    module plugs into :func:`cfm_jax.forward` through :class:`cfm_jax.CFM`, and gets the hand
+    module plugs into :func:`cfm_jax.forward` through :class:`cfm_jax.PiecewiseConstantCFM`, and gets the hand
     adjoint through the ``jax.vjp`` default of :meth:`local_vjp`. Atoms of weight 0 must
     contribute nothing (padding).
     """

@@ -15,12 +15,6 @@ import jax.numpy as jnp
 from .base import AbstractField, AbstractGaussianField, LocalVJP, complete_params
 
 
-def linear(x):
-    """The identity activation σ(x) = x: ``Transformer(..., activation=linear)`` builds the affine MLP
-    [`LinearMLPField`][cfm_jax.LinearMLPField] (which has a Gaussian closed form)."""
-    return x
-
-
 def _local_vjp(activation, queries, measure, params, cot, active, targets) -> LocalVJP:
     """Closed-form local products of W2 σ(W1 q + b1) + b2 (module docstring); σ, σ' from one jvp."""
     W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
@@ -63,7 +57,7 @@ class MLPField(AbstractField):
 
 
 class LinearMLPField(AbstractGaussianField):
-    """The affine MLP W2 (W1 x + b1) + b2 (σ = [`linear`][cfm_jax.linear]), with the parameters of
+    """The affine MLP W2 (W1 x + b1) + b2 (σ the identity, ``jax.nn.identity``), with the parameters of
     [`MLPField`][cfm_jax.MLPField]; independent of the context, so it has a Gaussian closed form."""
 
     def __call__(self, x, measure, params):
@@ -71,7 +65,7 @@ class LinearMLPField(AbstractGaussianField):
 
     def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
         """Closed-form local products (module docstring, σ' = 1)."""
-        return _local_vjp(linear, queries, measure, params, cot, active, targets)
+        return _local_vjp(jax.nn.identity, queries, measure, params, cot, active, targets)
 
     def gaussian_affine(self, params, mean, cov):
         """V(x) = W2 W1 x + W2 b1 + b2 (no context dependence)."""
@@ -80,9 +74,9 @@ class LinearMLPField(AbstractGaussianField):
 
 
 def mlp_field(activation: Callable) -> AbstractField:
-    """:class:`LinearMLPField` when ``activation`` is :func:`linear` (declared, not guessed from its
+    """:class:`LinearMLPField` when ``activation`` is ``jax.nn.identity`` (declared, not guessed from its
     values), else ``MLPField(activation)``."""
-    return LinearMLPField() if activation is linear else MLPField(activation=activation)
+    return LinearMLPField() if activation is jax.nn.identity else MLPField(activation=activation)
 
 
-__all__ = ["LinearMLPField", "MLPField", "linear", "mlp_field"]
+__all__ = ["LinearMLPField", "MLPField", "mlp_field"]

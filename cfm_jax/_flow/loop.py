@@ -390,7 +390,7 @@ def solution(
         context=context.measure(result.final), contexts=None if traj is None else context.measure(traj)
     )
     return FlowSolution(
-        x1=result.final[0], ss=ss, xs=None if traj is None else traj[0], result=result.result, stats=stats, **fields
+        x1=result.final[0], ts=ss, xs=None if traj is None else traj[0], result=result.result, stats=stats, **fields
     )
 
 

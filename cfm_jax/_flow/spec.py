@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._arguments import static_int
+from .._deprecations import warn_renamed
 from .._measures import EmpiricalMeasure, GaussianMeasure
 from .._paths import AbstractCFM
 
@@ -134,7 +135,8 @@ class FlowSolution(eqx.Module, Generic[Ctx]):
         context: the final context: an [`EmpiricalMeasure`][cfm_jax.EmpiricalMeasure] (points
             ``(n, d)``, the weights unchanged by the flow) or a
             [`GaussianMeasure`][cfm_jax.GaussianMeasure], like the initial one.
-        ss: depths of the saved states ``(S,)``, or None.
+        ts: depths of the saved states ``(S,)``, or None (``diffrax.Solution.ts``'s name; ``ss``, its
+            former name, works for one release with a ``DeprecationWarning``).
         xs: token trajectory ``(S,) + x0.shape``, or None.
         contexts: the context trajectory, the same kind of measure with a leading ``S`` axis on
             every array (``points (S, n, d)`` and ``weights (S, n)``, or ``mean (S, d)`` and
@@ -151,12 +153,18 @@ class FlowSolution(eqx.Module, Generic[Ctx]):
 
     x1: Array
     context: Ctx
-    ss: Array | None = None
+    ts: Array | None = None
     xs: Array | None = None
     contexts: Ctx | None = None
     ys: Any = None
     result: diffrax.RESULTS = eqx.field(default_factory=lambda: diffrax.RESULTS.successful)
     stats: dict[str, Array] = eqx.field(default_factory=dict)
+
+    @property
+    def ss(self) -> Array | None:
+        """Deprecated: [`ts`][cfm_jax.FlowSolution], the depths of the saved states."""
+        warn_renamed("FlowSolution", "ss", "ts")
+        return self.ts
 
 
 def fixed_controller(controller) -> diffrax.AbstractStepSizeController | None:
@@ -285,9 +293,9 @@ def saved(sol: FlowSolution, saveat: SaveAt, num_layers: int, steps: int, fixed:
     if index is not None:
         at = jnp.asarray(index)
         take = lambda tree: jax.tree.map(lambda a: a[at], tree)  # noqa: E731
-        sol = dataclasses.replace(sol, ss=take(sol.ss), xs=take(sol.xs), contexts=take(sol.contexts))
+        sol = dataclasses.replace(sol, ts=take(sol.ts), xs=take(sol.xs), contexts=take(sol.contexts))
     if saveat.fn is not None:
-        ys = jax.vmap(saveat.fn)(sol.ss, sol.xs, sol.contexts)
+        ys = jax.vmap(saveat.fn)(sol.ts, sol.xs, sol.contexts)
         sol = dataclasses.replace(sol, xs=None, contexts=None, ys=ys)
     return sol
 

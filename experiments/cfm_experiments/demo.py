@@ -29,8 +29,8 @@ def main(dim: int, context: int, batch: int, layers: int, heads: int, mlp_width:
     print(f"  forward (Euler, one step per layer): first call {t_compile:.2f} s, then {t_run * 1e3:.2f} ms")
     print(f"  x1[0] = [{', '.join(f'{float(v):.4f}' for v in sol.x1[0])}]")
     drift = float(jnp.linalg.norm(sol.x1 - x0, axis=-1).mean())
-    spread0 = float(jnp.linalg.norm(ctx.points - ctx.mean(), axis=-1).mean())
-    spread1 = float(jnp.linalg.norm(sol.context.points - sol.context.mean(), axis=-1).mean())
+    spread0 = float(jnp.linalg.norm(ctx.points - ctx.mean, axis=-1).mean())
+    spread1 = float(jnp.linalg.norm(sol.context.points - sol.context.mean, axis=-1).mean())
     finite = bool(jnp.isfinite(sol.x1).all() and jnp.isfinite(sol.context.points).all())
     print(
         f"summary: mean token displacement {drift:.4f}; context spread {spread0:.4f} -> {spread1:.4f}; finite: {finite}"

@@ -28,12 +28,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from cfm_jax import (
-    CFM,
     AbstractField,
     Backsolve,
     ContinuousAdjoint,
     DiscreteAdjoint,
     EmpiricalMeasure,
+    PiecewiseConstantCFM,
     Recompute,
     StoreEvery,
     Transformer,
@@ -181,7 +181,11 @@ class GradCheck(Part):
         (model, x0, ctx, y), g_euler, g_cont, fd_error, t_fwd = _setup(*args)
         adjoint, solver, k, reference = methods()[config["method"]]
         generic = "jax.vjp" in config["method"]
-        m = CFM(WithoutClosedForms(model.field), model.stacked_params(), model.dim) if generic else model
+        m = (
+            PiecewiseConstantCFM(WithoutClosedForms(model.field), model.stacked_params(), model.dim)
+            if generic
+            else model
+        )
         steps = k * model.num_layers
         (loss, grads), t = timed(
             lambda: loss_and_grad(m, x0, ctx, y, adjoint=adjoint, solver=solver, steps=steps, throw=False),

@@ -1,11 +1,12 @@
-"""The documentation site: every public name has an API entry; the strict build passes offline;
+"""The documentation site: the API pages list exactly the public names; the strict build passes offline;
 the maths renders; the links name public paths; the code blocks name live public names (they run,
 and print what their pages show, in experiments/tests/test_doc_examples.py). The site documents both
 distributions, the library and its experiments, so its tests run where both are installed: here.
 
 The API reference is the ``::: identifier`` entries of ``docs/api/*.md`` (mkdocstrings). Public
-names are ``cfm_jax.__all__`` and the ``__all__`` of every public submodule listed there; a name
-re-exported in several places is covered by one entry of the same object. The strict build
+names are ``cfm_jax.__all__`` and the ``__all__`` of every public submodule listed there (each name
+lives in one of them), and the experiments package's; the pages have one entry per public name, by
+its public path, and no other (a deprecated or private name has none). The strict build
 (``mkdocs build --strict``: a broken link, an unresolved cross-reference or a docstring role that
 does not resolve is an error) needs the ``docs`` extra; without it the tests that need the site are
 skipped, except in CI, where a missing extra is a failure. The site is built once for the module,
@@ -81,24 +82,34 @@ def public_names() -> dict[str, object]:
     return names
 
 
-def missing_entries(entries: dict[str, str], names: dict[str, object]) -> list[str]:
-    """Public names with no API entry of their own path or of the same (non-scalar) object."""
-    documented = {id(_resolve(ident)) for ident in entries}
-    missing = []
-    for path, obj in names.items():
-        if path in entries:
-            continue
-        if isinstance(obj, types.ModuleType):
-            continue  # a module is covered by its names' entries
-        if not isinstance(obj, _SCALAR) and id(obj) in documented:
-            continue
-        missing.append(path)
-    return missing
+def public_paths() -> set[str]:
+    """The paths the API pages must list, each once: every public name, the public modules included."""
+    return set(public_names()) | {"cfm_experiments"}
 
 
-def test_every_public_name_has_an_api_entry():
-    missing = missing_entries(api_entries(), public_names())
-    assert not missing, f"public names without an entry in docs/api/*.md: {missing}"
+def unlisted_and_extra(entries: dict[str, str], public: set[str]) -> tuple[list[str], list[str]]:
+    """(public paths with no entry, entries that are not public paths)."""
+    return sorted(public - set(entries)), sorted(set(entries) - public)
+
+
+def test_api_pages_list_exactly_the_public_names():
+    unlisted, extra = unlisted_and_extra(api_entries(), public_paths())
+    assert not unlisted, f"public names without an entry in docs/api/*.md: {unlisted}"
+    assert not extra, f"entries in docs/api/*.md that are not public names: {extra}"
+
+
+def test_every_public_name_lives_in_one_place():
+    """No object is public under two paths (a module and a name of the same value aside): a name is the
+    root's or a subpackage's, not both."""
+    seen: dict[int, str] = {}
+    twice = []
+    for path, obj in public_names().items():
+        if isinstance(obj, (types.ModuleType, *_SCALAR)):
+            continue
+        if id(obj) in seen:
+            twice.append((seen[id(obj)], path))
+        seen.setdefault(id(obj), path)
+    assert not twice, twice
 
 
 def test_api_entries_resolve_through_public_paths():
@@ -109,13 +120,15 @@ def test_api_entries_resolve_through_public_paths():
         _resolve(ident)
 
 
-def test_coverage_check_catches_a_missing_entry():
-    """The check fails when an entry is removed: both a top-level name and a submodule-only one."""
-    entries, names = api_entries(), public_names()
-    for ident in ("cfm_jax.forward", "cfm_jax.stochastic.simulate", "cfm_jax.ogd.autodiff_value_and_grad"):
-        assert ident in entries
-        missing = missing_entries({k: v for k, v in entries.items() if k != ident}, names)
-        assert ident in missing and all(names[m] is names[ident] for m in missing)  # re-exports of it too
+def test_the_exact_check_catches_a_missing_and_an_extra_entry():
+    """The check fails when an entry is removed (a root name, a subpackage's) and when one is added
+    for a name that is not public (a deprecated alias, a private helper)."""
+    entries, public = api_entries(), public_paths()
+    assert unlisted_and_extra(entries, public) == ([], [])
+    for ident in ("cfm_jax.forward", "cfm_jax.stochastic.simulate", "cfm_jax.ogd.run_ogd", "cfm_jax.stats"):
+        assert unlisted_and_extra({k: v for k, v in entries.items() if k != ident}, public) == ([ident], [])
+    for ident in ("cfm_jax.CFM", "cfm_jax.run_ogd", "cfm_jax.chaos.program_count"):
+        assert unlisted_and_extra({**entries, ident: "planted.md"}, public) == ([], [ident])
 
 
 def _require_mkdocs():

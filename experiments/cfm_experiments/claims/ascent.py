@@ -55,8 +55,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.nn import identity as linear
 
-from cfm_jax import EmpiricalMeasure, GaussianMeasure, Transformer, linear
+from cfm_jax import EmpiricalMeasure, GaussianMeasure, Transformer
 from cfm_jax.chaos import map_seeds, prefix_weights
 
 from .common import checked_jit

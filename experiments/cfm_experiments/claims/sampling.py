@@ -20,8 +20,9 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+from jax.nn import identity as linear
 
-from cfm_jax import GaussianMeasure, Transformer, linear, sobol
+from cfm_jax import GaussianMeasure, Transformer, sobol
 
 Law = Literal["gaussian", "ball"]
 

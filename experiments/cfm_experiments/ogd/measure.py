@@ -125,7 +125,7 @@ class Task(eqx.Module):
         return None
 
     def optimizer(self, lam) -> optax.GradientTransformation:
-        """Ridge OGD θ ← (1 − ηλ)θ − η g with λ traced (``cfm_jax.ridge_sgd``'s update)."""
+        """Ridge OGD θ ← (1 − ηλ)θ − η g with λ traced (``cfm_jax.ogd.ridge_sgd``'s update)."""
         return optax.chain(optax.add_decayed_weights(lam), optax.sgd(self.eta))
 
     def grad_fn(self) -> Callable[..., tuple]:
