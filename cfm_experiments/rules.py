@@ -278,6 +278,7 @@ NOT_ON_INTERVALS: dict[Callable, str] = {
     worst: "the weakest of verdicts already reached",
     code_check: "an identity of the implementation: a boolean",
     claim_rules.judge: "withholds a verdict below the rule's stable sizes",
+    claim_rules.agree: "the verdicts of independent draws of one line (a property test of its own)",
     rho.law_verdict: "rho.law_rule on the regression it fits to the models",
     sync_common.coverage_verdict: "counts of intervals missing a value (Binomial tails)",
 }

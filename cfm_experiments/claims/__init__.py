@@ -42,6 +42,7 @@ Docs: ``docs/claims.md``.
 from __future__ import annotations
 
 from ..ogd import CLAIM_PARTS
+from .draws import redrawn
 from .prefactors import Prefactors
 from .rho import Rho
 from .scales import Scales
@@ -51,15 +52,17 @@ from .tails import Tails
 from .token_sample import TokenSample
 from .uniform import Uniform
 
-#: the parts of ``cfm-jax claims``, in order.
+#: the parts of ``cfm-jax claims``, in order; those that sample models or contexts run at
+#: :data:`~.draws.DRAWS` independent seeds and read a verdict only where the draws agree (:mod:`.draws`;
+#: ``rho`` pools its own draws).
 PARTS = (
-    Prefactors(),
-    Scales(),
-    Tails(),
-    Suprema(),
-    Uniform(),
+    redrawn(Prefactors()),
+    redrawn(Scales()),
+    redrawn(Tails()),
+    redrawn(Suprema()),
+    redrawn(Uniform()),
     Rho(),
-    TailExponent(),
+    redrawn(TailExponent()),
     *CLAIM_PARTS,
     TokenSample(),
 )
