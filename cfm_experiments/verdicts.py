@@ -85,6 +85,19 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
     return min(verdicts, key=ORDER.index, default=NOT_MEASURED)
 
 
+def agree(verdicts: Sequence[Verdict]) -> Verdict:
+    """The verdict of independent draws of one line (:mod:`cfm_experiments.draws`): their common
+    verdict when every draw reads the same, a failed code check when any draw's failed, else
+    *undecided* (a verdict a new draw overturns is no verdict: never *holds*, *holds with a different
+    constant* nor *refuted*); no draw → *not measured*."""
+    verdicts = [Verdict(v) for v in verdicts]
+    if not verdicts:
+        return NOT_MEASURED
+    if len(set(verdicts)) == 1:
+        return verdicts[0]
+    return CODE_FAILED if CODE_FAILED in verdicts else UNDECIDED
+
+
 def code_check(passed: bool) -> Verdict:
     """An identity of the implementation: no sizes involved."""
     return CODE_PASSED if passed else CODE_FAILED
@@ -283,6 +296,7 @@ __all__ = [
     "Verdict",
     "against_band",
     "against_claim",
+    "agree",
     "claim_line",
     "claim_lines",
     "code_check",

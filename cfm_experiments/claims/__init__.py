@@ -41,8 +41,8 @@ Docs: ``docs/claims.md``.
 
 from __future__ import annotations
 
+from ..draws import redrawn
 from ..ogd import CLAIM_PARTS
-from .draws import redrawn
 from .prefactors import Prefactors
 from .rho import Rho
 from .scales import Scales
@@ -53,7 +53,8 @@ from .token_sample import TokenSample
 from .uniform import Uniform
 
 #: the parts of ``cfm-jax claims``, in order; those that sample models or contexts run at
-#: :data:`~.draws.DRAWS` independent seeds and read a verdict only where the draws agree (:mod:`.draws`;
+#: :data:`~cfm_experiments.draws.DRAWS` independent seeds, a verdict only where they agree
+#: (:mod:`cfm_experiments.draws`;
 #: ``rho`` pools its own draws).
 PARTS = (
     redrawn(Prefactors()),
@@ -64,7 +65,7 @@ PARTS = (
     Rho(),
     redrawn(TailExponent()),
     *CLAIM_PARTS,
-    TokenSample(),
+    redrawn(TokenSample()),
 )
 
 __all__ = ["PARTS", "Prefactors", "Rho", "Scales", "Suprema", "TailExponent", "Tails", "TokenSample", "Uniform"]

@@ -21,7 +21,6 @@ from cfm_jax.stats import Interval, RateFit
 
 from ..verdicts import (
     BELOW_STABLE_SIZES,
-    CODE_FAILED,
     DIFFERENT,
     HOLDS,
     NOT_MEASURED,
@@ -109,23 +108,9 @@ def at_most(gamma: Interval, limit: float, alternative: float | None = None) -> 
     return against_claim(gamma.ci_low, gamma.ci_high, limit, limit if alternative is None else alternative)
 
 
-def agree(verdicts: Sequence[Verdict]) -> Verdict:
-    """The verdict of independent draws of one line (:mod:`.draws`): their common verdict when every
-    draw reads the same, a failed code check when any draw's failed, else *undecided* (a verdict a
-    new draw overturns is no verdict: never *holds*, *holds with a different constant* nor
-    *refuted*); no draw → *not measured*."""
-    verdicts = [Verdict(v) for v in verdicts]
-    if not verdicts:
-        return NOT_MEASURED
-    if len(set(verdicts)) == 1:
-        return verdicts[0]
-    return CODE_FAILED if CODE_FAILED in verdicts else UNDECIDED
-
-
 __all__ = [
     "GROWTH_RESOLUTION",
     "NO_DECAY",
-    "agree",
     "all_contain",
     "at_most",
     "bounded_growth",

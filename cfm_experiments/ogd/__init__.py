@@ -17,12 +17,15 @@ visited, one pilot and one ridge rule λ = ρ·λ_c with λ_c = 2C), three parts
 
 from __future__ import annotations
 
+from ..draws import redrawn
 from ..protocol import Part
 from .ablation import PART as ABLATION
-from .claims import PART as CLAIMS
-from .curvature import PART as CURVATURE
+from .claims import PART
+from .curvature import PART as _CURVATURE
 
-#: the parts of ``cfm-jax ogd``, in order (the ablation runs by default).
+#: the claim parts sample teachers and data: run at independent seeds, a verdict only where they agree.
+CLAIMS, CURVATURE = redrawn(PART), redrawn(_CURVATURE)
+#: the parts of ``cfm-jax ogd``, in order (the ablation runs by default; it reads no verdict).
 PARTS: tuple[Part, ...] = (ABLATION, CLAIMS, CURVATURE)
 #: the parts the first paper's claims command runs too.
 CLAIM_PARTS: tuple[Part, ...] = (CLAIMS, CURVATURE)

@@ -4,7 +4,7 @@ A verdict is a claim about data, and it must survive a new draw. A part that sam
 contexts is run at :data:`DRAWS` independent seeds (``--seed``, ``--seed`` + 1, …): every row's
 configuration carries its seed, so the draws' rows differ only there, and the first draw's rows are
 those of a run with one draw. The part summarises each draw itself; each claim line's verdict is
-:func:`~.verdicts.agree` of the draws' verdicts (theirs when they agree, else *undecided*), its
+:func:`~cfm_experiments.verdicts.agree` of the draws' verdicts (theirs when they agree, else *undecided*), its
 measured text the first draw's, and its sizes say how many draws were run and whether their verdicts
 agree (each draw's verdict when they do not). The other draws' lines and numbers are kept in
 ``summary.json``; the figures show the first draw.
@@ -16,9 +16,8 @@ import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
-from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import Verdict
-from . import verdicts as V
+from .protocol import Claim, Part, Settings, Summary
+from .verdicts import NOT_MEASURED, Verdict, agree
 
 #: the independent draws of a part that samples models or contexts.
 DRAWS = 2
@@ -33,13 +32,13 @@ def draw_settings(settings: Settings, draws: int) -> list[Settings]:
 
 def agreeing(claims: list[Claim | None], seeds: list[int]) -> Claim:
     """One line from the same line of each draw (``None``: the draw did not write it, *not measured*):
-    the first draw's claim and measured text, :func:`~.verdicts.agree` of the verdicts, the sizes
+    the first draw's claim and measured text, :func:`~cfm_experiments.verdicts.agree` of the verdicts, the sizes
     saying whether the draws agree."""
     first = claims[0]
     if first is None:
         raise ValueError("agreeing: the first draw must have the line.")
-    verdicts = [Verdict(c.verdict) if c is not None else V.NOT_MEASURED for c in claims]
-    verdict = V.agree(verdicts)
+    verdicts = [Verdict(c.verdict) if c is not None else NOT_MEASURED for c in claims]
+    verdict = agree(verdicts)
     seen = f"{len(seeds)} independent draws (seeds {', '.join(map(str, seeds))})"
     if len(set(verdicts)) == 1:
         said = f"{seen}: their verdicts agree"

@@ -1,11 +1,11 @@
-"""claims.draws: a part run at independent seeds reads a verdict only where its draws agree; the first
+"""draws: a part run at independent seeds reads a verdict only where its draws agree; the first
 draw's rows are a one-draw run's; each draw is summarised by the part itself."""
 
 from pathlib import Path
 
 import pytest
 
-from cfm_experiments.claims import draws as D
+from cfm_experiments import draws as D
 from cfm_experiments.protocol import Claim, Part, Settings, Summary
 
 HOLDS, REFUTED = "holds", "refuted at these sizes"
