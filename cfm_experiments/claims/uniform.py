@@ -49,7 +49,7 @@ from .ball import RADIUS, ascend_ball, ball_bound, ball_law, counts
 from .searches import ENERGIES, LEARNING_RATE, Energy, budget, until_converged
 from .starts import construction, stack, starts
 from .statistics import ci
-from .suprema import embed_dim, label
+from .suprema import embed_dim
 from .supremum import log_mean_slope, search, search_verdict
 
 #: the Gaussian contrast's starts of each context's ascent: the aligned and trivial models, then a random one.
@@ -328,21 +328,22 @@ def contrast_line(dims, energy: Energy) -> Claim:
     )
 
 
-def _panel(ax, sel, key, color, what, symbol, bound=False) -> bool:
-    """E sup (with its interval), the best fixed start and the trivial model of ``sel`` against
-    ``config[key]``, √x growth from the first point and (``bound``) the a-priori bound; False when
-    there are fewer than two rows."""
+def _panel(ax, sel, key, color, what, symbol, contrast=False) -> bool:
+    """E sup (with its interval) of ``sel`` against ``config[key]``; in the ball also the best fixed
+    start, the trivial model, √x growth from the first point and the a-priori bound (a ``contrast``:
+    E sup only, dashed); False when there are fewer than two rows."""
     if len(sel) < 2:
         return False
     xs = np.asarray([r["config"][key] for r in sel], np.float64)
     us = [uniform_sup(r) for r in sel]
     v = np.array([u["interval"].value for u in us])
     lo, hi = v - [u["interval"].ci_low for u in us], [u["interval"].ci_high for u in us] - v
-    ax.errorbar(xs, v, yerr=[lo, hi], fmt="o-", color=color, capsize=3, label=rf"$E\sup_\theta$, {what}")
-    ax.plot(xs, [u["fixed"].value for u in us], "x:", color=color, label=f"best fixed start, {what}")
-    ax.plot(xs, [u["trivial"].value for u in us], "s--", color=color, alpha=0.5, ms=4, label=f"trivial, {what}")
-    ax.plot(xs, v[0] * np.sqrt(xs / xs[0]), "-", color="0.6", lw=0.8, label=rf"$\sqrt{{{symbol}}}$ growth")
-    if bound:
+    style = dict(fmt="^--", alpha=0.7) if contrast else dict(fmt="o-")
+    ax.errorbar(xs, v, yerr=[lo, hi], color=color, capsize=3, label=rf"$E\sup_\theta$, {what}", **style)
+    if not contrast:
+        ax.plot(xs, [u["fixed"].value for u in us], "x:", color=color, label=f"best fixed start, {what}")
+        ax.plot(xs, [u["trivial"].value for u in us], "s--", color=color, alpha=0.5, ms=4, label=f"trivial, {what}")
+        ax.plot(xs, v[0] * np.sqrt(xs / xs[0]), "-", color="0.6", lw=0.8, label=rf"$\sqrt{{{symbol}}}$ growth")
         ax.plot(xs, [r["bound"] for r in sel], "-", color="k", lw=1.0, label="a-priori bound in $B_1$")
     log_ticks(ax, xs, "x")
     return True
@@ -354,28 +355,34 @@ def uniform_figure(rows):
     fig, (a0, a1, a2) = figure(3, ncols=3, width=4.4, height=3.9)
     ball = [r for r in rows if r["config"]["law"] == "ball"]
     dims = sorted((r for r in ball if r["config"]["sweep"] == "d"), key=lambda r: r["config"]["dim"])
-    drawn = _panel(a0, dims, "dim", COLORS[0], "ball $B_1$", "d", bound=True)
+    drawn = _panel(a0, dims, "dim", COLORS[0], "ball $B_1$", "d")
     for energy, color in zip(ENERGIES, COLORS[1:]):
-        drawn |= _panel(a0, gaussian_rows(rows, energy), "dim", color, f"contrast {label(energy)}", "d")
+        name = f"contrast {'$N(0, I/d)$' if energy == '1' else '$N(0, I)$'}"
+        drawn |= _panel(a0, gaussian_rows(rows, energy), "dim", color, name, "d", contrast=True)
     at = next((r["config"]["dim"] for r in ball if r["config"]["sweep"] == "heads"), -1)
-    shown = (drawn, _panel(a1, heads_scan(ball, at), "heads", COLORS[3], "ball $B_1$", "H", bound=True))
+    shown = (drawn, _panel(a1, heads_scan(ball, at), "heads", COLORS[3], "ball $B_1$", "H"))
     for ax, show, what in zip((a0, a1), shown, ("d", "H")):
         ax.set_visible(show)
         log_values(ax, "y")
         ax.set_xlabel("dimension $d$" if what == "d" else "heads $H$")
         ax.set_ylabel(r"$\sqrt{n}\,\sup_s\|x_s-\hat x_s\|$")
         ax.set_title(f"uniform-in-θ deviation vs {what}")
-        ax.legend(fontsize=5)
+        ax.legend(fontsize=6)
     for i, r in enumerate(dims):
         ns = np.asarray(r["config"]["ns"])
-        ax_v = np.asarray(r["sup_ns"]).mean(axis=1)
-        a2.plot(ns, ax_v, "o-", color=COLORS[i % len(COLORS)], label=f"d = {r['config']['dim']}")
+        a2.plot(
+            ns,
+            np.asarray(r["sup_ns"]).mean(axis=1),
+            "o-",
+            color=COLORS[i % len(COLORS)],
+            label=f"d = {r['config']['dim']}",
+        )
     a2.set_visible(bool(dims))
     if dims:
         log_ticks(a2, dims[0]["config"]["ns"], "x")
-    a2.set_yscale("log")
+    log_values(a2, "y")
     a2.set_xlabel("context size $n$")
-    a2.set_ylabel(r"$E_z\sup_\theta\sqrt{n}\,$dev (flat: rate $n^{-1/2}$)")
+    a2.set_ylabel(r"$E_z\sup_\theta\sqrt{n}\,$dev in $B_1$ (flat: rate $n^{-1/2}$)")
     a2.set_title("E sup in the ball vs n")
     a2.legend(fontsize=6)
     return fig
