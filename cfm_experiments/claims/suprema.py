@@ -162,11 +162,12 @@ def embed_dim(d: int, dims) -> int:
     return next(group[-1] for group in size_buckets(dims) if d in group)
 
 
-def heads_scan(rows, at, vnorm) -> list[dict]:
-    """The ball's heads sweep at d = ``at`` for one value norm, the d-sweep's one-head row first."""
+def heads_scan(rows, at, vnorm: str | None = None) -> list[dict]:
+    """The ball's heads sweep at d = ``at`` (for one value norm, unless None: rows without one), the
+    d-sweep's one-head row first."""
     ball = [r for r in rows if r["config"]["law"] == "ball"]
     base = [r for r in ball if r["config"]["sweep"] == "d" and r["config"]["dim"] == at]
-    heads = [r for r in ball if r["config"]["sweep"] == "heads" and r["config"]["vnorm"] == vnorm]
+    heads = [r for r in ball if r["config"]["sweep"] == "heads" and r["config"].get("vnorm") == vnorm]
     return base + sorted(heads, key=lambda r: r["config"]["heads"])
 
 

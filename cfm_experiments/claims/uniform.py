@@ -49,7 +49,7 @@ from .ball import RADIUS, ascend_ball, ball_bound, ball_law, counts
 from .searches import ENERGIES, LEARNING_RATE, Energy, budget, until_converged
 from .starts import construction, stack, starts
 from .statistics import ci
-from .suprema import embed_dim
+from .suprema import embed_dim, heads_scan
 from .supremum import log_mean_slope, search, search_verdict
 
 #: the Gaussian contrast's starts of each context's ascent: the aligned and trivial models, then a random one.
@@ -211,13 +211,6 @@ def run_gaussian(config: dict) -> dict:
         "best": np.asarray(best, np.float64).reshape(M, STARTS).tolist(),
         "initial": np.asarray(history, np.float64)[:, 0].reshape(M, STARTS).tolist(),
     }
-
-
-def heads_scan(rows, at) -> list[dict]:
-    """The ball's heads sweep at d = ``at``, the d-sweep's one-head row first."""
-    ball = [r for r in rows if r["config"]["law"] == "ball"]
-    base = [r for r in ball if r["config"]["sweep"] == "d" and r["config"]["dim"] == at]
-    return base + sorted((r for r in ball if r["config"]["sweep"] == "heads"), key=lambda r: r["config"]["heads"])
 
 
 def gaussian_rows(rows, energy: Energy) -> list[dict]:
@@ -397,7 +390,6 @@ __all__ = [
     "Uniform",
     "contrast_line",
     "gaussian_rows",
-    "heads_scan",
     "law_name",
     "run_ball",
     "run_gaussian",
