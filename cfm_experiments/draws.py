@@ -101,13 +101,15 @@ class Redrawn(Part):
 
 
 def redrawn(part: Part, draws: int = DRAWS) -> Part:
-    """``part`` run at ``draws`` independent seeds: an instance of a subclass of its class whose
-    configurations, summary and figures are :class:`Redrawn`'s."""
+    """``part`` run at ``draws`` independent seeds: an instance of a subclass of its class, with its
+    attributes, whose configurations, summary and figures are :class:`Redrawn`'s."""
     cls = type(part)
     made = type(
         cls.__name__, (Redrawn, cls), {"draws": int(draws), "__module__": cls.__module__, "__doc__": cls.__doc__}
     )
-    return made()
+    out = made()
+    vars(out).update(vars(part))
+    return out
 
 
 __all__ = ["DRAWS", "Redrawn", "agreeing", "combine", "draw_settings", "redrawn"]

@@ -9,7 +9,8 @@ each named for its reason:
 - *inconclusive at these sizes*: the run is below the sizes at which the rule's verdict is stable
   (:func:`cfm_experiments.claims.verdicts.judge`), and only that;
 - *undecided: interval straddles the boundary*: an interval reaches both sides of the claim's
-  boundary (or the sizes' intervals disagree), so a larger run could go either way;
+  boundary (or the sizes' intervals disagree, or two independent draws read different verdicts:
+  :func:`agree`), so a larger run could go either way;
 - *not tested: the claimed regime is not reached*: the run never puts the claim to the test
   (e.g. a ridge so far above its threshold that the student collapses);
 - *not measured: no usable rows*: nothing the rule can use was measured (no row, no interval,
