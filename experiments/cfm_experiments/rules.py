@@ -28,7 +28,7 @@ from .claims.tail_exponent import TAIL_DELTAS
 from .ogd import curvature, verdicts as ogd_rules
 from .rates.claims import verdict as rates_verdict
 from .sync import common as sync_common
-from .verdicts import HOLDS, REFUTED, Verdict, against_band, against_claim, code_check, worst
+from .verdicts import HOLDS, REFUTED, Verdict, against_band, against_claim, agree, code_check, worst
 
 Apply = Callable[[float, float], Verdict]
 
@@ -278,6 +278,7 @@ NOT_ON_INTERVALS: dict[Callable, str] = {
     worst: "the weakest of verdicts already reached",
     code_check: "an identity of the implementation: a boolean",
     claim_rules.judge: "withholds a verdict below the rule's stable sizes",
+    agree: "the verdicts of independent draws of one line (a property test of its own)",
     rho.law_verdict: "rho.law_rule on the regression it fits to the models",
     sync_common.coverage_verdict: "counts of intervals missing a value (Binomial tails)",
 }

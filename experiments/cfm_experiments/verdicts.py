@@ -9,7 +9,8 @@ each named for its reason:
 - *inconclusive at these sizes*: the run is below the sizes at which the rule's verdict is stable
   (:func:`cfm_experiments.claims.verdicts.judge`), and only that;
 - *undecided: interval straddles the boundary*: an interval reaches both sides of the claim's
-  boundary (or the sizes' intervals disagree), so a larger run could go either way;
+  boundary (or the sizes' intervals disagree, or two independent draws read different verdicts:
+  :func:`agree`), so a larger run could go either way;
 - *not tested: the claimed regime is not reached*: the run never puts the claim to the test
   (e.g. a ridge so far above its threshold that the student collapses);
 - *not measured: no usable rows*: nothing the rule can use was measured (no row, no interval,
@@ -83,6 +84,19 @@ ORDER: tuple[Verdict, ...] = (
 def worst(verdicts: Iterable[Verdict]) -> Verdict:
     """The weakest of several verdicts (:data:`ORDER`); none: *not measured*."""
     return min(verdicts, key=ORDER.index, default=NOT_MEASURED)
+
+
+def agree(verdicts: Sequence[Verdict]) -> Verdict:
+    """The verdict of independent draws of one line (:mod:`cfm_experiments.draws`): their common
+    verdict when every draw reads the same, a failed code check when any draw's failed, else
+    *undecided* (a verdict a new draw overturns is no verdict: never *holds*, *holds with a different
+    constant* nor *refuted*); no draw → *not measured*."""
+    verdicts = [Verdict(v) for v in verdicts]
+    if not verdicts:
+        return NOT_MEASURED
+    if len(set(verdicts)) == 1:
+        return verdicts[0]
+    return CODE_FAILED if CODE_FAILED in verdicts else UNDECIDED
 
 
 def code_check(passed: bool) -> Verdict:
@@ -283,6 +297,7 @@ __all__ = [
     "Verdict",
     "against_band",
     "against_claim",
+    "agree",
     "claim_line",
     "claim_lines",
     "code_check",

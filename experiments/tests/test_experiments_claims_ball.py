@@ -3,6 +3,7 @@ the drawn points, and the a-priori bound is the largest displacement, never exce
 in the ball or by what it measures."""
 
 import numpy as np
+import pytest
 
 from cfm_experiments.claims import ascent as A, ball as B, starts as S
 
@@ -66,3 +67,36 @@ def test_the_a_priori_bound_is_the_largest_displacement_and_is_never_exceeded():
     held = B.counts(rng, law0["w"], 16, [4, 16, 64])
     values = B.evaluate_ball(theta, atoms, law0["w"], held, A.token(d), np.asarray([4, 16, 64]))
     assert np.all(np.asarray(values) <= B.ball_bound(np.asarray([4, 16, 64]), L))
+
+
+def test_the_cross_law_is_in_the_ball_with_the_moments_of_n0_i_over_d():
+    """±R e_i with weight 1/(2d): every atom on the sphere of radius R, mean 0, covariance R²I/d (the
+    moments of N(0, R²I/d)); atoms beyond 2d carry weight 0; fewer atoms than 2d is refused."""
+    d = 3
+    law = B.ball_law(np.random.default_rng(0), d, "cross", atoms=2 * d + 2)
+    a, w = law["a"], law["w"]
+    np.testing.assert_allclose(np.linalg.norm(a[: 2 * d], axis=1), B.RADIUS)
+    np.testing.assert_allclose(w, [1 / (2 * d)] * (2 * d) + [0.0, 0.0])
+    np.testing.assert_allclose(w @ a, 0.0, atol=1e-15)
+    np.testing.assert_allclose((a * w[:, None]).T @ a, np.eye(d) / d)
+    with pytest.raises(ValueError, match="atoms"):
+        B.ball_law(np.random.default_rng(0), d, "cross", atoms=2 * d - 1)
+
+
+def test_the_ascent_with_the_law_fixed_moves_only_the_parameters():
+    """``learn_law=False``: the atoms come back as they went in, θ stays in Θ, and the best value is at
+    least the start's (one context per start: a per-context supremum)."""
+    rng = np.random.default_rng(3)
+    d, L = 2, 2
+    law = B.ball_law(rng, d, "cross", atoms=2 * d)
+    theta0 = S.stack([S.construction(rng, name, d, 1, L, 1.0, 1.0, True) for name in ("aligned", "random")])
+    atoms, w = np.stack([law["a"]] * 2), np.stack([law["w"]] * 2)
+    shares = B.counts(rng, law["w"][None], 2, [16])[0]  # (2 contexts, 1, K): one per start
+    ones = (np.ones(d), np.ones(1))
+    theta, a, best, history = B.ascend_ball(
+        theta0, atoms, w, shares, A.token(d), 16.0, True, 0.3, *ones, steps=5, learn_law=False
+    )
+    np.testing.assert_array_equal(np.asarray(a), atoms)
+    assert np.all(np.asarray(best) >= np.asarray(history)[:, 0] - 1e-6)
+    sums = np.linalg.norm(np.asarray(theta["V"]), ord=2, axis=(-2, -1)).sum(axis=-1)
+    assert np.all(sums <= 1 + 1e-5)

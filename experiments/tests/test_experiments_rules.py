@@ -129,3 +129,18 @@ def test_the_table_holds_each_rule_once_per_boundary():
     assert len(names) == len(set(names))
     assert all(r.claim != r.alternative for r in R.RULES)
     assert all(math.isfinite(r.claim) and math.isfinite(r.alternative) for r in R.RULES)
+
+
+@given(verdicts=st.lists(st.sampled_from(list(V.Verdict)), min_size=1, max_size=6))
+def test_draws_that_disagree_never_read_a_verdict_on_the_claim(verdicts):
+    """verdicts.agree, the verdict of independent draws of one line: the draws' own verdict when
+    they all agree; when they do not, neither *holds*, *holds with a different constant* nor
+    *refuted*, and a failed code check in any draw fails the line."""
+    got = V.agree(verdicts)
+    assert got in V.VERDICTS
+    if len(set(verdicts)) == 1:
+        assert got == verdicts[0]
+    else:
+        assert got not in {V.HOLDS, V.DIFFERENT, V.REFUTED, V.CODE_PASSED}
+        assert (got == V.CODE_FAILED) == (V.CODE_FAILED in verdicts)
+    assert V.agree([]) == V.NOT_MEASURED

@@ -9,7 +9,8 @@ with a constant that depends on the support radius R and the parameter norms onl
 dimension d nor the parameter count p. Each part measures one piece of that statement against an
 exact infinite-context limit (or a QMC reference with its floor), with claimed-vs-measured lines
 whose verdicts state the sizes at which they are stable (:mod:`.verdicts`; the vocabulary is
-:mod:`cfm_experiments.verdicts`):
+:mod:`cfm_experiments.verdicts`) and, for the parts that sample, that two independent draws agree
+(:mod:`cfm_experiments.draws`):
 
 - ``prefactors``: the typical constant (mean over random fixed-norm models) vs d, the heads and a
   linear MLP's width (a code check), and the n^{-1/2} rate;
@@ -23,8 +24,10 @@ whose verdicts state the sizes at which they are stable (:mod:`.verdicts`; the v
   within an energy budget as a labelled contrast without a verdict; each row reports the ascent's
   gain over its start, its steps and the best trivial model, and a "supremum" that does not beat
   them, did not converge or does not decay like n^{-1/2} withholds its verdict;
-- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context) vs d and H, on N(0, I/d)
-  and on N(0, I), beside the best fixed start;
+- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context, to convergence) vs d and
+  H on a law in the ball B_1 (the cross law ±e_i: an exact limit), beside the best fixed start and
+  the a-priori bound, withheld when it is not a measured constant of the rate; N(0, I/d) and
+  N(0, I) as a labelled contrast without a verdict;
 - ``rho``: the Gaussian rate's local slope at n ≥ 10⁴ against ρ = 2‖QᵀK‖σ²/d, with models drawn to
   fill every ρ bin, pooled over independent draws (each draw's own verdict beside the pooled one);
 - ``tail_exponent``: the tail exponent with 25000 contexts per model down to δ = 10⁻³, for models

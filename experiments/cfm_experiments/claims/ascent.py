@@ -218,17 +218,23 @@ def normalised_ascent(grad, proj, params0, lr, rates, steps: int):
     return best_params, best, history
 
 
+def pair_gradient(f, learn_law: bool):
+    """``(θ, law) -> (f(θ, law), (∂θ, ∂law))``; without ``learn_law`` the law's gradient is zeros and
+    never built (nothing is differentiated through the context: the n-point adjoint's context branch)."""
+    if learn_law:
+        return jax.value_and_grad(lambda p: f(*p))
+
+    def grad(p):
+        value, g = jax.value_and_grad(lambda t: f(t, p[1]))(p[0])
+        return value, (g, jax.tree.map(jnp.zeros_like, p[1]))
+
+    return grad
+
+
 def _ascend(theta0, law0, x0, eps, energy, qk, v, v_sum, lr, mask_d, mask_h, learn_law: bool, steps: int):
     """(best θ, best law, best J, J at every step ``(steps,)``) of the projected normalised ascent
     (module docstring) from ``theta0``, ``law0``."""
-    if learn_law:
-        grad = jax.value_and_grad(lambda p: objective(p[0], p[1], x0, eps, energy, mask_d))
-    else:  # the law's gradient (through the n-point adjoint's context branch) not built at all
-
-        def grad(p):
-            value, g = jax.value_and_grad(lambda t: objective(t, p[1], x0, eps, energy, mask_d))(p[0])
-            return value, (g, jax.tree.map(jnp.zeros_like, p[1]))
-
+    grad = pair_gradient(lambda t, w: objective(t, w, x0, eps, energy, mask_d), learn_law)
     proj = lambda p: (  # noqa: E731
         project(p[0], qk, v, v_sum, mask_d, mask_h),
         project_law(p[1], energy, mask_d) if learn_law else p[1],
@@ -302,6 +308,7 @@ __all__ = [
     "JITTER",
     "MOMENTUM",
     "normalised_ascent",
+    "pair_gradient",
     "Problem",
     "ascend",
     "ascend_each",

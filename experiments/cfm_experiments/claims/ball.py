@@ -19,7 +19,7 @@ import numpy as np
 from cfm_jax import EmpiricalMeasure
 from cfm_jax.chaos import map_seeds
 
-from .ascent import model_of, normalised_ascent, project
+from .ascent import model_of, normalised_ascent, pair_gradient, project
 from .deviation import sup_deviation, token_trajectory
 from .starts import construction, stack
 
@@ -57,8 +57,10 @@ def ball_bound(n, layers: int, radius: float = RADIUS, v: float = 1.0):
 
 
 def ball_law(rng, dim: int, name: str, atoms: int = ATOMS, radius: float = RADIUS) -> dict:
-    """The ball law ``name`` (:data:`BALL_LAWS`, or ``"random"``: atoms uniform in the ball with
-    Dirichlet weights) as atoms ``a (atoms, d)`` and weights ``w (atoms,)``."""
+    """The ball law ``name`` (:data:`BALL_LAWS`; ``"random"``: atoms uniform in the ball with
+    Dirichlet weights; ``"cross"``: ±R e_i with equal weights, the cross-polytope's vertices, mean 0
+    and covariance R²I/d like N(0, R²I/d), needing ``atoms`` ≥ 2d) as atoms ``a (atoms, d)`` and
+    weights ``w (atoms,)`` (atoms beyond the law's carry weight 0)."""
     a, w = np.zeros((atoms, dim)), np.zeros(atoms)
     if name == "corner":
         a[0, 0], a[1, 0], w[:2] = radius, -radius, 0.5
@@ -66,13 +68,17 @@ def ball_law(rng, dim: int, name: str, atoms: int = ATOMS, radius: float = RADIU
         a[0, 0], a[1, 0], w[:2] = radius, -radius, (SKEW, 1 - SKEW)
     elif name == "one-sided":
         a[0, 0], w[:2] = radius, 0.5
+    elif name == "cross":
+        if atoms < 2 * dim:
+            raise ValueError(f"ball_law: the cross law needs `atoms` >= 2·dim = {2 * dim}, got {atoms}.")
+        a[:dim], a[dim : 2 * dim], w[: 2 * dim] = radius * np.eye(dim), -radius * np.eye(dim), 1 / (2 * dim)
     elif name in ("sphere", "random"):
         u = rng.standard_normal((atoms, dim))
         u /= np.linalg.norm(u, axis=1, keepdims=True)
         r = radius if name == "sphere" else radius * rng.random((atoms, 1)) ** (1 / dim)
         a, w = u * r, np.full(atoms, 1 / atoms) if name == "sphere" else rng.dirichlet(np.ones(atoms))
     else:
-        raise ValueError(f"ball_law: `name` must be one of {(*BALL_LAWS, 'random')}, got {name!r}.")
+        raise ValueError(f"ball_law: `name` must be one of {(*BALL_LAWS, 'cross', 'random')}, got {name!r}.")
     return {"a": a, "w": w}
 
 
@@ -124,24 +130,28 @@ def ball_objective(theta, a, w, shares, x0, n):
     return jnp.sqrt(jnp.asarray(n, a.dtype)) * jnp.mean(devs)
 
 
-def _ascend_ball(theta0, a0, w, shares, x0, n, v_sum, lr, mask_d, mask_h, steps: int):
-    grad = jax.value_and_grad(lambda p: ball_objective(p[0], p[1], w, shares, x0, n))
-    proj = lambda p: (project(p[0], 1.0, 1.0, v_sum, mask_d, mask_h), project_atoms(p[1], mask_d))  # noqa: E731
+def _ascend_ball(theta0, a0, w, shares, x0, n, v_sum, lr, mask_d, mask_h, steps: int, learn_law: bool):
+    grad = pair_gradient(lambda t, a: ball_objective(t, a, w, shares, x0, n), learn_law)
+    proj = lambda p: (  # noqa: E731
+        project(p[0], 1.0, 1.0, v_sum, mask_d, mask_h),
+        project_atoms(p[1], mask_d) if learn_law else p[1],
+    )
     params0 = proj((theta0, a0))
-    (theta, a), best, history = normalised_ascent(grad, proj, params0, jnp.asarray(lr, a0.dtype), (1.0, 1.0), steps)
+    lr = jnp.asarray(lr, a0.dtype)
+    (theta, a), best, history = normalised_ascent(grad, proj, params0, lr, (1.0, float(learn_law)), steps)
     return theta, a, best, history
 
 
-def _ascend_ball_all(theta0, a0, w, shares, x0, n, v_sum, lr, mask_d, mask_h, *, steps: int):
-    one = lambda t, a, ww, c: _ascend_ball(t, a, ww, c, x0, n, v_sum, lr, mask_d, mask_h, steps)  # noqa: E731
+def _ascend_ball_all(theta0, a0, w, shares, x0, n, v_sum, lr, mask_d, mask_h, *, steps: int, learn_law: bool = True):
+    one = lambda t, a, ww, c: _ascend_ball(t, a, ww, c, x0, n, v_sum, lr, mask_d, mask_h, steps, learn_law)  # noqa: E731
     return map_seeds(lambda p: one(*p), (theta0, a0, w, shares))
 
 
 #: ``ascend_ball(theta0 (S, …), a0 (S, K, D), w (S, K), shares (S, M, K), x0, n, v_sum, lr, mask_d, mask_h,
-#: *, steps)``: the projected normalised ascent of θ (‖Q‖‖K‖ ≤ 1, values ≤ 1) and of the atoms (in
-#: B_R, the weights fixed) from each of S starts on its M contexts: best θ, best atoms, best J ``(S,)``,
-#: J at every step ``(S, steps)``.
-ascend_ball = jax.jit(_ascend_ball_all, static_argnames=("steps",))
+#: *, steps, learn_law=True)``: the projected normalised ascent of θ (‖Q‖‖K‖ ≤ 1, values ≤ 1) and of the
+#: atoms (in B_R, the weights fixed; ``learn_law`` False: the atoms fixed too, only θ moves) from each of
+#: S starts on its M contexts: best θ, best atoms, best J ``(S,)``, J at every step ``(S, steps)``.
+ascend_ball = jax.jit(_ascend_ball_all, static_argnames=("steps", "learn_law"))
 
 
 def _evaluate_ball(thetas, a, w, shares, x0, ns):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..declarations.claims import PREFACTORS
+from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import HOLDS, NOT_OBSERVED
@@ -34,6 +35,7 @@ def p_of(row) -> int:
     return param_count(row["config"])
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class Prefactors(Part):
     declaration = PREFACTORS
     title = "Typical constant C (mean over random fixed-norm models) vs d, heads and MLP width; the $n^{-1/2}$ rate"

@@ -19,6 +19,7 @@ import numpy as np
 from cfm_jax.stats import bootstrap
 
 from ..declarations.claims import SCALES
+from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from . import verdicts as V
@@ -42,6 +43,7 @@ def scaled_logs(row) -> np.ndarray:
     return log_prefactors(row["config"]["ns"], row["values"]) - math.log(row["config"]["scale"])
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class Scales(Part):
     declaration = SCALES
     title = "C vs the context scale and ‖Q‖‖K‖: the effective inverse temperature β"

@@ -45,7 +45,7 @@ def value_norm(config: dict) -> float:
     return 1.0 if config["vnorm"] == "sum" else float(np.sqrt(config["heads"]))
 
 
-def _stretches(stretch, state, config, cap=None):
+def until_converged(stretch, state, config, cap=None):
     """:func:`~.ascent.converge` at the part's tolerance and ``--sup-stretches`` (or ``cap``, the smaller)."""
     return converge(stretch, state, min(int(config["sup_stretches"]), cap or 10**9), CONVERGED)
 
@@ -77,7 +77,7 @@ def run_ball(config: dict) -> dict:
         )  # fmt: skip
         return (theta, a), best
 
-    (theta, a), bests, converged = _stretches(stretch, (prob.theta(theta0), a0), config)
+    (theta, a), bests, converged = until_converged(stretch, (prob.theta(theta0), a0), config)
     w = np.concatenate([law0["w"], law0["w"], random_laws["w"]])
     held = counts(rng, w, BALL_CONTEXTS * int(config["sup_eval_contexts"]), ns)
     both = lambda *trees: {k: np.concatenate([np.asarray(t[k]) for t in trees]) for k in trees[0]}  # noqa: E731
@@ -126,7 +126,7 @@ def run_suprema(config: dict) -> dict:
         return (theta, law), best
 
     state = (prob.theta(theta0), prob.law(law0))
-    (theta, law), bests, converged = _stretches(stretch, state, config, GAUSSIAN_STRETCHES)
+    (theta, law), bests, converged = until_converged(stretch, state, config, GAUSSIAN_STRETCHES)
     win = int(np.argmax(bests[-1]))
     both = lambda found, *more: {k: np.concatenate([np.asarray(found[k]), *(m[k] for m in more)]) for k in found}  # noqa: E731
     n = int(config["sup_n"])
@@ -168,5 +168,6 @@ __all__ = [
     "moments",
     "run_ball",
     "run_suprema",
+    "until_converged",
     "value_norm",
 ]

@@ -40,6 +40,7 @@ import numpy as np
 from cfm_jax.chaos import size_buckets
 
 from ..declarations.claims import SUP_AT_DIM, SUP_CONTEXTS, SUP_N, SUP_STEPS, SUPREMA
+from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import NOT_TESTED
@@ -66,6 +67,7 @@ def family(config: dict) -> str:
     return f"ball B_{RADIUS:g}" if config["law"] == "ball" else f"Gaussian, {label(config['energy'])}"
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class Suprema(Part):
     declaration = SUPREMA
     title = "The paper's constant as a supremum searched over fixed-norm parameters and laws in the ball, vs d and H"
@@ -161,11 +163,12 @@ def embed_dim(d: int, dims) -> int:
     return next(group[-1] for group in size_buckets(dims) if d in group)
 
 
-def heads_scan(rows, at, vnorm) -> list[dict]:
-    """The ball's heads sweep at d = ``at`` for one value norm, the d-sweep's one-head row first."""
+def heads_scan(rows, at, vnorm: str | None = None) -> list[dict]:
+    """The ball's heads sweep at d = ``at`` (for one value norm, unless None: rows without one), the
+    d-sweep's one-head row first."""
     ball = [r for r in rows if r["config"]["law"] == "ball"]
     base = [r for r in ball if r["config"]["sweep"] == "d" and r["config"]["dim"] == at]
-    heads = [r for r in ball if r["config"]["sweep"] == "heads" and r["config"]["vnorm"] == vnorm]
+    heads = [r for r in ball if r["config"]["sweep"] == "heads" and r["config"].get("vnorm") == vnorm]
     return base + sorted(heads, key=lambda r: r["config"]["heads"])
 
 

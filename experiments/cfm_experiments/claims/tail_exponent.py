@@ -41,6 +41,7 @@ from cfm_jax import EmpiricalMeasure
 from cfm_jax.stats import bootstrap
 
 from ..declarations.claims import TAIL_EXPONENT
+from ..draws import redrawn
 from ..plotting import COLORS, figure, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import worst
@@ -154,6 +155,7 @@ def linearised_sups(f, draws: int, dim: int, seed: int) -> np.ndarray:
     return np.linalg.norm(g.reshape(draws, -1, dim), axis=-1).max(axis=1)
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class TailExponent(Part):
     declaration = TAIL_EXPONENT
     title = (

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..declarations.claims import TAILS
+from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import HOLDS, NOT_OBSERVED
@@ -25,6 +26,7 @@ from .deviation import deviations
 from .statistics import ci, tail_fits
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class Tails(Part):
     declaration = TAILS
     title = (

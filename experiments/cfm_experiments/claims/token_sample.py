@@ -62,6 +62,7 @@ from cfm_jax import GaussianMeasure, attention_output_moments
 from cfm_jax.stats import fit_loglog
 
 from ..declarations.claims import TOKEN_SAMPLE
+from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, UNDECIDED, Verdict, against_band
@@ -133,6 +134,7 @@ def sizes(settings: Settings) -> tuple[list[int], int]:
     return sorted(settings["token_ns"]), settings["token_contexts"]
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class TokenSample(Part):
     declaration = TOKEN_SAMPLE
     title = "One attention layer's token sample complexity: the exact reference against a Monte-Carlo one"

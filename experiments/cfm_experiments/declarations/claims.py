@@ -23,6 +23,14 @@ LAYERS = Option("layers", 4, "layers L (one Euler step each: the residual networ
 SUP_N = Option("sup_n", 128, "context size n of the ascents", low=2, quick=64)
 SUP_STEPS = Option("sup_steps", 60, "projected-ascent steps (of each stretch of the suprema's ascent)", low=1, quick=30)
 SUP_CONTEXTS = Option("sup_contexts", 16, "common random contexts of each ascent", low=1, quick=8)
+SUP_STRETCHES = Option(
+    "sup_stretches",
+    8,
+    "most stretches of --sup-steps steps of each ascent (it stops earlier once no start gains half a percent)",
+    low=2,
+    quick=4,
+    why="a gain needs two stretches",
+)
 SUP_AT_DIM = Option("sup_at_dim", 4, "d of the heads sweeps (one of --sup-dims and --uni-dims)", low=1, quick=2)
 
 PREFACTORS = Declaration(
@@ -126,14 +134,7 @@ SUPREMA = Declaration(
         Option("sup_eval_contexts", 32, "held-out contexts", low=2, quick=16, why=INTERVAL),
         SUP_N,
         SUP_STEPS,
-        Option(
-            "sup_stretches",
-            8,
-            "most stretches of --sup-steps steps of each ascent (it stops earlier once no start gains half a percent)",
-            low=2,
-            quick=4,
-            why="a gain needs two stretches",
-        ),
+        SUP_STRETCHES,
         SUP_CONTEXTS,
         LAYERS,
     ),
@@ -163,6 +164,7 @@ UNIFORM = Declaration(
         SUP_AT_DIM,
         SUP_N,
         SUP_STEPS,
+        SUP_STRETCHES,
         LAYERS,
     ),
 )
@@ -296,6 +298,7 @@ __all__ = [
     "SUP_CONTEXTS",
     "SUP_N",
     "SUP_STEPS",
+    "SUP_STRETCHES",
     "TAILS",
     "TAIL_EXPONENT",
     "TOKEN_SAMPLE",

@@ -31,6 +31,7 @@ import numpy as np
 from cfm_jax.stats import fit_loglog, mean_ci
 
 from ..declarations.ogd import BOUNDS
+from ..draws import redrawn
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import HOLDS, NOT_TESTED, REFUTED, claim_lines as format_lines, worst
 from . import figures, measure
@@ -98,6 +99,7 @@ def record(config: dict, m: dict, lams, pilot_C) -> dict:
     }
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class Claims(Part):
     declaration = BOUNDS
     title = "The first paper's OGD claims against the exact infinite-context limit (Gaussian contexts)"

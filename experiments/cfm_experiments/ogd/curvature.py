@@ -26,6 +26,7 @@ import numpy as np
 from cfm_jax.stats import Interval
 
 from ..declarations.ogd import CURVATURE
+from ..draws import redrawn
 from ..plotting import save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import (
@@ -55,6 +56,7 @@ LINEAR = 0.03
 GROWTH = 2.0
 
 
+@redrawn  # samples models or contexts: a verdict only where independent draws agree
 class Curvature(Part):
     declaration = CURVATURE
     title = "OGD near an unstable stationary point: growth below the ridge threshold, none above (exact limit)"
