@@ -273,7 +273,7 @@ class Interval:
         """The interval :meth:`as_dict` wrote, read back from a JSON row (where a NaN or infinite
         number is ``null``, read as NaN); without a ``level`` key, 0.95."""
         level = _number(d, "level") if "level" in d else 0.95
-        return cls(*(_number(d, k) for k in ("value", "ci_low", "ci_high")), level)
+        return cls(_number(d, "value"), _number(d, "ci_low"), _number(d, "ci_high"), level)
 
     def __format__(self, spec: str) -> str:
         """``value [ci_low, ci_high]``, each number written with the format ``spec``:
