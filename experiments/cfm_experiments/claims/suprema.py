@@ -42,8 +42,7 @@ from cfm_jax.chaos import size_buckets
 from ..declarations.claims import SUP_AT_DIM, SUP_CONTEXTS, SUP_N, SUP_STEPS, SUPREMA
 from ..plotting import COLORS, figure, log_ticks, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import NOT_TESTED
-from . import verdicts as V
+from ..verdicts import NOT_TESTED, claims as V
 from .ball import RADIUS, ball_bound
 from .searches import ENERGIES, Energy, run_ball, run_suprema, value_norm
 from .statistics import ci

@@ -26,7 +26,7 @@ from cfm_jax.stats import bootstrap
 from ..declarations.claims import UNIFORM
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from . import verdicts as V
+from ..verdicts import claims as V
 from .ascent import Problem, ascend_each, normals
 from .searches import ENERGIES, LEARNING_RATE, Energy, budget
 from .starts import stack, starts

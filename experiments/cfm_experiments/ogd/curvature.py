@@ -46,7 +46,7 @@ from . import measure
 from .figures import CURVATURE_FIGURE, curvature_figure
 from .measure import CAP, LAMBDA_C_FACTOR, k_c
 from .saddle import FIXED, bound_trajectory, record, task_of
-from .verdicts import exponential_rates, fmt, geometric_mean_ci, mean_interval
+from .statistics import exponential_rates, geometric_mean_ci, mean_interval
 
 #: the linear regime: deviations below this level (the saddle is O(1) away from the minima the
 #: escaping runs settle in: the unit-norm maps set that scale).
@@ -168,10 +168,6 @@ def expected_ridges(C, ratio: float, eta: float) -> np.ndarray:
     return np.minimum(lam, 0.9 / eta) if ratio >= 1 else lam
 
 
-def _iv(d: dict) -> Interval:
-    return Interval(d["value"], d["ci_low"], d["ci_high"])
-
-
 #: how far an estimated constant may sit below the one the bound needs: C and δ_n are measured on
 #: the visited region (lower estimates), low by up to this factor (:data:`.verdicts.THRESHOLD_BAND`'s 2).
 ESTIMATE_FACTOR = 2.0
@@ -234,7 +230,7 @@ def bound_ratio_verdict(ratio: float, loose_ratio: float) -> Verdict:
 
 
 def _times(d: dict) -> str:
-    return f"×{d['value']:.3g} [{d['ci_low']:.3g}, {d['ci_high']:.3g}]"
+    return f"×{Interval.from_dict(d):.3g}"
 
 
 def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
@@ -249,14 +245,15 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
     lines = []
     z = t.get("0")
     if z is not None and z["rate_over_bound"] is not None:
-        q, qf = _iv(z["rate_over_bound"]), _iv(z["ftle_over_bound"])
+        q, qf = Interval.from_dict(z["rate_over_bound"]), Interval.from_dict(z["ftle_over_bound"])
+        rate, ftle = Interval.from_dict(z["rate"]), Interval.from_dict(z["ftle_rate"])
         lines.append(
             Claim(
                 "λ = 0 with curvature of size C along the path: beyond $k_c$ the deviation grows like $(1 + ηC)^k$",
-                f"n = {n}: rate per step {fmt(_iv(z['rate']), 3)} "
+                f"n = {n}: rate per step {rate:+.3f} "
                 f"(over k = {z['fitted_steps'][0]}…{z['fitted_steps'][1]}, "
-                f"the second half before saturation) = {fmt(q)} × $\\log(1 + ηC)$ (C = {z['C_region']:.3g} on the "
-                f"region $\\hat θ$ visited); finite-time Lyapunov exponent {fmt(_iv(z['ftle_rate']), 3)} = {fmt(qf)} "
+                f"the second half before saturation) = {q:+.2f} × $\\log(1 + ηC)$ (C = {z['C_region']:.3g} on the "
+                f"region $\\hat θ$ visited); finite-time Lyapunov exponent {ftle:+.3f} = {qf:+.2f} "
                 "× $\\log(1 + ηC)$; "
                 f"$e_K/e_{{k_c}}$ = ×{z['e_K_over_e_kc']['value']:.3g}",
                 rate_verdict(q),
@@ -277,7 +274,10 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
                     f"{v['bound_rate']['value']:+.4f}"
                     for v in below
                 ),
-                worst(growth_verdict(_iv(v["late_growth"]), _iv(v["ftle_rate"])) for v in growing)
+                worst(
+                    growth_verdict(Interval.from_dict(v["late_growth"]), Interval.from_dict(v["ftle_rate"]))
+                    for v in growing
+                )
                 if growing
                 else NOT_MEASURED,  # no row where the bound's step factor still expands
                 fig,
@@ -286,7 +286,7 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
         )
     above = [v for v in t.values() if v["ratio"] >= 1]
     if above:
-        g = [_iv(v["late_growth"]) for v in above]
+        g = [Interval.from_dict(v["late_growth"]) for v in above]
         verdict = bounded_verdict(g)
         lines.append(
             Claim(

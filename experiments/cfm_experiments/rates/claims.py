@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cfm_jax.stats import Interval
+
 from .. import verdicts as _v
 from ..protocol import Claim
 from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, Verdict
@@ -71,7 +73,7 @@ def measured(fits: Sequence[dict]) -> str:
     for f in fits:
         lo, hi = f["expected_band"]
         want = f"{lo:+.2f}" if lo == hi else f"{lo:+.2f}…{hi:+.2f}"
-        text = f"{_label(f)}: {f['slope']:+.2f} [{f['ci_low']:+.2f}, {f['ci_high']:+.2f}] vs {want}"
+        text = f"{_label(f)}: {Interval(f['slope'], f['ci_low'], f['ci_high']):+.2f} vs {want}"
         if not f["meaningful"]:
             text += " (floor-limited, not counted)"
         elif not counts(f):

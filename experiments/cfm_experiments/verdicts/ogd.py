@@ -1,12 +1,10 @@
-"""The statistics and verdict rules of the OGD parts (plain NumPy, outside any jit).
+"""The verdict rules of the OGD parts (plain NumPy, outside any jit).
 
-Every interval is over seeds, as :mod:`cfm_jax.stats` takes them: a percentile bootstrap from
-:data:`~cfm_jax.stats.MIN_BOOTSTRAP_SEEDS` seeds on, the Student-t interval below (two seeds' bootstrap
-interval is their [min, max], which holds the mean half the time). A verdict is decided
+Every interval is over seeds (:mod:`cfm_experiments.ogd.statistics`). A verdict is decided
 only when its interval excludes the alternative; an interval that straddles the boundary reads
 *undecided* (:data:`~cfm_experiments.verdicts.UNDECIDED`), so a smaller run (``--quick``: fewer
 seeds, wider intervals) does not flip a verdict, it withholds it. The verdicts themselves are
-:mod:`cfm_experiments.verdicts`'s.
+:mod:`cfm_experiments.verdicts.vocabulary`'s.
 """
 
 from __future__ import annotations
@@ -17,9 +15,9 @@ from typing import Literal
 
 import numpy as np
 
-from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, Interval, RateFit, bootstrap, fit_loglog, mean_ci
+from cfm_jax.stats import RateFit
 
-from ..verdicts import (
+from .vocabulary import (
     HOLDS,
     NOT_MEASURED,
     NOT_OBSERVED,
@@ -37,12 +35,6 @@ from ..verdicts import (
 THRESHOLD_BAND = (0.5, 2.0)
 
 
-def fmt(fit: RateFit | Interval, digits: int = 2) -> str:
-    """``+0.50 [+0.41, +0.58]``."""
-    value = fit.slope if isinstance(fit, RateFit) else fit.value
-    return f"{value:+.{digits}f} [{fit.ci_low:+.{digits}f}, {fit.ci_high:+.{digits}f}]"
-
-
 def slope_verdict(fit: RateFit, claim: float) -> Verdict:
     """A decay exponent against the bound's ``claim`` (e.g. −1/2): at least as steep (the CI reaches
     the claim or lies below it) and excluding 0 (no decay) holds; a decay whose CI lies between the
@@ -54,15 +46,6 @@ def slope_verdict(fit: RateFit, claim: float) -> Verdict:
     if fit.ci_high < 0:
         return HOLDS if fit.ci_low <= claim else NOT_OBSERVED
     return REFUTED if fit.ci_low > claim / 2 else UNDECIDED
-
-
-def growth_fits(window_k, window_max) -> list[RateFit]:
-    """Growth exponent β of window maxima ``(S, W, len(ns))`` against the windows' last steps
-    ``(W,)`` (log-log, per n, CI over seeds): 0 for a bounded deviation, 1/2 for a random walk,
-    1 for linear growth."""
-    k = np.asarray(window_k, float)
-    w = np.asarray(window_max, float)
-    return [fit_loglog(k, w[:, :, i].T) for i in range(w.shape[2])]
 
 
 #: the growth exponent a bounded deviation's CI must exclude: ½, a random walk's.
@@ -144,44 +127,6 @@ class Threshold:
         return f"({fmt(self.low)}, {fmt(self.high)})·λ_c"
 
 
-def _mean(values: np.ndarray) -> Interval:
-    """Mean over seeds ``(S,)`` and its interval: bootstrap from MIN_BOOTSTRAP_SEEDS seeds, else Student-t."""
-    if values.size >= MIN_BOOTSTRAP_SEEDS:
-        return bootstrap(lambda a: a.mean(), values)
-    mean, half = mean_ci(values)
-    return Interval(mean, mean - half, mean + half)
-
-
-def geometric_mean_ci(ratios) -> Interval:
-    """Geometric mean over seeds of positive ``ratios (S,)`` and its interval (the mean's of the logs)."""
-    logs = np.log(np.maximum(np.asarray(ratios, float).ravel(), np.finfo(float).tiny))
-    iv = _mean(logs)
-    return Interval(float(np.exp(iv.value)), float(np.exp(iv.ci_low)), float(np.exp(iv.ci_high)))
-
-
-def exponential_rates(devs, start: int, stop) -> np.ndarray:
-    """Per seed, the least-squares slope of log e_k against k over steps ``start`` … ``stop[s]``
-    (1-based, inclusive; ``devs (S, K)``): the per-step exponential growth rate, log of the step
-    factor. A window shorter than 3 steps gives NaN."""
-    devs = np.asarray(devs, float)
-    out = np.full(devs.shape[0], np.nan)
-    for s, end in enumerate(np.broadcast_to(np.asarray(stop), devs.shape[:1])):
-        k = np.arange(start, int(end) + 1)
-        if k.size >= 3:
-            out[s] = np.polyfit(k, np.log(np.maximum(devs[s, k - 1], np.finfo(float).tiny)), 1)[0]
-    return out
-
-
-def mean_interval(values) -> Interval:
-    """Mean over seeds (NaNs dropped) and its interval (bootstrap, or Student-t below
-    MIN_BOOTSTRAP_SEEDS seeds)."""
-    v = np.asarray(values, float).ravel()
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return Interval(float("nan"), float("nan"), float("nan"))
-    return _mean(v)
-
-
 __all__ = [
     "RANDOM_WALK",
     "THRESHOLD_BAND",
@@ -189,12 +134,7 @@ __all__ = [
     "Threshold",
     "at_most_half",
     "bounded",
-    "exponential_rates",
-    "fmt",
-    "geometric_mean_ci",
     "growing",
-    "growth_fits",
-    "mean_interval",
     "sign",
     "sign_verdict",
     "slope_verdict",

@@ -1,7 +1,7 @@
 """Every verdict rule of the experiments, in one table: what each reads from an interval.
 
-A *rule* maps intervals (95 % CIs) to a :class:`~cfm_experiments.verdicts.Verdict`. Each is a total
-function with the vocabulary of :mod:`cfm_experiments.verdicts`: an interval that is NaN,
+A *rule* maps intervals (95 % CIs) to a :class:`~cfm_experiments.verdicts.vocabulary.Verdict`. Each is a total
+function with the vocabulary of :mod:`cfm_experiments.verdicts.vocabulary`: an interval that is NaN,
 infinite, reversed or missing reads *not measured*; one that reaches both the claimed value and
 the alternative the claim denies (it *straddles* the boundary) reads *undecided* (or another
 withheld verdict), never *holds* or *holds with a different constant*; one that lies clearly
@@ -23,12 +23,13 @@ from collections.abc import Callable
 
 from cfm_jax.stats import Interval, RateFit
 
-from .claims import rho, tail_rule as tail, token_sample, verdicts as claim_rules
-from .claims.tail_exponent import TAIL_DELTAS
-from .ogd import curvature, verdicts as ogd_rules
-from .rates.claims import verdict as rates_verdict
-from .sync import common as sync_common
-from .verdicts import HOLDS, REFUTED, Verdict, against_band, against_claim, code_check, worst
+from ..claims import rho, tail_rule as tail, token_sample
+from ..claims.tail_exponent import TAIL_DELTAS
+from ..ogd import curvature
+from ..rates.claims import verdict as rates_verdict
+from ..sync import common as sync_common
+from . import claims as claim_rules, ogd as ogd_rules
+from .vocabulary import HOLDS, REFUTED, Verdict, against_band, against_claim, code_check, worst
 
 Apply = Callable[[float, float], Verdict]
 

@@ -1,0 +1,59 @@
+"""The verdicts: the vocabulary every claim line concludes with, and every rule that reads it from
+intervals, in one package.
+
+- :mod:`~cfm_experiments.verdicts.vocabulary`: the :class:`Verdict` values, their order, and the two
+  rules every other is written with (an interval against a band, against a claimed value);
+- :mod:`~cfm_experiments.verdicts.claims`: the claims command's rules and the sizes at which a
+  verdict is stable (:func:`~cfm_experiments.verdicts.claims.judge`);
+- :mod:`~cfm_experiments.verdicts.ogd`: the OGD parts' rules (growth exponents, the threshold);
+- :mod:`~cfm_experiments.verdicts.table`: every rule of the experiments in one table, run by one
+  property test over random, degenerate and straddling intervals (it imports the parts whose
+  rules read their own rows, so nothing here imports it).
+
+The package imports only the vocabulary: any module may import a verdict from here. Writing a
+claim line is :mod:`cfm_experiments.rendering`'s.
+"""
+
+from .vocabulary import (
+    BELOW_STABLE_SIZES,
+    CODE_FAILED,
+    CODE_PASSED,
+    DIFFERENT,
+    HOLDS,
+    NOT_MEASURED,
+    NOT_OBSERVED,
+    NOT_TESTED,
+    ORDER,
+    REFUTED,
+    UNDECIDED,
+    VERDICTS,
+    WITHHELD,
+    Verdict,
+    against_band,
+    against_claim,
+    code_check,
+    measured,
+    worst,
+)
+
+__all__ = [
+    "BELOW_STABLE_SIZES",
+    "CODE_FAILED",
+    "CODE_PASSED",
+    "DIFFERENT",
+    "HOLDS",
+    "NOT_MEASURED",
+    "NOT_OBSERVED",
+    "NOT_TESTED",
+    "ORDER",
+    "REFUTED",
+    "UNDECIDED",
+    "VERDICTS",
+    "WITHHELD",
+    "Verdict",
+    "against_band",
+    "against_claim",
+    "code_check",
+    "measured",
+    "worst",
+]
