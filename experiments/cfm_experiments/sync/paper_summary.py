@@ -9,7 +9,8 @@ from cfm_jax.stats import Interval, bootstrap
 
 from ..protocol import Claim
 from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, UNDECIDED, code_check
-from .common import coverage_verdict, interval_text, miss_probability
+from ..verdicts.sync import coverage_verdict, miss_probability
+from .common import interval_text
 
 
 def log_mean_slope(ts):

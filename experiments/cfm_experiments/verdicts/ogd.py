@@ -10,14 +10,16 @@ seeds, wider intervals) does not flip a verdict, it withholds it. The verdicts t
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 
-from cfm_jax.stats import RateFit
+from cfm_jax.stats import Interval, RateFit
 
 from .vocabulary import (
+    DIFFERENT,
     HOLDS,
     NOT_MEASURED,
     NOT_OBSERVED,
@@ -127,7 +129,77 @@ class Threshold:
         return f"({fmt(self.low)}, {fmt(self.high)})·λ_c"
 
 
+#: the curvature part's rules (:mod:`cfm_experiments.ogd.curvature`).
+#: bounded: the deviation's last quarter is less than GROWTH times its second quarter (geometric means).
+GROWTH = 2.0
+#: how far an estimated constant may sit below the one the bound needs: C and δ_n are measured on
+#: the visited region (lower estimates), low by up to this factor (:data:`THRESHOLD_BAND`'s 2).
+ESTIMATE_FACTOR = 2.0
+
+
+def rate_verdict(q: Interval) -> Verdict:
+    """The growth rate over the bound's log(1 + η(C − λ)) (per seed, CI over seeds). Growth (CI above
+    0) reaching [½, 1] holds — the bound's factor, up to the factor 2 of an estimated C —; growth
+    wholly below ½ or wholly between 1 and :data:`ESTIMATE_FACTOR` is a different constant; growth
+    wholly faster than :data:`ESTIMATE_FACTOR` × the bound's rate (beyond what an estimated C can
+    explain), or a deviation that decays (CI below 0), is refuted; growth reaching both the bound's
+    rate and that factor is undecided; no growth with ½ excluded is not observed; else undecided;
+    no interval (NaN or infinite) is not measured."""
+    if not measured(q.ci_low, q.ci_high):
+        return NOT_MEASURED
+    if q.ci_low > ESTIMATE_FACTOR or q.ci_high < 0:
+        return REFUTED
+    if q.ci_low > 0:
+        if q.ci_high >= ESTIMATE_FACTOR:  # reaches what no estimated C explains
+            return UNDECIDED
+        return HOLDS if q.ci_high >= 0.5 and q.ci_low <= 1 else DIFFERENT
+    return NOT_OBSERVED if q.ci_high < 0.5 else UNDECIDED
+
+
+def growth_verdict(g: Interval, ftle: Interval) -> Verdict:
+    """Still growing: the late growth factor G (last over second quarter) above 1 and the map
+    expanding along the path (FTLE above 0) holds; less than a doubling with a contracting map is
+    not observed; else undecided (CIs over seeds); either interval NaN or infinite: not measured."""
+    if not (measured(g.ci_low, g.ci_high) and measured(ftle.ci_low, ftle.ci_high)):
+        return NOT_MEASURED
+    if g.ci_low > 1 and ftle.ci_low > 0:
+        return HOLDS
+    return NOT_OBSERVED if g.ci_high < GROWTH and ftle.ci_high <= 0 else UNDECIDED
+
+
+def bounded_verdict(late: Sequence[Interval]) -> Verdict:
+    """Bounded above the threshold, from each λ's late growth factor G (last over second quarter):
+    every interval below :data:`GROWTH` (less than a doubling) holds; one wholly above it refutes;
+    else undecided; any interval NaN or infinite, or none, not measured."""
+    if not late or not all(measured(x.ci_low, x.ci_high) for x in late):
+        return NOT_MEASURED
+    if any(x.ci_low > GROWTH for x in late):
+        return REFUTED
+    return HOLDS if all(x.ci_high < GROWTH for x in late) else UNDECIDED
+
+
+def bound_ratio_verdict(ratio: float, loose_ratio: float) -> Verdict:
+    """The bound's own trajectory: ``ratio``, the largest e_k/B_k over λ, seeds, n and k with C and δ_n
+    as measured, and ``loose_ratio``, the same against B_k with both constants
+    :data:`ESTIMATE_FACTOR` × larger (the most an estimate can be low). Every e_k under its B_k
+    holds; under the loosened bound only, a different constant; above even the loosened bound
+    (the data sit beyond what an estimated constant can explain) refuted; NaN or infinite
+    ratios (no bound measured) not measured. A maximum over every seed, not an interval: the
+    bound is claimed for every trajectory."""
+    if not (math.isfinite(ratio) and math.isfinite(loose_ratio)) or ratio < 0 or loose_ratio < 0:
+        return NOT_MEASURED
+    if ratio <= 1:
+        return HOLDS
+    return DIFFERENT if loose_ratio <= 1 else REFUTED
+
+
 __all__ = [
+    "ESTIMATE_FACTOR",
+    "GROWTH",
+    "bound_ratio_verdict",
+    "bounded_verdict",
+    "growth_verdict",
+    "rate_verdict",
     "RANDOM_WALK",
     "THRESHOLD_BAND",
     "Sign",
