@@ -122,7 +122,7 @@ def bound_claim(comp: list[dict], width: int) -> Claim:
 
 def width_claim(checks: list[dict]) -> Claim:
     n = len(checks)
-    misses = sum(not Interval(**c["difference"]).contains(0.0) for c in checks)
+    misses = sum(not Interval.from_dict(c["difference"]).contains(0.0) for c in checks)
     below = sum(c["difference"]["ci_high"] < 0.0 for c in checks)  # the width's rate wholly below the main one's
     widths = sorted({c["width"] for c in checks} | {c["main_width"] for c in checks})
     diffs = ", ".join(
@@ -196,7 +196,7 @@ def comparison_lines(comp: list[dict], width: int) -> list[str]:
             lo, hi = c["rate_ci"]
             lines.append(
                 f"{c['act']:>8} {c['d']:>4} {c['sigma']:>4g} {c['scale']:>+5g} {c['epsilon']:>8.4f} "
-                f"{c['lambda_bar_prime']:>8.4f} {c['bound']:>8.4f} {c['rate']:>8.4f} [{lo:>8.4f}, {hi:>8.4f}] "
+                f"{c['lambda_bar_prime']:>8.4f} {c['bound']:>8.4f} {Interval(c['rate'], lo, hi):>8.4f} "
                 f"{'under' if c['holds_pointwise'] else 'ABOVE':>9}"  # a table cell, not a verdict
             )
     return lines
