@@ -44,7 +44,7 @@ FIXED = dict(layers=2, batch=4, context_scale=0.5, eta=0.5)
 #: λ above DEGENERATE × 2C of the region the strong runs visit: the threshold is not tested there.
 DEGENERATE = 4.0
 FIGURES = figures.CLAIMS_FIGURES
-#: how the threshold line writes a growth exponent's sign (:func:`~.verdicts.sign`).
+#: how the threshold line writes a growth exponent's sign (:func:`~cfm_experiments.verdicts.ogd.sign`).
 SIGNS = {1: "+", -1: "−", 0: "?"}
 
 
