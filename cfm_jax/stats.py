@@ -24,7 +24,7 @@ computed on in float64.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -67,12 +67,24 @@ class RateFit:
         return {**asdict(self), "prefactor": self.prefactor}
 
     @classmethod
-    def from_dict(cls, d: dict) -> RateFit:
+    def from_dict(cls, d: Mapping) -> RateFit:
         """The fit stored by ``as_dict`` in a JSON row, where a missing number (NaN: no CI
         from one mean per size) is ``null``."""
-        return cls(
-            *(float("nan") if d[k] is None else float(d[k]) for k in ("slope", "intercept", "ci_low", "ci_high"))
-        )
+        return cls(*(_number(d, k) for k in ("slope", "intercept", "ci_low", "ci_high")))
+
+    def __format__(self, spec: str) -> str:
+        """``slope [ci_low, ci_high]``, each number written with ``spec``, as :class:`Interval`."""
+        return _interval_text(self.slope, self.ci_low, self.ci_high, spec)
+
+
+def _number(d: Mapping, key: str) -> float:
+    """``d[key]`` as a float; ``null`` (None: how JSON rows store a NaN or infinite number) is NaN."""
+    return float("nan") if d[key] is None else float(d[key])
+
+
+def _interval_text(value: float, low: float, high: float, spec: str) -> str:
+    """``value [low, high]``, each number formatted with ``spec``: the one way an interval is written."""
+    return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
 def _length(value) -> int | None:
@@ -255,6 +267,19 @@ class Interval:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Interval:
+        """The interval :meth:`as_dict` wrote, read back from a JSON row (where a NaN or infinite
+        number is ``null``, read as NaN); without a ``level`` key, 0.95."""
+        level = _number(d, "level") if "level" in d else 0.95
+        return cls(_number(d, "value"), _number(d, "ci_low"), _number(d, "ci_high"), level)
+
+    def __format__(self, spec: str) -> str:
+        """``value [ci_low, ci_high]``, each number written with the format ``spec``:
+        ``f"{iv:.3g}"`` is ``1.23 [1.1, 1.4]``, ``f"{iv:+.2f}"`` ``+1.23 [+1.10, +1.40]``; NaN and
+        infinite numbers as Python writes them (``nan``, ``inf``)."""
+        return _interval_text(self.value, self.ci_low, self.ci_high, spec)
 
 
 def bootstrap(

@@ -1,13 +1,16 @@
 """cfm_jax.stats: rate fits, bootstrap and mean intervals against independent computations, the
 levels and coverages their intervals claim, and the argument checks of every public function."""
 
+import json
+import math
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats as sps
 
-from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, bootstrap, fit_loglog, fit_polynomial, mean_ci
+from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, Interval, RateFit, bootstrap, fit_loglog, fit_polynomial, mean_ci
 
 NS = np.array([16.0, 32.0, 64.0, 128.0])
 
@@ -396,3 +399,57 @@ def test_bad_data_raise_naming_the_argument():
         fit_polynomial([1.0, 2.0], [np.ones((2, 2)), [1.0]])
     with pytest.raises(TypeError, match="`samples` must hold real numbers"):
         mean_ci(["a", "b"])
+
+
+_reals = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+@settings(deadline=None, max_examples=100)
+@given(value=_reals, lo=_reals, hi=_reals, level=st.floats(0.01, 0.99))
+def test_an_interval_read_back_from_its_json_row_is_itself(value, lo, hi, level):
+    """``from_dict`` inverts ``as_dict`` through a JSON row, where NaN and ±inf are ``null``
+    (read back as NaN); a row without ``level`` is at 0.95."""
+    iv = Interval(value, lo, hi, level)
+    row = json.loads(json.dumps({k: v if math.isfinite(v) else None for k, v in iv.as_dict().items()}))
+    back = Interval.from_dict(row)
+    want = [v if math.isfinite(v) else math.nan for v in (value, lo, hi)]
+    np.testing.assert_array_equal([back.value, back.ci_low, back.ci_high], want)
+    assert back.level == level
+    del row["level"]
+    assert Interval.from_dict(row).level == 0.95
+    if all(map(math.isfinite, (value, lo, hi))):
+        assert Interval.from_dict(iv.as_dict()) == iv
+    fit = RateFit(value, 0.5, lo, hi)
+    again = RateFit.from_dict(json.loads(json.dumps(fit.as_dict(), allow_nan=True)))
+    np.testing.assert_array_equal([again.slope, again.intercept, again.ci_low, again.ci_high], [value, 0.5, lo, hi])
+
+
+@pytest.mark.parametrize(
+    ("spec", "text"),
+    [
+        (".3g", "1.23 [1.1, 1.4]"),
+        ("+.2f", "+1.23 [+1.10, +1.40]"),
+        ("", "1.2345 [1.1, 1.4]"),
+        ("7.2f", "   1.23 [   1.10,    1.40]"),
+    ],
+)
+def test_an_interval_formats_each_number_with_the_spec(spec, text):
+    assert f"{Interval(1.2345, 1.1, 1.4):{spec}}" == text
+    assert format(RateFit(1.2345, -3.0, 1.1, 1.4), spec) == text  # the slope and its interval
+
+
+@settings(deadline=None, max_examples=100)
+@given(value=_reals, lo=_reals, hi=_reals, spec=st.sampled_from([".3g", "+.2f", ".4f", "+.3g", "5.2f", ""]))
+def test_an_interval_is_written_as_its_numbers_are(value, lo, hi, spec):
+    """Independently of how it is built: the text splits back into the three numbers, each written
+    as ``format`` writes a float (``nan``, ``inf``, ``-inf`` included)."""
+    text = format(Interval(value, lo, hi), spec)
+    head, _, rest = text.partition(" [")
+    low, _, high = rest.removesuffix("]").partition(", ")
+    assert (head, low, high) == tuple(format(x, spec) for x in (value, lo, hi))
+    assert text.endswith("]") and rest.count(", ") == 1
+
+
+def test_nan_and_infinite_intervals_say_so():
+    assert f"{Interval(math.nan, -math.inf, math.inf):.3g}" == "nan [-inf, inf]"
+    assert f"{Interval(0.5, math.nan, math.nan):+.2f}" == "+0.50 [+nan, +nan]"

@@ -11,7 +11,7 @@ For a command (a set of parts, :mod:`cfm_experiments.registry`) and its checked 
    carries its part's name, and its wall time ``seconds`` measured here), with a progress bar;
 3. asks each part for its :class:`~cfm_experiments.protocol.Summary` and figures, prints each
    summary under the part's title and every claim line as plain text
-   (:func:`~cfm_experiments.verdicts.claim_line`), writes their Markdown table ``claims.md``
+   (:func:`~cfm_experiments.rendering.claim_line`), writes their Markdown table ``claims.md``
    (when there are claims), the parts' text files and ``summary.json``:
    the command, parts, settings, this invocation's wall time (``wall_seconds``), the rows' total
    (``rows_seconds``), what the compiler did (``compile``: programs compiled, their total and
@@ -39,8 +39,8 @@ from cfm_jax import CompileRecorder
 from .compiles import summary as compile_summary
 from .protocol import Claim, Part, Settings, Summary, resolve
 from .registry import Command, command as find_command
+from .rendering import claim_lines
 from .results import Mode, ResultsFolder, config_key
-from .verdicts import claim_lines
 
 
 @dataclasses.dataclass

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import cfm_jax
-from cfm_experiments.ogd import claims as oc, measure, verdicts as V
+from cfm_experiments.ogd import claims as oc, measure, statistics as V
 from cfm_experiments.protocol import resolve
 from cfm_experiments.verdicts import HOLDS, NOT_OBSERVED, NOT_TESTED, REFUTED, UNDECIDED
 from cfm_jax import ogd

@@ -10,7 +10,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 import cfm_jax
-from cfm_experiments.ogd import curvature as cv, saddle as sd, verdicts as V
+from cfm_experiments.ogd import curvature as cv, saddle as sd, statistics as V
 from cfm_experiments.protocol import resolve
 
 TINY = dict(curvature_ns=[64], curvature_ratios=[0.0, 4.0], curvature_steps=100, curvature_seeds=2, curvature_eta=0.5)

@@ -8,9 +8,9 @@ uniformly in depth, by
 with a constant that depends on the support radius R and the parameter norms only, not on the
 dimension d nor the parameter count p. Each part measures one piece of that statement against an
 exact infinite-context limit (or a QMC reference with its floor), with claimed-vs-measured lines
-whose verdicts state the sizes at which they are stable (:mod:`.verdicts`; the vocabulary is
-:mod:`cfm_experiments.verdicts`) and, for the parts that sample, that two independent draws agree
-(:mod:`cfm_experiments.draws`):
+whose verdicts state the sizes at which they are stable (:mod:`cfm_experiments.verdicts.claims`; the
+vocabulary is :mod:`cfm_experiments.verdicts.vocabulary`) and, for the parts that sample, that two
+independent draws agree (:mod:`cfm_experiments.draws`):
 
 - ``prefactors``: the typical constant (mean over random fixed-norm models) vs d, the heads and a
   linear MLP's width (a code check), and the n^{-1/2} rate;

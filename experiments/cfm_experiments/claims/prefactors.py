@@ -20,8 +20,7 @@ from ..declarations.claims import PREFACTORS
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_OBSERVED
-from . import verdicts as V
+from ..verdicts import HOLDS, NOT_OBSERVED, claims as V
 from .common import base_config, dim_of
 from .deviation import deviations
 from .sampling import param_count

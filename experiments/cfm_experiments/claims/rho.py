@@ -41,8 +41,7 @@ from cfm_jax.stats import Interval, bootstrap
 from ..declarations.claims import RHO
 from ..plotting import COLORS, figure, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, REFUTED, UNDECIDED, Verdict
-from . import verdicts as V
+from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, REFUTED, UNDECIDED, Verdict, claims as V
 from .deviation import deviations_program, references
 from .rho_models import RHO_BINS, SCALE, check_beta_range, inputs, label, rho_of, select
 from .statistics import ci, local_slopes

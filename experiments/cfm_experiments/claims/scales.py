@@ -22,7 +22,7 @@ from ..declarations.claims import SCALES
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from . import verdicts as V
+from ..verdicts import claims as V
 from .common import base_config, select
 from .deviation import deviations
 from .statistics import LARGE_N, ci, growth, large_n_slope, log_prefactors, slope_fit
@@ -110,7 +110,7 @@ class Scales(Part):
             f = slope_fit(r["config"]["ns"], r["values"])
             lines.append(
                 f"{r['config']['sweep']:5s} β={beta(r):6g}: C/scale = {np.exp(scaled_logs(r).mean()):.3f}, "
-                f"slope {ci(f.slope, f.ci_low, f.ci_high, '+.2f')}"
+                f"slope {f:+.2f}"
             )
         text = "\n".join(lines)
         return Summary(text=text, claims=tuple(claims))
@@ -177,8 +177,7 @@ def rate_at_every_beta_line(group, what, need, have) -> Claim:
     off = [b for b, _, g in fits if not g.contains(-0.5)]
     ns = sorted(group[0]["config"]["ns"])
     measured = f"slope over all n / over n ≥ {ns[-LARGE_N]}: " + "; ".join(
-        f"β={b:g}: {ci(f.slope, f.ci_low, f.ci_high, '+.2f')} / {ci(g.slope, g.ci_low, g.ci_high, '+.2f')}"
-        for b, f, g in fits
+        f"β={b:g}: {f:+.2f} / {g:+.2f}" for b, f, g in fits
     )
     measured += (
         f"; the large-n CI misses −1/2 at β = {', '.join(f'{b:g}' for b in off)}"

@@ -33,10 +33,9 @@ DELTAS = (0.5, 0.2, 0.1, 0.05, 0.01)
 
 
 def ci(v: float | Interval, lo: float | None = None, hi: float | None = None, fmt: str = ".3g") -> str:
-    """``value [low, high]`` of an :class:`~cfm_jax.stats.Interval` (or of three numbers)."""
-    if isinstance(v, Interval):
-        v, lo, hi = v.value, v.ci_low, v.ci_high
-    return f"{v:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+    """``value [low, high]`` of an :class:`~cfm_jax.stats.Interval` (or of three numbers), as the
+    interval writes itself with the format ``fmt``."""
+    return format(v if isinstance(v, Interval) else Interval(v, lo, hi), fmt)  # pyright: ignore[reportArgumentType]
 
 
 def log_prefactors(ns, values) -> np.ndarray:

@@ -43,8 +43,7 @@ from ..declarations.claims import SUP_AT_DIM, SUP_CONTEXTS, SUP_N, SUP_STEPS, SU
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import NOT_TESTED
-from . import verdicts as V
+from ..verdicts import NOT_TESTED, claims as V
 from .ball import RADIUS, ball_bound
 from .searches import ENERGIES, Energy, run_ball, run_suprema, value_norm
 from .statistics import ci

@@ -44,8 +44,7 @@ from ..declarations.claims import TAIL_EXPONENT
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import worst
-from . import verdicts as V
+from ..verdicts import claims as V, worst
 from .deviation import deviations_program, references, token_trajectory
 from .rho_models import rho_of
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer

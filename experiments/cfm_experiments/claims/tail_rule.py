@@ -26,8 +26,7 @@ import numpy as np
 
 from cfm_jax.stats import Interval
 
-from ..verdicts import NOT_MEASURED, NOT_TESTED, Verdict, against_band, worst
-from . import verdicts as V
+from ..verdicts import NOT_MEASURED, NOT_TESTED, Verdict, against_band, claims as V, worst
 
 #: the claimed decay exponent of the deviation in n (√n·dev converges to the limit).
 RATE = -0.5

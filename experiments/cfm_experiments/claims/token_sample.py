@@ -59,14 +59,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfm_jax import GaussianMeasure, attention_output_moments
-from cfm_jax.stats import fit_loglog
+from cfm_jax.stats import Interval, fit_loglog
 
 from ..declarations.claims import TOKEN_SAMPLE
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, UNDECIDED, Verdict, against_band
-from . import verdicts as V
+from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, UNDECIDED, Verdict, against_band, claims as V
 from .common import checked_jit
 from .token_floor import floor_model, paired
 
@@ -251,7 +250,7 @@ def distinct(data: list[dict]) -> list[bool]:
 
 
 def _ci(entry: dict, fmt: str = "+.3f") -> str:
-    return f"{entry['value']:{fmt}} [{entry['ci_low']:{fmt}}, {entry['ci_high']:{fmt}}]"
+    return format(Interval.from_dict(entry), fmt)
 
 
 def table(data: list[dict]) -> str:

@@ -43,8 +43,7 @@ from ..declarations.claims import UNIFORM
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import NOT_TESTED
-from . import verdicts as V
+from ..verdicts import NOT_TESTED, claims as V
 from .ascent import Problem, ascend_each, normals
 from .ball import RADIUS, ascend_ball, ball_bound, ball_law, counts
 from .searches import ENERGIES, LEARNING_RATE, Energy, budget, until_converged

@@ -17,7 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, fit_loglog, mean_ci
+from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, RateFit, fit_loglog, mean_ci
 
 from ..declarations.ogd import ABLATION
 from ..plotting import COLORS, figure, log_ticks, log_values, reference_slope, save
@@ -206,7 +206,7 @@ def ablation_figure(rows: list[dict], table: dict):
             fit["prefactor"] * ns ** fit["slope"],
             color=COLORS[i],
             lw=1.2,
-            label=f"{name}: fit, slope {fit['slope']:+.2f} [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]",
+            label=f"{name}: fit, slope {RateFit.from_dict(fit):+.2f}",
         )
     reference_slope(ax, ns, (ns[0], y[0]), -0.5, label="reference slope $n^{-1/2}$")
     log_values(ax, "y")

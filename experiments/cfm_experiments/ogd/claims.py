@@ -33,27 +33,19 @@ from cfm_jax.stats import fit_loglog, mean_ci
 from ..declarations.ogd import BOUNDS
 from ..draws import redrawn
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_TESTED, REFUTED, claim_lines as format_lines, worst
+from ..rendering import claim_lines as format_lines
+from ..verdicts import HOLDS, NOT_TESTED, REFUTED, worst
+from ..verdicts.ogd import THRESHOLD_BAND, Sign, Threshold, at_most_half, sign, sign_verdict, slope_verdict
 from . import figures, measure
 from .measure import REGIMES, GaussianTask, k_c
-from .verdicts import (
-    THRESHOLD_BAND,
-    Sign,
-    Threshold,
-    at_most_half,
-    fmt,
-    growth_fits,
-    sign,
-    sign_verdict,
-    slope_verdict,
-)
+from .statistics import growth_fits
 
 #: the fixed sizes (the options set the rest).
 FIXED = dict(layers=2, batch=4, context_scale=0.5, eta=0.5)
 #: λ above DEGENERATE × 2C of the region the strong runs visit: the threshold is not tested there.
 DEGENERATE = 4.0
 FIGURES = figures.CLAIMS_FIGURES
-#: how the threshold line writes a growth exponent's sign (:func:`~.verdicts.sign`).
+#: how the threshold line writes a growth exponent's sign (:func:`~cfm_experiments.verdicts.ogd.sign`).
 SIGNS = {1: "+", -1: "−", 0: "?"}
 
 
@@ -171,7 +163,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
     S = len(next(iter(by["zero"].values()))["sup_dev"])
     kc = k_c(eta)
     sizes = f"d = {d0}, n = {int(ns[0])}…{int(ns[-1])}, K = {K}, η = {eta:g}, {S} seeds"
-    nfmt = lambda fits: ", ".join(f"n={int(n)} {fmt(f)}" for n, f in zip(ns, fits))  # noqa: E731
+    nfmt = lambda fits: ", ".join(f"n={int(n)} {f:+.2f}" for n, f in zip(ns, fits))  # noqa: E731
     lines = []
 
     parts, verdicts = [], []
@@ -182,7 +174,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
     ):
         if d0 in by[reg]:
             fit = fit_loglog(ns, np.asarray(by[reg][d0][key]).T)
-            parts.append(f"{reg} ({what}): n-slope {fmt(fit)}")
+            parts.append(f"{reg} ({what}): n-slope {fit:+.2f}")
             verdicts.append(slope_verdict(fit, -0.5))
     if parts:
         lines.append(
@@ -204,7 +196,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
             Claim(
                 r"$\sup_k ‖θ_k − \hat θ_k‖_{L^∞} = O(\sqrt{d/n})$: d-exponent ≤ +1/2 at fixed n ($λ > λ_c$)",
                 f"d-exponent: {nfmt(fits)}; n-slope per d: "
-                + ", ".join(f"d={d} {fmt(f)}" for d, f in zip(dims, n_fits)),
+                + ", ".join(f"d={d} {f:+.2f}" for d, f in zip(dims, n_fits)),
                 worst(at_most_half(fits)),
                 FIGURES[1],
                 f"d = {dims[0]}…{dims[-1]}, n = {int(ns[0])}…{int(ns[-1])}, K = {K}, {S} seeds",
@@ -244,7 +236,7 @@ def claim_lines(rows: list[dict]) -> list[Claim]:
         located = Threshold.locate([position(r) for r in ridges], signs)
         lo, hi = THRESHOLD_BAND
         per = "; ".join(
-            f"{position(r):.3g} $λ_c$: {SIGNS[s]} (n={int(ns[-1])} {fmt(f[-1])})"
+            f"{position(r):.3g} $λ_c$: {SIGNS[s]} (n={int(ns[-1])} {f[-1]:+.2f})"
             for r, f, s in zip(ridges, fits, signs)
         )
         lines.append(

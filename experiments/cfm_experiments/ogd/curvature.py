@@ -16,8 +16,6 @@ trajectory, and a code check of the ridge rule.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import jax
@@ -32,28 +30,20 @@ from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import (
     CODE_FAILED,
     CODE_PASSED,
-    DIFFERENT,
-    HOLDS,
     NOT_MEASURED,
-    NOT_OBSERVED,
-    REFUTED,
-    UNDECIDED,
-    Verdict,
     code_check,
-    measured,
     worst,
 )
+from ..verdicts.ogd import ESTIMATE_FACTOR, bound_ratio_verdict, bounded_verdict, growth_verdict, rate_verdict
 from . import measure
 from .figures import CURVATURE_FIGURE, curvature_figure
 from .measure import CAP, LAMBDA_C_FACTOR, k_c
 from .saddle import FIXED, bound_trajectory, record, task_of
-from .verdicts import exponential_rates, fmt, geometric_mean_ci, mean_interval
+from .statistics import exponential_rates, geometric_mean_ci, mean_interval
 
 #: the linear regime: deviations below this level (the saddle is O(1) away from the minima the
 #: escaping runs settle in: the unit-norm maps set that scale).
 LINEAR = 0.03
-#: bounded: the deviation's last quarter is less than GROWTH times its second quarter (geometric means).
-GROWTH = 2.0
 
 
 @redrawn  # samples models or contexts: a verdict only where independent draws agree
@@ -170,73 +160,8 @@ def expected_ridges(C, ratio: float, eta: float) -> np.ndarray:
     return np.minimum(lam, 0.9 / eta) if ratio >= 1 else lam
 
 
-def _iv(d: dict) -> Interval:
-    return Interval(d["value"], d["ci_low"], d["ci_high"])
-
-
-#: how far an estimated constant may sit below the one the bound needs: C and δ_n are measured on
-#: the visited region (lower estimates), low by up to this factor (:data:`.verdicts.THRESHOLD_BAND`'s 2).
-ESTIMATE_FACTOR = 2.0
-
-
-def rate_verdict(q: Interval) -> Verdict:
-    """The growth rate over the bound's log(1 + η(C − λ)) (per seed, CI over seeds). Growth (CI above
-    0) reaching [½, 1] holds — the bound's factor, up to the factor 2 of an estimated C —; growth
-    wholly below ½ or wholly between 1 and :data:`ESTIMATE_FACTOR` is a different constant; growth
-    wholly faster than :data:`ESTIMATE_FACTOR` × the bound's rate (beyond what an estimated C can
-    explain), or a deviation that decays (CI below 0), is refuted; growth reaching both the bound's
-    rate and that factor is undecided; no growth with ½ excluded is not observed; else undecided;
-    no interval (NaN or infinite) is not measured."""
-    if not measured(q.ci_low, q.ci_high):
-        return NOT_MEASURED
-    if q.ci_low > ESTIMATE_FACTOR or q.ci_high < 0:
-        return REFUTED
-    if q.ci_low > 0:
-        if q.ci_high >= ESTIMATE_FACTOR:  # reaches what no estimated C explains
-            return UNDECIDED
-        return HOLDS if q.ci_high >= 0.5 and q.ci_low <= 1 else DIFFERENT
-    return NOT_OBSERVED if q.ci_high < 0.5 else UNDECIDED
-
-
-def growth_verdict(g: Interval, ftle: Interval) -> Verdict:
-    """Still growing: the late growth factor G (last over second quarter) above 1 and the map
-    expanding along the path (FTLE above 0) holds; less than a doubling with a contracting map is
-    not observed; else undecided (CIs over seeds); either interval NaN or infinite: not measured."""
-    if not (measured(g.ci_low, g.ci_high) and measured(ftle.ci_low, ftle.ci_high)):
-        return NOT_MEASURED
-    if g.ci_low > 1 and ftle.ci_low > 0:
-        return HOLDS
-    return NOT_OBSERVED if g.ci_high < GROWTH and ftle.ci_high <= 0 else UNDECIDED
-
-
-def bounded_verdict(late: Sequence[Interval]) -> Verdict:
-    """Bounded above the threshold, from each λ's late growth factor G (last over second quarter):
-    every interval below :data:`GROWTH` (less than a doubling) holds; one wholly above it refutes;
-    else undecided; any interval NaN or infinite, or none, not measured."""
-    if not late or not all(measured(x.ci_low, x.ci_high) for x in late):
-        return NOT_MEASURED
-    if any(x.ci_low > GROWTH for x in late):
-        return REFUTED
-    return HOLDS if all(x.ci_high < GROWTH for x in late) else UNDECIDED
-
-
-def bound_ratio_verdict(ratio: float, loose_ratio: float) -> Verdict:
-    """The bound's own trajectory: ``ratio``, the largest e_k/B_k over λ, seeds, n and k with C and δ_n
-    as measured, and ``loose_ratio``, the same against B_k with both constants
-    :data:`ESTIMATE_FACTOR` × larger (the most an estimate can be low). Every e_k under its B_k
-    holds; under the loosened bound only, a different constant; above even the loosened bound
-    (the data sit beyond what an estimated constant can explain) refuted; NaN or infinite
-    ratios (no bound measured) not measured. A maximum over every seed, not an interval: the
-    bound is claimed for every trajectory."""
-    if not (math.isfinite(ratio) and math.isfinite(loose_ratio)) or ratio < 0 or loose_ratio < 0:
-        return NOT_MEASURED
-    if ratio <= 1:
-        return HOLDS
-    return DIFFERENT if loose_ratio <= 1 else REFUTED
-
-
 def _times(d: dict) -> str:
-    return f"×{d['value']:.3g} [{d['ci_low']:.3g}, {d['ci_high']:.3g}]"
+    return f"×{Interval.from_dict(d):.3g}"
 
 
 def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
@@ -251,14 +176,15 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
     lines = []
     z = t.get("0")
     if z is not None and z["rate_over_bound"] is not None:
-        q, qf = _iv(z["rate_over_bound"]), _iv(z["ftle_over_bound"])
+        q, qf = Interval.from_dict(z["rate_over_bound"]), Interval.from_dict(z["ftle_over_bound"])
+        rate, ftle = Interval.from_dict(z["rate"]), Interval.from_dict(z["ftle_rate"])
         lines.append(
             Claim(
                 "λ = 0 with curvature of size C along the path: beyond $k_c$ the deviation grows like $(1 + ηC)^k$",
-                f"n = {n}: rate per step {fmt(_iv(z['rate']), 3)} "
+                f"n = {n}: rate per step {rate:+.3f} "
                 f"(over k = {z['fitted_steps'][0]}…{z['fitted_steps'][1]}, "
-                f"the second half before saturation) = {fmt(q)} × $\\log(1 + ηC)$ (C = {z['C_region']:.3g} on the "
-                f"region $\\hat θ$ visited); finite-time Lyapunov exponent {fmt(_iv(z['ftle_rate']), 3)} = {fmt(qf)} "
+                f"the second half before saturation) = {q:+.2f} × $\\log(1 + ηC)$ (C = {z['C_region']:.3g} on the "
+                f"region $\\hat θ$ visited); finite-time Lyapunov exponent {ftle:+.3f} = {qf:+.2f} "
                 "× $\\log(1 + ηC)$; "
                 f"$e_K/e_{{k_c}}$ = ×{z['e_K_over_e_kc']['value']:.3g}",
                 rate_verdict(q),
@@ -279,7 +205,10 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
                     f"{v['bound_rate']['value']:+.4f}"
                     for v in below
                 ),
-                worst(growth_verdict(_iv(v["late_growth"]), _iv(v["ftle_rate"])) for v in growing)
+                worst(
+                    growth_verdict(Interval.from_dict(v["late_growth"]), Interval.from_dict(v["ftle_rate"]))
+                    for v in growing
+                )
                 if growing
                 else NOT_MEASURED,  # no row where the bound's step factor still expands
                 fig,
@@ -288,7 +217,7 @@ def claim_lines(rows: list[dict], t: dict) -> list[Claim]:
         )
     above = [v for v in t.values() if v["ratio"] >= 1]
     if above:
-        g = [_iv(v["late_growth"]) for v in above]
+        g = [Interval.from_dict(v["late_growth"]) for v in above]
         verdict = bounded_verdict(g)
         lines.append(
             Claim(
@@ -362,18 +291,12 @@ PART = Curvature()
 __all__ = [
     "CODE_FAILED",
     "CODE_PASSED",
-    "ESTIMATE_FACTOR",
-    "GROWTH",
     "LINEAR",
     "PART",
     "Curvature",
-    "bound_ratio_verdict",
-    "bounded_verdict",
     "claim_lines",
     "expected_ridges",
     "format_table",
-    "growth_verdict",
     "late_growth",
-    "rate_verdict",
     "table",
 ]

@@ -11,7 +11,6 @@ from cfm_jax.stats import fit_loglog
 
 from ..plotting import COLORS, figure, log_ticks, log_values, reference_slope, save
 from .measure import REGIMES, k_c
-from .verdicts import fmt
 
 CLAIMS_FIGURES = ("ogd_claims_n.png", "ogd_claims_d.png", "ogd_claims_k.png")
 CURVATURE_FIGURE = "ogd_curvature.png"
@@ -69,7 +68,7 @@ def _figure_n(rows, cfg):
             lw=1.2,
             marker=marker,
             markevery=[],
-            label=f"{label}: slope {fmt(fit)}",
+            label=f"{label}: slope {fit:+.2f}",
         )
         anchor = anchor or (ns[0], y[0])
     if anchor is not None:
@@ -95,7 +94,7 @@ def _figure_d(rows, cfg):
         y = _geo(sup[:, :, i], axis=1)
         fit = fit_loglog(dims, sup[:, :, i])
         ax.plot(dims, y, marker="o", ls="none", color=color)
-        ax.plot(dims, fit.prefactor * dims**fit.slope, color=color, lw=1.2, label=f"n = {n}: d-exponent {fmt(fit)}")
+        ax.plot(dims, fit.prefactor * dims**fit.slope, color=color, lw=1.2, label=f"n = {n}: d-exponent {fit:+.2f}")
         if i == 0:
             reference_slope(ax, dims, (dims[0], y[0]), 0.5, label="reference slope $d^{1/2}$")
     log_values(ax, "y")

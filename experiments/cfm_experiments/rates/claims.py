@@ -7,25 +7,17 @@ measures as n^{-1/dʹ} (n^{-1/2} up to a log at dʹ = 2); a W1-Lipschitz control
 the kernel form, drives its tokens at the same n^{-1/dʹ} (the curse of dimension attention
 escapes).
 
-Verdict of a claim, from its fits (one per row, :func:`~cfm_experiments.rates.fits.fit_rates`):
-
-- a fit **counts** when it is not floor-limited (the reference's own error is below half the
-  deviation at the largest n) and its 95 % CI excludes 0 (a decay is detected at all);
-- it **agrees** when its CI meets the exponents the claim allows
-  (:func:`~cfm_experiments.rates.fits.expected_band`: the exponent itself, or at dʹ = 2 from
-  −1/2 to the slope of √(log n / n));
-- **holds**: every counted fit agrees; **not observed at these sizes**: some counted fit does
-  not (a finite-n fit cannot refute an asymptotic rate); **not measured: no usable rows**: no fit
-  counts. The measured text lists every fit, and the ones not counted with the reason.
+The verdict of a claim from its fits is :mod:`cfm_experiments.verdicts.rates`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import verdicts as _v
+from cfm_jax.stats import Interval
+
 from ..protocol import Claim
-from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, Verdict
+from ..verdicts.rates import agrees, counts, verdict
 
 #: (claim, field, quantity): the claim's fits are the rows' of that quantity and field (None: every field).
 CLAIMS: tuple[tuple[str, str | None, str], ...] = (
@@ -36,26 +28,6 @@ CLAIMS: tuple[tuple[str, str | None, str], ...] = (
     ("W1 between the n-point and the infinite-context measures decays as $n^{-1/d'}$ (log at d' = 2)", None, "w1"),
     ("a W1-Lipschitz control field drives its tokens at $n^{-1/d'}$ (the curse of dimension)", "control", "token"),
 )
-
-
-def counts(fit: dict) -> bool:
-    """Whether a fit enters its claim's verdict: not floor-limited, a finite CI, and one that excludes 0."""
-    lo, hi = float(fit["ci_low"]), float(fit["ci_high"])
-    return bool(fit["meaningful"]) and _v.measured(lo, hi) and (hi < 0 or lo > 0)
-
-
-def agrees(fit: dict) -> bool:
-    """Whether a fit's 95 % CI meets the exponents its claim allows (``expected_band``)."""
-    lo, hi = fit["expected_band"]
-    return bool(fit["ci_low"] <= hi and lo <= fit["ci_high"])
-
-
-def verdict(fits: Sequence[dict]) -> Verdict:
-    """The verdict of one claim from its fits (module docstring)."""
-    counted = [f for f in fits if counts(f)]
-    if not counted:
-        return NOT_MEASURED
-    return HOLDS if all(agrees(f) for f in counted) else NOT_OBSERVED
 
 
 def _label(f: dict) -> str:
@@ -71,7 +43,7 @@ def measured(fits: Sequence[dict]) -> str:
     for f in fits:
         lo, hi = f["expected_band"]
         want = f"{lo:+.2f}" if lo == hi else f"{lo:+.2f}…{hi:+.2f}"
-        text = f"{_label(f)}: {f['slope']:+.2f} [{f['ci_low']:+.2f}, {f['ci_high']:+.2f}] vs {want}"
+        text = f"{_label(f)}: {Interval(f['slope'], f['ci_low'], f['ci_high']):+.2f} vs {want}"
         if not f["meaningful"]:
             text += " (floor-limited, not counted)"
         elif not counts(f):

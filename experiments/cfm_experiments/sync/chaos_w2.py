@@ -29,7 +29,8 @@ from cfm_jax.stochastic import StochasticTransformer, simulate_many
 from ..declarations.sync import CHAOS_W2
 from ..plotting import COLORS, figure, log_ticks, log_values, reference_slope, save
 from ..protocol import Claim, Part, Settings, Summary
-from .common import interval_text, order_verdict, random_starts
+from ..verdicts.sync import order_verdict
+from .common import interval_text, random_starts
 from .paper import attention_of, kernel_of
 
 

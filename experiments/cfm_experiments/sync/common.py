@@ -1,22 +1,6 @@
-"""What the parts of ``cfm-jax sync`` share: the ``--realisations`` option, the verdict rules of
-their claim lines, and the small compiled programs every part uses.
-
-**Verdict rules.** Two kinds of claims are measured.
-
-* A convergence order, an upper bound ``error = O(x^{-p})`` (strong and weak orders of the
-  scheme, the width term, propagation of chaos): from the 95 % bootstrap interval
-  ``[lo, hi]`` of the fitted log-log slope, the claim *holds* when ``lo <= -p`` (the data allow a
-  decay at least as fast as claimed; a faster decay is consistent with a bound), is *refuted at
-  these sizes* when the whole interval lies above ``-p`` (slower than the bound allows), and is
-  *not measured* when there is no interval (fewer than two resolved sizes).
-* An equality checked in n cells, each by an estimate with a 95 % interval (a closed form
-  against Monte Carlo estimates): if the claim is true each interval misses with probability
-  about 5 %, about 2.5 % on each side, so the number of misses k is Binomial(n, 0.05) and the
-  misses on one side Binomial(n, 0.025). The claim *holds* when P(Binomial(n, 0.05) >= k) >= 0.01
-  and, on each side, P(Binomial(n, 0.025) >= k_side) >= 0.01; it is *refuted at these sizes*
-  otherwise. One miss in twelve intervals is what a true claim produces, six are not; and three
-  misses of twelve, all on one side (an estimate biased one way), are not either, though three
-  split between the sides are.
+"""What the parts of ``cfm-jax sync`` share: the ``--realisations`` option, a slope's text, and the
+small compiled programs every part uses. The verdict rules of their claim lines are
+:mod:`cfm_experiments.verdicts.sync`'s.
 """
 
 from __future__ import annotations
@@ -26,49 +10,18 @@ import math
 
 import jax
 import jax.numpy as jnp
-from scipy import stats
 
+from cfm_jax.stats import Interval
 from cfm_jax.stochastic import random_tokens
 
 from ..declarations.sync import REALISATIONS
-from ..verdicts import HOLDS, REFUTED, Verdict, against_claim
-
-#: the significance at which a set of intervals missing a claimed value refutes it.
-ALPHA = 0.01
-
-
-def order_verdict(ci_low: float, ci_high: float, order: float) -> Verdict:
-    """The verdict on ``error = O(x^{-order})`` from the 95 % interval of the fitted slope: reaching
-    −order or below it and excluding 0 (no convergence) holds; wholly above −order refuted; reaching
-    both −order and 0 undecided; no interval (NaN or infinite) not measured."""
-    return against_claim(ci_low, ci_high, -order, 0.0)
-
-
-def miss_probability(misses: int, n: int, level: float = 0.95) -> float:
-    """P(Binomial(n, 1 − level) >= misses): how often a true claim misses that many intervals."""
-    if not 0 <= misses <= n:
-        raise ValueError(f"`misses` must be in [0, n = {n}], got {misses}.")
-    return float(stats.binom.sf(misses - 1, n, 1.0 - level))
-
-
-def coverage_verdict(below: int, above: int, n: int, level: float = 0.95) -> Verdict:
-    """The verdict on a value claimed in ``n`` cells whose ``level`` intervals miss it ``below``
-    times lying wholly below it and ``above`` times wholly above (module docstring): the total and
-    each side's count must both be what a true claim produces with probability at least
-    :data:`ALPHA`; a side's misses are Binomial(n, (1 − level)/2), as for a two-sided interval."""
-    if min(below, above) < 0:
-        raise ValueError(f"`below` and `above` must be >= 0, got {below} and {above}.")
-    total = miss_probability(below + above, n, level)
-    side = (1 + level) / 2  # one side of a two-sided `level` interval misses with (1 − level)/2
-    one_sided = min(miss_probability(below, n, side), miss_probability(above, n, side))
-    return HOLDS if min(total, one_sided) >= ALPHA else REFUTED
 
 
 def interval_text(value: float, lo: float, hi: float, digits: int = 2) -> str:
     """``-0.60 [-0.66, -0.54]``, or the value alone when there is no interval."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return f"{value:.{digits}f} (no interval)"
-    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+    return format(Interval(value, lo, hi), f".{digits}f")
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3))
@@ -85,12 +38,8 @@ def sup_rms(xs, ref):
 
 
 __all__ = [
-    "ALPHA",
     "REALISATIONS",
-    "coverage_verdict",
     "interval_text",
-    "miss_probability",
-    "order_verdict",
     "random_starts",
     "sup_rms",
 ]

@@ -48,7 +48,8 @@ from cfm_jax.stochastic import (
 from ..declarations.sync import CHAOS, STRONG, WEAK_L, WEAK_M
 from ..plotting import COLORS, figure, log_ticks, log_values, reference_slope, save
 from ..protocol import Claim, Part, Settings, Summary
-from .common import interval_text, order_verdict, random_starts, sup_rms
+from ..verdicts.sync import order_verdict
+from .common import interval_text, random_starts, sup_rms
 
 
 @compiled

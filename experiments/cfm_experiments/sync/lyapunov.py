@@ -38,7 +38,7 @@ from cfm_jax.stochastic import (
 from ..declarations.sync import LYAPUNOV
 from ..plotting import COLORS, figure, save
 from ..protocol import Claim, Part, Settings, Summary
-from .common import coverage_verdict, miss_probability
+from ..verdicts.sync import coverage_verdict, miss_probability
 
 ACTS = ("relu", "tanh", "linear")
 DIMS = (2, 3, 5, 10)

@@ -9,7 +9,8 @@ from cfm_jax.stats import Interval, bootstrap
 
 from ..protocol import Claim
 from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, UNDECIDED, code_check
-from .common import coverage_verdict, interval_text, miss_probability
+from ..verdicts.sync import coverage_verdict, miss_probability
+from .common import interval_text
 
 
 def log_mean_slope(ts):
@@ -121,7 +122,7 @@ def bound_claim(comp: list[dict], width: int) -> Claim:
 
 def width_claim(checks: list[dict]) -> Claim:
     n = len(checks)
-    misses = sum(not Interval(**c["difference"]).contains(0.0) for c in checks)
+    misses = sum(not Interval.from_dict(c["difference"]).contains(0.0) for c in checks)
     below = sum(c["difference"]["ci_high"] < 0.0 for c in checks)  # the width's rate wholly below the main one's
     widths = sorted({c["width"] for c in checks} | {c["main_width"] for c in checks})
     diffs = ", ".join(
@@ -195,7 +196,7 @@ def comparison_lines(comp: list[dict], width: int) -> list[str]:
             lo, hi = c["rate_ci"]
             lines.append(
                 f"{c['act']:>8} {c['d']:>4} {c['sigma']:>4g} {c['scale']:>+5g} {c['epsilon']:>8.4f} "
-                f"{c['lambda_bar_prime']:>8.4f} {c['bound']:>8.4f} {c['rate']:>8.4f} [{lo:>8.4f}, {hi:>8.4f}] "
+                f"{c['lambda_bar_prime']:>8.4f} {c['bound']:>8.4f} {Interval(c['rate'], lo, hi):>8.4f} "
                 f"{'under' if c['holds_pointwise'] else 'ABOVE':>9}"  # a table cell, not a verdict
             )
     return lines

@@ -1,5 +1,5 @@
-"""verdicts: one vocabulary (no module writes a verdict's text but this one), the band rule, and the
-claim line in Markdown and as plain text."""
+"""verdicts.vocabulary: one vocabulary (no module writes a verdict's text but this one), the band and
+claim rules, the order of verdicts."""
 
 import ast
 import json
@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cfm_experiments import verdicts as V
-from cfm_experiments.driver import claims_table
+import cfm_experiments
 from cfm_experiments.protocol import VERDICTS, Claim
-from cfm_experiments.rates.claims import CLAIMS as RATES_CLAIMS
+from cfm_experiments.verdicts import vocabulary as V
 
-PACKAGE = Path(V.__file__).parent
+PACKAGE = Path(cfm_experiments.__file__).parent
 
 
 def test_each_withheld_verdict_is_named_for_its_reason():
@@ -81,62 +80,3 @@ def test_worst_is_the_weakest():
     assert V.worst([V.HOLDS, V.REFUTED, V.NOT_MEASURED]) == V.REFUTED
     assert V.worst([V.HOLDS]) == V.HOLDS and V.worst([]) == V.NOT_MEASURED
     assert V.worst([V.HOLDS, V.BELOW_STABLE_SIZES]) == V.BELOW_STABLE_SIZES
-
-
-@pytest.mark.parametrize(
-    "tex, text",
-    [
-        (r"$q_\delta \propto \sqrt{\log(1/\delta)}$", "q_δ ∝ √(log(1/δ))"),
-        (r"$\sup_k ‖θ_k − \hat θ_k‖_{L^∞} = O(\sqrt{d/n})$", "sup_k ‖θ_k − θ̂_k‖_(L^∞) = O(√(d/n))"),
-        (r"decays as $n^{-1/2}$ whatever d", "decays as n^(-1/2) whatever d"),
-        ("$e_K/e_{k_c}$ = ×3", "e_K/e_(k_c) = ×3"),
-        (r"$\log q_δ ≈ c + γ\log\log(1/δ)$", "log q_δ ≈ c + γlog log(1/δ)"),
-        ("no maths here", "no maths here"),
-    ],
-)
-def test_plain_renders_the_maths(tex, text):
-    assert V.plain(tex) == text
-
-
-def test_every_rates_claim_reads_as_plain_text():
-    for claim, _, _ in RATES_CLAIMS:
-        text = V.plain(claim)
-        assert "$" not in text and "\\" not in text and "{" not in text, text
-
-
-def _claim(**kw):
-    base = dict(
-        claim=r"a sub-Gaussian tail $q_\delta \propto \sqrt{\log(1/\delta)}$ | b",
-        measured=r"$\log q_δ$: 0.5",
-        verdict=V.UNDECIDED,
-        figure="f.png",
-        sizes="n = 16",
-        command="cfm-jax claims --quick",
-    )
-    return Claim(**(base | kw))
-
-
-def test_the_markdown_line_keeps_the_maths_and_the_text_line_has_none():
-    c = _claim()
-    md = V.claim_line(c, "markdown")
-    assert md.startswith("| a sub-Gaussian tail $q_\\delta \\propto \\sqrt{\\log(1/\\delta)}$ \\| b |")
-    assert "**undecided: interval straddles the boundary**" in md and "`cfm-jax claims --quick`" in md
-    text = V.claim_line(c, "text")
-    assert "$" not in text and "\\" not in text
-    first, *rest = text.splitlines()
-    assert first == "[undecided: interval straddles the boundary] a sub-Gaussian tail q_δ ∝ √(log(1/δ)) | b"
-    assert rest == ["    measured: log q_δ: 0.5", "    sizes: n = 16", "    command: cfm-jax claims --quick",
-                    "    figure: f.png"]  # fmt: skip
-    assert V.claim_line(c, "brief") == "- a sub-Gaussian tail q_δ ∝ √(log(1/δ)) | b: " + V.UNDECIDED
-    assert V.claim_line(_claim(figure="", command=""), "text").splitlines()[1:] == [
-        "    measured: log q_δ: 0.5",
-        "    sizes: n = 16",
-    ]
-
-
-def test_the_claims_table_is_the_header_and_one_markdown_line_per_claim():
-    c = _claim()
-    table = claims_table([c, c]).splitlines()
-    assert table[0].startswith("| claim |") and table[1].startswith("|---")
-    assert table[2:] == [V.claim_line(c)] * 2
-    assert V.claim_lines([c, c], "text").count("\n\n") == 1

@@ -1,10 +1,9 @@
-"""claims.verdicts: each rule on intervals with a known answer, and sizes below the rule's needs."""
+"""verdicts.claims: each rule on intervals with a known answer, and sizes below the rule's needs."""
 
 import pytest
 
-from cfm_experiments.claims import verdicts as V
 from cfm_experiments.protocol import VERDICTS
-from cfm_experiments.verdicts import Verdict
+from cfm_experiments.verdicts import Verdict, claims as V
 from cfm_jax.stats import Interval
 
 

@@ -1,4 +1,4 @@
-"""The verdicts of every claim line, and the one function that writes a claim line.
+"""The verdicts of every claim line, and the two rules every other rule is written with.
 
 A claim line concludes with one :class:`Verdict`. Three are statements about the claim
 (*holds*, *holds with a different constant*, *refuted at these sizes*), one a finite-size
@@ -7,7 +7,7 @@ check the implementation (*code check passed* / *failed*), and four **withhold**
 each named for its reason:
 
 - *inconclusive at these sizes*: the run is below the sizes at which the rule's verdict is stable
-  (:func:`cfm_experiments.claims.verdicts.judge`), and only that;
+  (:func:`cfm_experiments.verdicts.claims.judge`), and only that;
 - *undecided: interval straddles the boundary*: an interval reaches both sides of the claim's
   boundary (or the sizes' intervals disagree, or two independent draws read different verdicts:
   :func:`agree`), so a larger run could go either way;
@@ -16,20 +16,15 @@ each named for its reason:
 - *not measured: no usable rows*: nothing the rule can use was measured (no row, no interval,
   every fit floor-limited).
 
-:func:`claim_line` writes a line in Markdown for ``claims.md`` (the maths as written) or as plain
-text for the terminal (``$…$`` maths rendered by :func:`plain`).
+:func:`against_band` and :func:`against_claim` read an interval against a claimed band or value;
+:mod:`cfm_experiments.rendering` writes the claim lines.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from .protocol import Claim
 
 
 class Verdict(enum.StrEnum):
@@ -142,143 +137,6 @@ def against_claim(
     return UNDECIDED
 
 
-Style = Literal["markdown", "text", "brief"]
-
-_HEADER = "| claim | measured (95 % CIs) | sizes | verdict | command | figure |\n|---|---|---|---|---|---|"
-
-#: TeX commands written as the character they stand for (longest names first where one prefixes another).
-_SYMBOLS = {
-    "sqrt": "√",
-    "log": "log",
-    "exp": "exp",
-    "sup": "sup",
-    "inf": "inf",
-    "min": "min",
-    "max": "max",
-    "mathrm": "",
-    "operatorname": "",
-    "text": "",
-    "left": "",
-    "right": "",
-    "delta": "δ",
-    "lambda": "λ",
-    "theta": "θ",
-    "sigma": "σ",
-    "mu": "μ",
-    "phi": "φ",
-    "rho": "ρ",
-    "beta": "β",
-    "gamma": "γ",
-    "kappa": "κ",
-    "eta": "η",
-    "varepsilon": "ε",
-    "epsilon": "ε",
-    "nabla": "∇",
-    "infty": "∞",
-    "propto": "∝",
-    "leq": "≤",
-    "le": "≤",
-    "geq": "≥",
-    "ge": "≥",
-    "approx": "≈",
-    "cdot": "·",
-    "times": "×",
-    "to": "→",
-    "sum": "Σ",
-    "Vert": "‖",
-    "dots": "…",
-    "ldots": "…",
-}
-
-
-def _group(s: str, i: int) -> tuple[str, int]:
-    """The TeX argument at ``s[i]`` (a braced group, or one character after spaces) and the index after it."""
-    while i < len(s) and s[i] == " ":
-        i += 1
-    if i >= len(s):
-        return "", i
-    if s[i] == "\\":
-        m = re.match(r"\\([A-Za-z]+|.)", s[i:])
-        return (m.group(), i + m.end()) if m else ("", i + 1)
-    if s[i] != "{":
-        return s[i], i + 1
-    depth, j = 0, i
-    while j < len(s):
-        depth += {"{": 1, "}": -1}.get(s[j], 0)
-        if depth == 0:
-            return s[i + 1 : j], j + 1
-        j += 1
-    return s[i + 1 :], len(s)
-
-
-def _math(s: str) -> str:
-    """One ``$…$`` formula as plain text."""
-    out, i = [], 0
-    while i < len(s):
-        c = s[i]
-        if c == "\\":
-            m = re.match(r"[A-Za-z]+", s[i + 1 :])
-            if not m:  # \, \; \| \{ …: spacing or an escaped character
-                nxt = s[i + 1 : i + 2]
-                out.append({",": " ", ";": " ", "!": "", "|": "‖", " ": " "}.get(nxt, nxt))
-                i += 2
-                continue
-            name, i = m.group(), i + 1 + len(m.group())
-            if name == "sqrt":
-                arg, i = _group(s, i)
-                out.append(f"√({_math(arg)})")
-            elif name in ("hat", "widehat"):
-                arg, i = _group(s, i)
-                out.append(_math(arg) + "\u0302")
-            else:
-                word = _SYMBOLS.get(name, name)
-                # a word before a letter or another command keeps a space: \log\log → log log
-                spaced = word.isalpha() and i < len(s) and (s[i].isalpha() or s[i] == "\\")
-                out.append(word + " " * spaced)
-        elif c in "^_":
-            arg, i = _group(s, i + 1)
-            arg = _math(arg)
-            out.append(c + (arg if arg.isalnum() or re.fullmatch(r"[-+]?[\d.]+|∞|′|ʹ", arg) else f"({arg})"))
-        elif c in "{}":
-            i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def plain(text: str) -> str:
-    """``text`` with its ``$…$`` maths as plain text: ``$\\sqrt{\\log(1/\\delta)}$`` → ``√(log(1/δ))``."""
-    return re.sub(r"\$([^$]*)\$", lambda m: _math(m.group(1)), text)
-
-
-def claim_line(claim: Claim, style: Style = "markdown") -> str:
-    """One claim line: a row of the Markdown table of ``claims.md`` (the maths as written); plain
-    text for the terminal (``text``: the verdict first, then what was measured, the sizes, the
-    command and the figure, one per indented line); ``brief``: ``- claim: verdict``."""
-    verdict = Verdict(claim.verdict)
-    if style == "markdown":
-        esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-        fig = f"`{claim.figure}`" if claim.figure else ""
-        command = f"`{claim.command}`" if claim.command else ""
-        return (
-            f"| {esc(claim.claim)} | {esc(claim.measured)} | {esc(claim.sizes)} | **{verdict}** | {command} | {fig} |"
-        )
-    if style == "brief":
-        return f"- {plain(claim.claim)}: {verdict}"
-    rest = [("measured", plain(claim.measured)), ("sizes", claim.sizes), ("command", claim.command)]
-    rest.append(("figure", claim.figure))
-    return "\n".join([f"[{verdict}] {plain(claim.claim)}"] + [f"    {k}: {v}" for k, v in rest if v])
-
-
-def claim_lines(claims: Sequence[Claim], style: Style = "markdown") -> str:
-    """Several claim lines (:func:`claim_line`): Markdown under the table's header, text a blank
-    line apart, brief one a line."""
-    if style == "markdown":
-        return "\n".join([_HEADER, *(claim_line(c, style) for c in claims)])
-    return ("\n\n" if style == "text" else "\n").join(claim_line(c, style) for c in claims)
-
-
 __all__ = [
     "BELOW_STABLE_SIZES",
     "CODE_FAILED",
@@ -293,15 +151,11 @@ __all__ = [
     "UNDECIDED",
     "VERDICTS",
     "WITHHELD",
-    "Style",
     "Verdict",
     "against_band",
     "against_claim",
     "agree",
-    "claim_line",
-    "claim_lines",
     "code_check",
     "measured",
-    "plain",
     "worst",
 ]

@@ -1,7 +1,7 @@
 """Every verdict rule of the experiments, in one table: what each reads from an interval.
 
-A *rule* maps intervals (95 % CIs) to a :class:`~cfm_experiments.verdicts.Verdict`. Each is a total
-function with the vocabulary of :mod:`cfm_experiments.verdicts`: an interval that is NaN,
+A *rule* maps intervals (95 % CIs) to a :class:`~cfm_experiments.verdicts.vocabulary.Verdict`. Each is a total
+function with the vocabulary of :mod:`cfm_experiments.verdicts.vocabulary`: an interval that is NaN,
 infinite, reversed or missing reads *not measured*; one that reaches both the claimed value and
 the alternative the claim denies (it *straddles* the boundary) reads *undecided* (or another
 withheld verdict), never *holds* or *holds with a different constant*; one that lies clearly
@@ -23,12 +23,11 @@ from collections.abc import Callable
 
 from cfm_jax.stats import Interval, RateFit
 
-from .claims import rho, tail_rule as tail, token_sample, verdicts as claim_rules
-from .claims.tail_exponent import TAIL_DELTAS
-from .ogd import curvature, verdicts as ogd_rules
-from .rates.claims import verdict as rates_verdict
-from .sync import common as sync_common
-from .verdicts import HOLDS, REFUTED, Verdict, against_band, against_claim, agree, code_check, worst
+from ..claims import rho, tail_rule as tail, token_sample
+from ..claims.tail_exponent import TAIL_DELTAS
+from . import claims as claim_rules, ogd as ogd_rules, sync as sync_rules
+from .rates import verdict as rates_verdict
+from .vocabulary import HOLDS, REFUTED, Verdict, against_band, against_claim, agree, code_check, worst
 
 Apply = Callable[[float, float], Verdict]
 
@@ -166,44 +165,44 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("ogd.Threshold.verdict", ogd_rules.Threshold.verdict, _threshold, 1.0, 3.0, infinite=None),
     Rule(
-        "curvature.rate_verdict vs no growth",
-        curvature.rate_verdict,
-        lambda lo, hi: curvature.rate_verdict(_iv(lo, hi)),
+        "ogd.rate_verdict vs no growth",
+        ogd_rules.rate_verdict,
+        lambda lo, hi: ogd_rules.rate_verdict(_iv(lo, hi)),
         0.75,
         0.0,
     ),
     Rule(
-        "curvature.rate_verdict vs beyond the bound",
-        curvature.rate_verdict,
-        lambda lo, hi: curvature.rate_verdict(_iv(lo, hi)),
+        "ogd.rate_verdict vs beyond the bound",
+        ogd_rules.rate_verdict,
+        lambda lo, hi: ogd_rules.rate_verdict(_iv(lo, hi)),
         0.75,
         2.5,
     ),
     Rule(
-        "curvature.growth_verdict (G)",
-        curvature.growth_verdict,
-        lambda lo, hi: curvature.growth_verdict(_iv(lo, hi), _EXPANDING),
+        "ogd.growth_verdict (G)",
+        ogd_rules.growth_verdict,
+        lambda lo, hi: ogd_rules.growth_verdict(_iv(lo, hi), _EXPANDING),
         1.5,
         1.0,
     ),
     Rule(
-        "curvature.growth_verdict (FTLE)",
-        curvature.growth_verdict,
-        lambda lo, hi: curvature.growth_verdict(_UP, _iv(lo, hi)),
+        "ogd.growth_verdict (FTLE)",
+        ogd_rules.growth_verdict,
+        lambda lo, hi: ogd_rules.growth_verdict(_UP, _iv(lo, hi)),
         0.02,
         0.0,
     ),
     Rule(
-        "curvature.bounded_verdict",
-        curvature.bounded_verdict,
-        lambda lo, hi: curvature.bounded_verdict([_iv(lo, hi)] * 2),
+        "ogd.bounded_verdict",
+        ogd_rules.bounded_verdict,
+        lambda lo, hi: ogd_rules.bounded_verdict([_iv(lo, hi)] * 2),
         1.0,
         3.0,
     ),
     Rule(
-        "curvature.bound_ratio_verdict",
-        curvature.bound_ratio_verdict,
-        lambda lo, hi: curvature.bound_ratio_verdict(hi, lo),
+        "ogd.bound_ratio_verdict",
+        ogd_rules.bound_ratio_verdict,
+        lambda lo, hi: ogd_rules.bound_ratio_verdict(hi, lo),
         0.5,
         3.0,
         interval=False,
@@ -266,8 +265,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "sync.order_verdict",
-        sync_common.order_verdict,
-        lambda lo, hi: sync_common.order_verdict(lo, hi, 0.5),
+        sync_rules.order_verdict,
+        lambda lo, hi: sync_rules.order_verdict(lo, hi, 0.5),
         -0.6,
         0.0,
     ),
@@ -280,7 +279,7 @@ NOT_ON_INTERVALS: dict[Callable, str] = {
     claim_rules.judge: "withholds a verdict below the rule's stable sizes",
     agree: "the verdicts of independent draws of one line (a property test of its own)",
     rho.law_verdict: "rho.law_rule on the regression it fits to the models",
-    sync_common.coverage_verdict: "counts of intervals missing a value (Binomial tails)",
+    sync_rules.coverage_verdict: "counts of intervals missing a value (Binomial tails)",
 }
 
 __all__ = ["NOT_ON_INTERVALS", "RULES", "Rule"]

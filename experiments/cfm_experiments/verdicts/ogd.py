@@ -1,25 +1,25 @@
-"""The statistics and verdict rules of the OGD parts (plain NumPy, outside any jit).
+"""The verdict rules of the OGD parts (plain NumPy, outside any jit).
 
-Every interval is over seeds, as :mod:`cfm_jax.stats` takes them: a percentile bootstrap from
-:data:`~cfm_jax.stats.MIN_BOOTSTRAP_SEEDS` seeds on, the Student-t interval below (two seeds' bootstrap
-interval is their [min, max], which holds the mean half the time). A verdict is decided
+Every interval is over seeds (:mod:`cfm_experiments.ogd.statistics`). A verdict is decided
 only when its interval excludes the alternative; an interval that straddles the boundary reads
 *undecided* (:data:`~cfm_experiments.verdicts.UNDECIDED`), so a smaller run (``--quick``: fewer
 seeds, wider intervals) does not flip a verdict, it withholds it. The verdicts themselves are
-:mod:`cfm_experiments.verdicts`'s.
+:mod:`cfm_experiments.verdicts.vocabulary`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 
-from cfm_jax.stats import MIN_BOOTSTRAP_SEEDS, Interval, RateFit, bootstrap, fit_loglog, mean_ci
+from cfm_jax.stats import Interval, RateFit
 
-from ..verdicts import (
+from .vocabulary import (
+    DIFFERENT,
     HOLDS,
     NOT_MEASURED,
     NOT_OBSERVED,
@@ -37,12 +37,6 @@ from ..verdicts import (
 THRESHOLD_BAND = (0.5, 2.0)
 
 
-def fmt(fit: RateFit | Interval, digits: int = 2) -> str:
-    """``+0.50 [+0.41, +0.58]``."""
-    value = fit.slope if isinstance(fit, RateFit) else fit.value
-    return f"{value:+.{digits}f} [{fit.ci_low:+.{digits}f}, {fit.ci_high:+.{digits}f}]"
-
-
 def slope_verdict(fit: RateFit, claim: float) -> Verdict:
     """A decay exponent against the bound's ``claim`` (e.g. −1/2): at least as steep (the CI reaches
     the claim or lies below it) and excluding 0 (no decay) holds; a decay whose CI lies between the
@@ -54,15 +48,6 @@ def slope_verdict(fit: RateFit, claim: float) -> Verdict:
     if fit.ci_high < 0:
         return HOLDS if fit.ci_low <= claim else NOT_OBSERVED
     return REFUTED if fit.ci_low > claim / 2 else UNDECIDED
-
-
-def growth_fits(window_k, window_max) -> list[RateFit]:
-    """Growth exponent β of window maxima ``(S, W, len(ns))`` against the windows' last steps
-    ``(W,)`` (log-log, per n, CI over seeds): 0 for a bounded deviation, 1/2 for a random walk,
-    1 for linear growth."""
-    k = np.asarray(window_k, float)
-    w = np.asarray(window_max, float)
-    return [fit_loglog(k, w[:, :, i].T) for i in range(w.shape[2])]
 
 
 #: the growth exponent a bounded deviation's CI must exclude: ½, a random walk's.
@@ -144,57 +129,84 @@ class Threshold:
         return f"({fmt(self.low)}, {fmt(self.high)})·λ_c"
 
 
-def _mean(values: np.ndarray) -> Interval:
-    """Mean over seeds ``(S,)`` and its interval: bootstrap from MIN_BOOTSTRAP_SEEDS seeds, else Student-t."""
-    if values.size >= MIN_BOOTSTRAP_SEEDS:
-        return bootstrap(lambda a: a.mean(), values)
-    mean, half = mean_ci(values)
-    return Interval(mean, mean - half, mean + half)
+#: the curvature part's rules (:mod:`cfm_experiments.ogd.curvature`).
+#: bounded: the deviation's last quarter is less than GROWTH times its second quarter (geometric means).
+GROWTH = 2.0
+#: how far an estimated constant may sit below the one the bound needs: C and δ_n are measured on
+#: the visited region (lower estimates), low by up to this factor (:data:`THRESHOLD_BAND`'s 2).
+ESTIMATE_FACTOR = 2.0
 
 
-def geometric_mean_ci(ratios) -> Interval:
-    """Geometric mean over seeds of positive ``ratios (S,)`` and its interval (the mean's of the logs)."""
-    logs = np.log(np.maximum(np.asarray(ratios, float).ravel(), np.finfo(float).tiny))
-    iv = _mean(logs)
-    return Interval(float(np.exp(iv.value)), float(np.exp(iv.ci_low)), float(np.exp(iv.ci_high)))
+def rate_verdict(q: Interval) -> Verdict:
+    """The growth rate over the bound's log(1 + η(C − λ)) (per seed, CI over seeds). Growth (CI above
+    0) reaching [½, 1] holds — the bound's factor, up to the factor 2 of an estimated C —; growth
+    wholly below ½ or wholly between 1 and :data:`ESTIMATE_FACTOR` is a different constant; growth
+    wholly faster than :data:`ESTIMATE_FACTOR` × the bound's rate (beyond what an estimated C can
+    explain), or a deviation that decays (CI below 0), is refuted; growth reaching both the bound's
+    rate and that factor is undecided; no growth with ½ excluded is not observed; else undecided;
+    no interval (NaN or infinite) is not measured."""
+    if not measured(q.ci_low, q.ci_high):
+        return NOT_MEASURED
+    if q.ci_low > ESTIMATE_FACTOR or q.ci_high < 0:
+        return REFUTED
+    if q.ci_low > 0:
+        if q.ci_high >= ESTIMATE_FACTOR:  # reaches what no estimated C explains
+            return UNDECIDED
+        return HOLDS if q.ci_high >= 0.5 and q.ci_low <= 1 else DIFFERENT
+    return NOT_OBSERVED if q.ci_high < 0.5 else UNDECIDED
 
 
-def exponential_rates(devs, start: int, stop) -> np.ndarray:
-    """Per seed, the least-squares slope of log e_k against k over steps ``start`` … ``stop[s]``
-    (1-based, inclusive; ``devs (S, K)``): the per-step exponential growth rate, log of the step
-    factor. A window shorter than 3 steps gives NaN."""
-    devs = np.asarray(devs, float)
-    out = np.full(devs.shape[0], np.nan)
-    for s, end in enumerate(np.broadcast_to(np.asarray(stop), devs.shape[:1])):
-        k = np.arange(start, int(end) + 1)
-        if k.size >= 3:
-            out[s] = np.polyfit(k, np.log(np.maximum(devs[s, k - 1], np.finfo(float).tiny)), 1)[0]
-    return out
+def growth_verdict(g: Interval, ftle: Interval) -> Verdict:
+    """Still growing: the late growth factor G (last over second quarter) above 1 and the map
+    expanding along the path (FTLE above 0) holds; less than a doubling with a contracting map is
+    not observed; else undecided (CIs over seeds); either interval NaN or infinite: not measured."""
+    if not (measured(g.ci_low, g.ci_high) and measured(ftle.ci_low, ftle.ci_high)):
+        return NOT_MEASURED
+    if g.ci_low > 1 and ftle.ci_low > 0:
+        return HOLDS
+    return NOT_OBSERVED if g.ci_high < GROWTH and ftle.ci_high <= 0 else UNDECIDED
 
 
-def mean_interval(values) -> Interval:
-    """Mean over seeds (NaNs dropped) and its interval (bootstrap, or Student-t below
-    MIN_BOOTSTRAP_SEEDS seeds)."""
-    v = np.asarray(values, float).ravel()
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return Interval(float("nan"), float("nan"), float("nan"))
-    return _mean(v)
+def bounded_verdict(late: Sequence[Interval]) -> Verdict:
+    """Bounded above the threshold, from each λ's late growth factor G (last over second quarter):
+    every interval below :data:`GROWTH` (less than a doubling) holds; one wholly above it refutes;
+    else undecided; any interval NaN or infinite, or none, not measured."""
+    if not late or not all(measured(x.ci_low, x.ci_high) for x in late):
+        return NOT_MEASURED
+    if any(x.ci_low > GROWTH for x in late):
+        return REFUTED
+    return HOLDS if all(x.ci_high < GROWTH for x in late) else UNDECIDED
+
+
+def bound_ratio_verdict(ratio: float, loose_ratio: float) -> Verdict:
+    """The bound's own trajectory: ``ratio``, the largest e_k/B_k over λ, seeds, n and k with C and δ_n
+    as measured, and ``loose_ratio``, the same against B_k with both constants
+    :data:`ESTIMATE_FACTOR` × larger (the most an estimate can be low). Every e_k under its B_k
+    holds; under the loosened bound only, a different constant; above even the loosened bound
+    (the data sit beyond what an estimated constant can explain) refuted; NaN or infinite
+    ratios (no bound measured) not measured. A maximum over every seed, not an interval: the
+    bound is claimed for every trajectory."""
+    if not (math.isfinite(ratio) and math.isfinite(loose_ratio)) or ratio < 0 or loose_ratio < 0:
+        return NOT_MEASURED
+    if ratio <= 1:
+        return HOLDS
+    return DIFFERENT if loose_ratio <= 1 else REFUTED
 
 
 __all__ = [
+    "ESTIMATE_FACTOR",
+    "GROWTH",
+    "bound_ratio_verdict",
+    "bounded_verdict",
+    "growth_verdict",
+    "rate_verdict",
     "RANDOM_WALK",
     "THRESHOLD_BAND",
     "Sign",
     "Threshold",
     "at_most_half",
     "bounded",
-    "exponential_rates",
-    "fmt",
-    "geometric_mean_ci",
     "growing",
-    "growth_fits",
-    "mean_interval",
     "sign",
     "sign_verdict",
     "slope_verdict",

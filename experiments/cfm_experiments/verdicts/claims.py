@@ -1,6 +1,6 @@
 """Verdict rules: what each claim line concludes from its intervals, and at which sizes it may.
 
-A rule maps intervals to a :class:`cfm_experiments.verdicts.Verdict`. Every rule of a claim
+A rule maps intervals to a :class:`~cfm_experiments.verdicts.vocabulary.Verdict`. Every rule of a claim
 (not of a code check) also states its **required sizes**: the smallest sizes (seeds, largest n,
 contexts, …) at which its verdict is stable, i.e. does not change when the run is made larger.
 :func:`judge` compares them with the sizes of the run: below them the line reads *inconclusive at
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from cfm_jax.stats import Interval, RateFit
 
-from ..verdicts import (
+from .vocabulary import (
     BELOW_STABLE_SIZES,
     DIFFERENT,
     HOLDS,
