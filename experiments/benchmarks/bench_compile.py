@@ -23,7 +23,7 @@ the fourth together).
 ``experiments/results/compile.{json,md}`` with the machine, and the times ``--help`` quotes
 (``cfm_experiments/measured.json``), after every command (``--merge``: keep
 the entries of the committed file that this run does not repeat). ``--keep``: the warm run of each
-default configuration becomes the command's committed results folder ``benchmarks/results/<command>``
+default configuration becomes the command's committed results folder ``experiments/results/<command>``
 (the cold and warm runs' results must agree: ``same_results``).
 """
 
