@@ -15,12 +15,6 @@ import jax.numpy as jnp
 from .base import AbstractField, AbstractGaussianField, LocalVJP, complete_params
 
 
-def _identity(x):
-    # σ = id in plain Python: jax.nn.identity is a jitted function, whose program boundary inside the
-    # VJP changes XLA's fusion and so the rounding of ∇φ (1e-6 relative in float32)
-    return x
-
-
 def _local_vjp(activation, queries, measure, params, cot, active, targets) -> LocalVJP:
     """Closed-form local products of W2 σ(W1 q + b1) + b2 (module docstring); σ, σ' from one jvp."""
     W1, b1, W2, b2 = params["W1"], params["b1"], params["W2"], params["b2"]
@@ -71,7 +65,7 @@ class LinearMLPField(AbstractGaussianField):
 
     def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
         """Closed-form local products (module docstring, σ' = 1)."""
-        return _local_vjp(_identity, queries, measure, params, cot, active, targets)
+        return _local_vjp(jax.nn.identity, queries, measure, params, cot, active, targets)
 
     def gaussian_affine(self, params, mean, cov):
         """V(x) = W2 W1 x + W2 b1 + b2 (no context dependence)."""
