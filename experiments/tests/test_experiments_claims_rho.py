@@ -9,6 +9,7 @@ import pytest
 
 from cfm_experiments.claims import rho as R, rho_models as M
 from cfm_experiments.protocol import Settings
+from cfm_experiments.verdicts import claims as VC
 from cfm_jax.stats import Interval
 
 HAVE = {"largest n": 10240, "models per bin": 16, "contexts": 2, "draws": 6}
@@ -106,7 +107,7 @@ def test_the_law_rule_is_total(a, b, verdict):
     """Every interval pair reads a verdict of the vocabulary: NaN, infinite or reversed ones *not
     measured* (never *refuted* on no data), a b that reaches both 1 and 0 *undecided*."""
     iv = lambda lo, hi: Interval(0.5 * (lo + hi), lo, hi)  # noqa: E731
-    assert R.law_rule(iv(*a), iv(*b)) == verdict
+    assert VC.law_rule(iv(*a), iv(*b)) == verdict
 
 
 def test_the_line_pools_the_draws_and_prints_each_draws_own_verdict():

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from _tail_rows import decaying as _decaying, model as _model
 
-from cfm_experiments.claims import tail_exponent as T, tail_rule as TR
+from cfm_experiments.claims import tail_exponent as T
 from cfm_experiments.claims.deviation import reference_tokens, sup_deviation, token_trajectory
 from cfm_experiments.claims.rho_models import rho_of
 from cfm_experiments.claims.sampling import fixed_norm_params, sample_law, transformer
 from cfm_experiments.claims.statistics import upper_quantiles
-from cfm_experiments.verdicts import BELOW_STABLE_SIZES, HOLDS, REFUTED, UNDECIDED
+from cfm_experiments.verdicts import BELOW_STABLE_SIZES, HOLDS, REFUTED, UNDECIDED, tails as TR
 from cfm_jax import EmpiricalMeasure
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from cfm_experiments.claims import token_sample as T
 from cfm_experiments.protocol import resolve
+from cfm_experiments.verdicts import claims as VC
 from cfm_jax import GaussianMeasure, attention_output_moments
 
 NS = [300, 600, 1200, 2400]
@@ -24,12 +25,12 @@ def test_the_bias_rule_reads_every_horizon():
     """Every Δβ interval outside ±0.01 (either side): *holds*; one inside: *refuted*; one across an
     edge (and none inside): *undecided*; no interval: *not measured*."""
     far_up, far_down, inside, across = _iv(0.03, 0.06), _iv(-0.12, -0.05), _iv(-0.004, 0.006), _iv(0.002, 0.04)
-    assert T.bias_verdict([far_up, far_down, far_up]) == "holds"
-    assert T.bias_verdict([far_up, inside, far_down]) == "refuted at these sizes"
-    assert T.bias_verdict([far_up, across]) == "undecided: interval straddles the boundary"
-    assert T.bias_verdict([inside, across]) == "refuted at these sizes"
-    assert T.bias_verdict([]) == "not measured: no usable rows"
-    assert T.bias_verdict([_iv(float("nan"), float("nan"))]) == "not measured: no usable rows"
+    assert VC.bias_verdict([far_up, far_down, far_up], T.NEGLIGIBLE) == "holds"
+    assert VC.bias_verdict([far_up, inside, far_down], T.NEGLIGIBLE) == "refuted at these sizes"
+    assert VC.bias_verdict([far_up, across], T.NEGLIGIBLE) == "undecided: interval straddles the boundary"
+    assert VC.bias_verdict([inside, across], T.NEGLIGIBLE) == "refuted at these sizes"
+    assert VC.bias_verdict([], T.NEGLIGIBLE) == "not measured: no usable rows"
+    assert VC.bias_verdict([_iv(float("nan"), float("nan"))], T.NEGLIGIBLE) == "not measured: no usable rows"
 
 
 def _row(exact, mc, scale=1.0, horizon=0.5):
@@ -124,7 +125,9 @@ def test_the_paper_grid_sets_the_sizes_itself():
     with pytest.raises(ValueError, match="--token-ns"):
         resolve([part], token_ns=[100, 200])  # a slope and its spread need three sizes
     configs = part.configs(resolve([part], quick=True))
-    assert [c["scale"] for c in configs] == [0.05, 1.16, 50.0] and configs[0]["n_ref"] == 10_000
+    # two independent draws (seeds 0 and 1), each the three scales
+    assert [c["scale"] for c in configs] == [0.05, 1.16, 50.0] * 2 and configs[0]["n_ref"] == 10_000
+    assert [c["seed"] for c in configs] == [0, 0, 0, 1, 1, 1]
 
 
 def test_the_table_and_the_figure_show_every_quantity_and_reference():

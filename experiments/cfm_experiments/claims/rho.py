@@ -29,7 +29,6 @@ grows like n, not n².
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import jax
@@ -41,7 +40,7 @@ from cfm_jax.stats import Interval, bootstrap
 from ..declarations.claims import RHO
 from ..plotting import COLORS, figure, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_MEASURED, NOT_OBSERVED, REFUTED, UNDECIDED, Verdict, claims as V
+from ..verdicts import claims as V
 from .deviation import deviations_program, references
 from .rho_models import RHO_BINS, SCALE, check_beta_range, inputs, label, rho_of, select
 from .statistics import ci, local_slopes
@@ -188,32 +187,13 @@ def binned(models) -> list[dict]:
     return out
 
 
-def law_rule(a: Interval, b: Interval) -> Verdict:
-    """The regression measured ≈ a + b·law against the law (b = 1, a = 0): an interval of b that
-    misses 1 → *refuted*; one that contains 1 and reaches 0 (no dependence on the law: it cannot
-    tell the law from no transition) → *undecided*; b containing 1 only, with a containing 0 →
-    *holds*, with a missing 0 → *not observed*; a NaN, infinite or reversed interval → *not measured*."""
-    edges = (a.ci_low, a.ci_high, b.ci_low, b.ci_high)
-    if not all(math.isfinite(e) for e in edges) or a.ci_low > a.ci_high or b.ci_low > b.ci_high:
-        return NOT_MEASURED
-    if not b.ci_low <= 1.0 <= b.ci_high:
-        return REFUTED
-    if b.ci_low <= 0.0:
-        return UNDECIDED
-    return HOLDS if a.ci_low <= 0.0 <= a.ci_high else NOT_OBSERVED
-
-
-def law_verdict(models) -> tuple[Verdict, Interval, Interval]:
-    """:func:`law_rule` on the regression of ``models``, with (a, b)."""
-    a, b = regression(models)
-    return law_rule(a, b), a, b
-
-
 def rho_line(models, have) -> Claim:
     """The pooled regression's verdict over every draw's models, each draw's own verdict beside it."""
-    verdict, a, b = law_verdict(models)
+    a, b = regression(models)
+    verdict = V.law_rule(a, b)
     draws = sorted({m.get("draw", 0) for m in models})
-    own = [law_verdict([m for m in models if m.get("draw", 0) == k]) for k in draws]
+    fits = [regression([m for m in models if m.get("draw", 0) == k]) for k in draws]
+    own = [(V.law_rule(ak, bk), ak, bk) for ak, bk in fits]
     ns = models[0]["ns"]
     bins = "; ".join(
         f"{c['label']} ({c['models']} models, mean ρ {c['rho']:.2f}): "
@@ -288,8 +268,6 @@ __all__ = [
     "Rho",
     "binned",
     "buckets",
-    "law_rule",
-    "law_verdict",
     "per_model",
     "predicted_slope",
     "regression",

@@ -20,9 +20,9 @@ covariance over the atoms is Σ, and sup_s ‖G_s‖ is drawn 10⁵ times (once 
 laws: the uniform ball (the paper's compact support; QMC reference of ``n_ref`` points) and the
 Gaussian (exact limit; unbounded, outside the bound's assumption).
 
-The verdict is two-sided and per model (:func:`.tail_rule.model_verdict`): a light tail alone
+The verdict is two-sided and per model (:func:`cfm_experiments.verdicts.tails.model_verdict`): a light tail alone
 does not hold. The deviation must also decay in n at the claimed rate and sit near its limit at
-the largest n, each threshold derived from the claim (:mod:`.tail_rule`): a sample that is
+the largest n, each threshold derived from the claim (:mod:`cfm_experiments.verdicts.tails`): a sample that is
 light-tailed but does not decay like n^{−½}, or is far from the linearised limit, is not the
 limit's tail. A law's line is the worst of its models' verdicts
 (:func:`cfm_experiments.verdicts.worst`), each model's stated in the line.
@@ -45,11 +45,11 @@ from ..draws import redrawn
 from ..plotting import COLORS, figure, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import claims as V, worst
+from ..verdicts.tails import decay, decay_bound, gamma_of, limit_band, model_verdict
 from .deviation import deviations_program, references, token_trajectory
 from .rho_models import rho_of
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer
 from .statistics import ci, exponent_of, tail_exponent, upper_quantiles
-from .tail_rule import decay, decay_bound, gamma_of, limit_band, model_verdict
 
 #: the tail levels δ of the exponent fit (those with ≥ MIN_BEYOND contexts beyond: :func:`deltas_for`).
 TAIL_DELTAS = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4)

@@ -65,7 +65,7 @@ from ..declarations.claims import TOKEN_SAMPLE
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_MEASURED, REFUTED, UNDECIDED, Verdict, against_band, claims as V
+from ..verdicts import claims as V
 from .common import checked_jit
 from .token_floor import floor_model, paired
 
@@ -291,17 +291,6 @@ def table(data: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def bias_verdict(deltas: list[dict], tol: float = NEGLIGIBLE) -> Verdict:
-    """The claim "the reference biases the slope by more than ``tol`` at every horizon": every Δβ
-    interval outside ±tol → *holds*; one inside → *refuted*; else *undecided*; none → *not measured*."""
-    each = [against_band(d["ci_low"], d["ci_high"], -tol, tol) for d in deltas]
-    if not each or NOT_MEASURED in each:
-        return NOT_MEASURED
-    if HOLDS in each:  # a negligible change at some horizon
-        return REFUTED
-    return HOLDS if all(v == REFUTED for v in each) else UNDECIDED
-
-
 #: per quantity, the sizes from which its line's verdict was found stable: the mean's at the default
 #: sizes (*holds* there and at 12 seeds × 16 contexts); the covariance's Δβ at H ≈ 6 is +0.014
 #: [+0.006, +0.022] at the default sizes (*undecided*), +0.020 [+0.014, +0.027] at 12 × 16 (*holds*).
@@ -342,7 +331,7 @@ def bias_line(q: str, data: list[dict], have: dict, n_ref: int) -> Claim:
         f"{fl[0]['error_ratio'][0]:.3f} and {fl[0]['error_ratio'][-1]:.3f} at the smallest horizon); the "
         f"reference's own error: {own_text}"
     )
-    verdict, sizes_text = V.judge(bias_verdict(deltas), STABLE[q], have)
+    verdict, sizes_text = V.judge(V.bias_verdict(deltas, NEGLIGIBLE), STABLE[q], have)
     return Claim(
         claim=f"a Monte-Carlo reference of $n_{{ref}}$ = {n_ref} tokens biases the fitted slope of the output "
         f"{QUANTITIES[q]}'s error (by more than {NEGLIGIBLE:g}, at every horizon)",
@@ -412,7 +401,6 @@ __all__ = [
     "TokenSample",
     "base_layer",
     "bias_line",
-    "bias_verdict",
     "distinct",
     "errors",
     "horizon",

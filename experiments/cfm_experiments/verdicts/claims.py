@@ -15,6 +15,7 @@ that line's verdict was found stable; the docs page lists them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from cfm_jax.stats import Interval, RateFit
@@ -28,6 +29,7 @@ from .vocabulary import (
     REFUTED,
     UNDECIDED,
     Verdict,
+    against_band,
     against_claim,
     code_check,
     measured,
@@ -108,7 +110,35 @@ def at_most(gamma: Interval, limit: float, alternative: float | None = None) -> 
     return against_claim(gamma.ci_low, gamma.ci_high, limit, limit if alternative is None else alternative)
 
 
+def law_rule(a: Interval, b: Interval) -> Verdict:
+    """The ρ line's regression measured ≈ a + b·law against the law (b = 1, a = 0): an interval of b that
+    misses 1 → *refuted*; one that contains 1 and reaches 0 (no dependence on the law: it cannot
+    tell the law from no transition) → *undecided*; b containing 1 only, with a containing 0 →
+    *holds*, with a missing 0 → *not observed*; a NaN, infinite or reversed interval → *not measured*."""
+    edges = (a.ci_low, a.ci_high, b.ci_low, b.ci_high)
+    if not all(math.isfinite(e) for e in edges) or a.ci_low > a.ci_high or b.ci_low > b.ci_high:
+        return NOT_MEASURED
+    if not b.ci_low <= 1.0 <= b.ci_high:
+        return REFUTED
+    if b.ci_low <= 0.0:
+        return UNDECIDED
+    return HOLDS if a.ci_low <= 0.0 <= a.ci_high else NOT_OBSERVED
+
+
+def bias_verdict(deltas: Sequence[Mapping], tol: float) -> Verdict:
+    """token_sample's claim "the reference biases the slope by more than ``tol`` at every horizon": every Δβ
+    interval outside ±tol → *holds*; one inside → *refuted*; else *undecided*; none → *not measured*."""
+    each = [against_band(d["ci_low"], d["ci_high"], -tol, tol) for d in deltas]
+    if not each or NOT_MEASURED in each:
+        return NOT_MEASURED
+    if HOLDS in each:  # a negligible change at some horizon
+        return REFUTED
+    return HOLDS if all(v == REFUTED for v in each) else UNDECIDED
+
+
 __all__ = [
+    "bias_verdict",
+    "law_rule",
     "GROWTH_RESOLUTION",
     "NO_DECAY",
     "all_contain",

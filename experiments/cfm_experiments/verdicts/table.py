@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 from cfm_jax.stats import Interval, RateFit
 
-from ..claims import rho, tail_rule as tail, token_sample
+from ..claims import token_sample
 from ..claims.tail_exponent import TAIL_DELTAS
-from . import claims as claim_rules, ogd as ogd_rules, sync as sync_rules
+from . import claims as claim_rules, ogd as ogd_rules, sync as sync_rules, tails as tail
 from .rates import verdict as rates_verdict
 from .vocabulary import HOLDS, REFUTED, Verdict, against_band, against_claim, agree, code_check, worst
 
@@ -129,9 +129,9 @@ RULES: tuple[Rule, ...] = (
         1.0,
     ),
     Rule(
-        "claims.rho.law_rule (b against 1, 0 the alternative)",
-        rho.law_rule,
-        lambda lo, hi: rho.law_rule(_iv(-0.05, 0.05), _iv(lo, hi)),
+        "claims.law_rule (b against 1, 0 the alternative)",
+        claim_rules.law_rule,
+        lambda lo, hi: claim_rules.law_rule(_iv(-0.05, 0.05), _iv(lo, hi)),
         1.0,
         0.0,
     ),
@@ -250,9 +250,9 @@ RULES: tuple[Rule, ...] = (
         0.5,
     ),
     Rule(
-        "token_sample.bias_verdict",
-        token_sample.bias_verdict,
-        lambda lo, hi: token_sample.bias_verdict([{"ci_low": lo, "ci_high": hi}] * 3),
+        "claims.bias_verdict",
+        claim_rules.bias_verdict,
+        lambda lo, hi: claim_rules.bias_verdict([{"ci_low": lo, "ci_high": hi}] * 3, token_sample.NEGLIGIBLE),
         0.5,
         0.0,
     ),
@@ -278,7 +278,6 @@ NOT_ON_INTERVALS: dict[Callable, str] = {
     code_check: "an identity of the implementation: a boolean",
     claim_rules.judge: "withholds a verdict below the rule's stable sizes",
     agree: "the verdicts of independent draws of one line (a property test of its own)",
-    rho.law_verdict: "rho.law_rule on the regression it fits to the models",
     sync_rules.coverage_verdict: "counts of intervals missing a value (Binomial tails)",
 }
 

@@ -1,12 +1,12 @@
-"""claims.tail_rule: the tail rule's thresholds as the claim gives them, and counterfactual models just past
+"""verdicts.tails: the tail rule's thresholds as the claim gives them, and counterfactual models just past
 each edge (the rest of each model at the limit)."""
 
 import numpy as np
 import pytest
 from _tail_rows import decaying as _decaying, model as _model
 
-from cfm_experiments.claims import tail_exponent as T, tail_rule as TR
-from cfm_experiments.verdicts import HOLDS, NOT_MEASURED, REFUTED
+from cfm_experiments.claims import tail_exponent as T
+from cfm_experiments.verdicts import HOLDS, NOT_MEASURED, REFUTED, tails as TR
 
 
 def test_the_decay_bound_follows_from_the_claim():

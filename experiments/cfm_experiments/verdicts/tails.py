@@ -26,7 +26,8 @@ import numpy as np
 
 from cfm_jax.stats import Interval
 
-from ..verdicts import NOT_MEASURED, NOT_TESTED, Verdict, against_band, claims as V, worst
+from . import claims as V
+from .vocabulary import NOT_MEASURED, NOT_TESTED, Verdict, against_band, worst
 
 #: the claimed decay exponent of the deviation in n (√n·dev converges to the limit).
 RATE = -0.5
