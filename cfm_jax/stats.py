@@ -270,7 +270,7 @@ class Interval:
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Interval:
-        """The interval :meth:`as_dict` wrote, read back from a JSON row (where a NaN or infinite
+        """The interval ``as_dict`` wrote, read back from a JSON row (where a NaN or infinite
         number is ``null``, read as NaN); without a ``level`` key, 0.95."""
         level = _number(d, "level") if "level" in d else 0.95
         return cls(_number(d, "value"), _number(d, "ci_low"), _number(d, "ci_high"), level)
