@@ -192,8 +192,11 @@ def test_strict_build_offline(site):
     for ident in api_entries():
         assert f'id="{ident}"' in all_html, ident
     assert not re.search(r":(class|func|mod|meth|attr|data|obj|exc):`", all_html)
-    for name in ("quickstart", "chaos", "ogd", "sync", "paper", "constants"):  # notebooks with their figures
-        page = (site / "notebooks" / name / "index.html").read_text()
+    # notebooks with their figures: the library's, and the experiments' (their folder in the site too)
+    for folder, name in [("notebooks", "quickstart")] + [
+        ("experiments/notebooks", n) for n in ("chaos", "ogd", "sync", "paper", "constants")
+    ]:
+        page = (site / folder / name / "index.html").read_text()
         assert "data:image/png;base64" in page, name
 
 
