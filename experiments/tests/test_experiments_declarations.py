@@ -7,6 +7,7 @@ import pkgutil
 import pytest
 
 import cfm_experiments
+from cfm_experiments import protocol
 from cfm_experiments.protocol import Declaration, Part
 from cfm_experiments.registry import BUILTIN
 
@@ -34,13 +35,7 @@ def _part_classes() -> list[type[Part]]:
     for info in pkgutil.walk_packages(cfm_experiments.__path__, "cfm_experiments."):
         if info.name not in ("cfm_experiments.__main__",):
             importlib.import_module(info.name)
-    seen, stack = {}, list(Part.__subclasses__())
-    while stack:  # a class reached twice (a redrawn part has two Part bases) is one class
-        cls = stack.pop()
-        if cls not in seen:
-            seen[cls] = None
-            stack.extend(cls.__subclasses__())
-    return [c for c in seen if c.__module__.startswith("cfm_experiments.") and "declaration" in vars(c)]
+    return [c for c in protocol._declaring_classes() if c.__module__.startswith("cfm_experiments.")]
 
 
 def test_every_part_class_of_the_package_is_a_declared_part_of_a_command():
