@@ -57,4 +57,14 @@ def warn_renamed(owner: str, old: str, new: str) -> None:
     )
 
 
-__all__ = ["Deprecated", "deprecated_attribute", "warn_renamed"]
+def warn_renamed_key(owner: str, old: str, new: str) -> None:
+    """The ``DeprecationWarning`` of a renamed key ``old`` of the dict the function ``owner`` returns
+    (read for one release)."""
+    warnings.warn(
+        f"{owner}(...)[{old!r}] is deprecated and will be removed in the next release: use [{new!r}].",
+        DeprecationWarning,
+        stacklevel=_user_level(),
+    )
+
+
+__all__ = ["Deprecated", "deprecated_attribute", "warn_renamed", "warn_renamed_key"]

@@ -144,6 +144,32 @@ def test_ss_is_ts_with_a_warning(kind):
     assert ss is sol.ts and record[0].filename == __file__
 
 
+def test_coupled_deviations_ss_key_is_ts_with_a_warning():
+    """``chaos.coupled_deviations`` returns the depths under ``"ts"``; ``["ss"]`` (and ``.get``) reads
+    them for one release and warns; the result stays a pytree through the caller's ``jit`` and ``vmap``."""
+    model = _model()
+    x0, ref = jnp.ones((1, 2), jnp.float64), jax.random.normal(jax.random.key(0), (6, 2), jnp.float64)
+    dev = chaos.coupled_deviations(model, x0, ref[:3], ref, adjoint=False)
+    assert "ss" not in dev and float(dev["ts"][0]) == 0.0 and float(dev["ts"][-1]) == 1.0
+    match = r"coupled_deviations\(\.\.\.\)\['ss'\] is deprecated .*: use \['ts'\]"
+    with pytest.warns(DeprecationWarning, match=match) as record:
+        ss = dev["ss"]
+    assert ss is dev["ts"] and record[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match=match):
+        assert dev.get("ss") is dev["ts"]
+    assert dev.get("absent") is None
+    with pytest.raises(KeyError):
+        dev["absent"]
+    f = jax.jit(lambda r: chaos.coupled_deviations(model, x0, r[:3], r, adjoint=False))
+    jitted = f(ref)
+    assert type(jitted) is type(dev) and set(jitted) == set(dev)
+    np.testing.assert_array_equal(jitted["token"], dev["token"])
+    batched = jax.vmap(f)(jnp.stack([ref, ref + 1.0]))
+    assert type(batched) is type(dev) and batched["token"].shape == (2, *dev["token"].shape)
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(dev)[0]]
+    assert paths == [f"[{k!r}]" for k in sorted(dev)]  # key paths like a dict's
+
+
 def test_deprecated_attribute_reads_the_value_at_each_use():
     entry = Deprecated("math", "pi", "math.tau / 2")
     with pytest.warns(DeprecationWarning, match=r"pkg.PI is deprecated and will be removed .*: use math.tau / 2\."):

@@ -20,6 +20,7 @@ import numpy as np
 from jax.scipy.special import ndtr, ndtri
 from jaxtyping import Array, ArrayLike, Float
 
+from .._deprecations import warn_renamed_key
 from .._flow import SaveAt
 from .._gradients import adjoint_trajectories, token_covectors
 from .._measures import EmpiricalMeasure, as_measure, weight_sum_tolerance
@@ -152,11 +153,34 @@ def compare(a: dict, b: dict, *, coupled: bool, w1_size, relative_epsilon) -> di
     return out
 
 
+class Deviations(dict):
+    """:func:`coupled_deviations`' result: a dict of arrays, and a pytree like a dict (it crosses
+    ``jit`` and ``vmap``). The depths were under ``"ss"``; that key is read for one release with a
+    ``DeprecationWarning`` (it is not among the keys)."""
+
+    def __missing__(self, key):
+        if key == "ss":
+            warn_renamed_key("cfm_jax.chaos.coupled_deviations", "ss", "ts")
+            return self["ts"]
+        raise KeyError(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self or key == "ss" else default
+
+
+jax.tree_util.register_pytree_with_keys(
+    Deviations,
+    lambda d: ([(jax.tree_util.DictKey(k), d[k]) for k in sorted(d)], tuple(sorted(d))),
+    lambda keys, values: Deviations(zip(keys, values)),
+    lambda d: ([d[k] for k in sorted(d)], tuple(sorted(d))),
+)
+
+
 def sups(dev: dict) -> dict:
     """sup over depth (then mean over target tokens) of every deviation trajectory."""
     res = {}
     for k, v in dev.items():
-        if k == "ss":
+        if k == "ts":
             continue
         s = jnp.max(v, axis=0)
         res[k] = jnp.mean(s) if s.ndim else s
@@ -198,7 +222,7 @@ def coupled_deviations(
             ``relative_epsilon``.
 
     Returns:
-        dict with ``ss (S,)``, ``token (S, B)``, and where applicable ``context (S,)``,
+        dict with ``ts (S,)`` (the depths l/L), ``token (S, B)``, and where applicable ``context (S,)``,
         ``w1 (S,)``, ``adjoint (S, B)`` (per-token adjoint, i.e. $B·p$ for the batch-mean loss),
         ``grad_phi (S,)`` (max over probes).
     """
@@ -222,7 +246,7 @@ def coupled_deviations(
         v = np.asarray(relative_epsilon, np.float64)
         relative_epsilon = check(relative_epsilon, not (np.isfinite(v) and v > 0), message)
     eps = jnp.asarray(relative_epsilon, jnp.result_type(context.points, float))
-    return _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw)
+    return Deviations(_coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw))
 
 
 @compiled
@@ -232,7 +256,7 @@ def _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, ad
     a = system(model, x0, context, y, probes, adjoint, throw)
     b = system(model, x0, reference, y, probes, adjoint, throw)
     out = compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=eps)
-    out["ss"] = jnp.arange(a["xs"].shape[0], dtype=a["xs"].dtype) / model.num_layers
+    out["ts"] = jnp.arange(a["xs"].shape[0], dtype=a["xs"].dtype) / model.num_layers
     return out
 
 
