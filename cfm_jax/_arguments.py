@@ -39,6 +39,13 @@ def check_save_every(save_every, steps: int, steps_name: str = "steps") -> int:
     return int(save_every)
 
 
+def python_scalar(value):
+    """A NumPy scalar (``np.int64(4)``, ``np.float64(0.5)``) as the Python number it holds; anything
+    else unchanged. The converter of the static numeric fields: equinox warns when an array is set
+    as static, and counts a NumPy scalar as one, so a user's ``np.int64`` would warn."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def static_int(name: str, value) -> int:
     """A positive Python int from ``value`` (numpy integers too); a traced value gets the fix in its error."""
     if isinstance(value, Tracer):

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._arguments import python_scalar
 from ._fields.base import AbstractField
 from ._measures import EmpiricalMeasure, as_measure
 from ._validation import is_concrete
@@ -43,9 +44,9 @@ class W1ControlField(AbstractField):
     direction: Float[Array, " d"]
     epsilon: Array
     offset: Array
-    max_iterations: int = eqx.field(static=True, default=2000)
-    threshold: float = eqx.field(static=True, default=1e-3)
-    batch_size: int | None = eqx.field(static=True, default=None)
+    max_iterations: int = eqx.field(static=True, converter=python_scalar, default=2000)
+    threshold: float = eqx.field(static=True, converter=python_scalar, default=1e-3)
+    batch_size: int | None = eqx.field(static=True, converter=python_scalar, default=None)
 
     @classmethod
     def create(

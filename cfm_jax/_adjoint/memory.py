@@ -27,6 +27,8 @@ from __future__ import annotations
 import equinox as eqx
 import numpy as np
 
+from .._arguments import python_scalar
+
 
 class AbstractMemory(eqx.Module):
     """How a hand adjoint stores or recomputes the forward states (see the module table)."""
@@ -39,7 +41,7 @@ class StoreAll(AbstractMemory):
 class StoreEvery(AbstractMemory):
     """Store every ``layers``-th layer boundary and recompute the segments in between."""
 
-    layers: int = eqx.field(static=True, default=1)
+    layers: int = eqx.field(static=True, converter=python_scalar, default=1)
 
 
 class Recompute(AbstractMemory):

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._arguments import python_scalar
 from .base import AbstractField, AbstractGaussianField, AbstractSumField, LocalVJP, complete_params
 from .kernels import MASK_VALUE, AbstractAttentionKernel, PallasAttention
 
@@ -267,8 +268,8 @@ class XLAAttention(AbstractAttentionKernel):
             O(chunk·key_chunk) per head instead of O(chunk·n)).
     """
 
-    chunk_size: int | str | None = eqx.field(static=True, default="auto")
-    key_chunk_size: int | None = eqx.field(static=True, default=None)
+    chunk_size: int | str | None = eqx.field(static=True, converter=python_scalar, default="auto")
+    key_chunk_size: int | None = eqx.field(static=True, converter=python_scalar, default=None)
 
     def __check_init__(self):
         _check_chunks(self.chunk_size, self.key_chunk_size)
@@ -325,8 +326,8 @@ class AttentionField(AbstractGaussianField):
             devices) until its GPU timings and errors are measured (``docs/scaling.md`` §5).
     """
 
-    chunk_size: int | str | None = eqx.field(static=True, default="auto")
-    key_chunk_size: int | None = eqx.field(static=True, default=None)
+    chunk_size: int | str | None = eqx.field(static=True, converter=python_scalar, default="auto")
+    key_chunk_size: int | None = eqx.field(static=True, converter=python_scalar, default=None)
     kernel: AbstractAttentionKernel | None = None
 
     def __check_init__(self):

@@ -41,6 +41,8 @@ from jax.experimental.pallas import triton
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float
 
+from .._arguments import python_scalar
+
 #: Finite stand-in for log 0 (zero weights, padded keys): exp(mask − max) underflows to exactly 0 next
 #: to any logit of a positive weight, and it stays finite after adding a logit u·z in float32.
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
@@ -400,8 +402,8 @@ class PallasAttention(AbstractAttentionKernel):
     """
 
     precision: str = eqx.field(static=True, default="3xTF32")
-    block_q: int = eqx.field(static=True, default=64)
-    block_k: int = eqx.field(static=True, default=64)
+    block_q: int = eqx.field(static=True, converter=python_scalar, default=64)
+    block_k: int = eqx.field(static=True, converter=python_scalar, default=64)
     mesh: jax.sharding.Mesh | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._arguments import as_array, check_save_every
+from .._arguments import as_array, check_save_every, python_scalar
 from .._fields.attention import attention_means
 from .._random import as_key
 from .._validation import check, compiled
@@ -69,7 +69,7 @@ class SphereAttention(eqx.Module):
     """
 
     kind: AttentionKind = eqx.field(static=True, default="none")
-    beta: float = eqx.field(static=True, default=1.0)
+    beta: float = eqx.field(static=True, converter=python_scalar, default=1.0)
     Q: Array | None = None
     K: Array | None = None
     V: Array | None = None
@@ -160,9 +160,9 @@ class StochasticTransformer(AbstractSphereModel):
 
     kernel: NoiseKernel
     attention: SphereAttention
-    width: int = eqx.field(static=True)
-    layers: int = eqx.field(static=True)
-    horizon: float = eqx.field(static=True)
+    width: int = eqx.field(static=True, converter=python_scalar)
+    layers: int = eqx.field(static=True, converter=python_scalar)
+    horizon: float = eqx.field(static=True, converter=python_scalar)
 
     def __init__(
         self,
