@@ -1,7 +1,9 @@
 """claims.supremum: the supremum's read-out (the winner by its training value, its paired gain and the
 best trivial model), the search checks (a supremum that never improved on its start, judged by its
 gain's interval, or that the best trivial model beats), a converged search that stays at its start,
-and the winner's slope read at its own sizes."""
+the winner's slope read at its own sizes, and a slope with no logarithm (a mean of exactly 0)."""
+
+import warnings
 
 import numpy as np
 from _suprema_rows import STARTS, row as _row
@@ -79,3 +81,18 @@ def test_the_ball_slope_is_read_at_its_own_sizes():
     assert R.worst_slope(r).contains(-0.5) and not R.supremum(r)["problems"]
     r["config"]["slope_ns"] = ns
     assert not R.worst_slope(r).contains(-0.5)
+
+
+def test_a_mean_of_zero_has_no_slope_and_no_warning():
+    """Deviations exactly 0 at one size (a discrete law's shares equal to its weights): the point slope
+    is undefined, the interval NaN (*not measured* by the rules), with no NumPy warning; zeros in a
+    few contexts only leave the point defined and put the resamples' infinities in the interval."""
+    ns = [128, 512, 2048]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        none = R.log_mean_slope(ns, [np.ones(8), np.zeros(8), np.ones(8)], paired=True)
+        some = R.log_mean_slope(ns, [np.ones(8), np.r_[np.zeros(7), 1.0], np.ones(8)], paired=False)
+    assert np.isnan([none.value, none.ci_low, none.ci_high]).all()
+    assert np.isfinite(some.value) and not np.isfinite([some.ci_low, some.ci_high]).all()
+    flat = R.log_mean_slope(ns, [np.full(8, 2.0)] * 3, paired=True)
+    np.testing.assert_allclose([flat.value, flat.ci_low, flat.ci_high], 0.0, atol=1e-15)

@@ -46,7 +46,8 @@ def log_mean_slope(xs, per_config: list, paired: bool, n_boot: int = 2000) -> In
     """Slope of log(mean over contexts) against log x, its 95 % interval by resampling the contexts
     (the same contexts at every x when ``paired``: one draw measured at several n). The mean, not
     the mean of logs: a context's deviation can be exactly 0 (a discrete law's shares equal to its
-    weights)."""
+    weights). A mean of exactly 0 has no logarithm: at the point, no slope (a NaN interval, which the
+    rules read *not measured*); in a resample, an infinite or NaN slope that the interval carries."""
     logx = np.log(np.asarray(xs, np.float64))
     centred = (logx - logx.mean()) / np.sum((logx - logx.mean()) ** 2)
     rng = np.random.default_rng(0)
@@ -56,8 +57,12 @@ def log_mean_slope(xs, per_config: list, paired: bool, n_boot: int = 2000) -> In
         means = np.stack([v[idx].mean(axis=1) for v in values], axis=1)
     else:
         means = np.stack([v[rng.integers(len(v), size=(n_boot, len(v)))].mean(axis=1) for v in values], axis=1)
-    boots = np.log(means) @ centred
-    point = float(np.log([v.mean() for v in values]) @ centred)
+    point_means = np.array([v.mean() for v in values])
+    if not np.all(point_means > 0):
+        return Interval(np.nan, np.nan, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):  # log 0 = −inf, and −inf·0 at the middle size
+        boots = np.log(means) @ centred
+    point = float(np.log(point_means) @ centred)
     return Interval(point, float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5)))
 
 
