@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from .._arguments import python_scalar, static_int
+from .._arguments import static_int
 from .._deprecations import warn_renamed
 from .._measures import EmpiricalMeasure, GaussianMeasure
 from .._paths import AbstractCFM
@@ -78,7 +78,7 @@ class SaveAt(eqx.Module):
     """
 
     layers: bool = eqx.field(static=True, default=False)
-    steps: bool = eqx.field(static=True, converter=python_scalar, default=False)
+    steps: bool = eqx.field(static=True, default=False)
     ts: tuple[float, ...] | None = eqx.field(static=True, default=None)
     fn: Callable[..., Any] | None = eqx.field(static=True, default=None)
     #: the relative round-off of the dtype ``ts`` was given in (float64's for Python numbers)
@@ -194,8 +194,8 @@ class FlowSpec(eqx.Module):
     solver: diffrax.AbstractSolver
     stepsize_controller: diffrax.AbstractStepSizeController | None
     saveat: SaveAt = SaveAt()
-    steps: int = eqx.field(static=True, converter=python_scalar, default=1)
-    max_steps: int = eqx.field(static=True, converter=python_scalar, default=4096)
+    steps: int = eqx.field(static=True, default=1)
+    max_steps: int = eqx.field(static=True, default=4096)
     progress_meter: diffrax.AbstractProgressMeter = diffrax.NoProgressMeter()
 
     @property

@@ -44,7 +44,6 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._arguments import python_scalar
 from .._random import as_key
 
 #: How :class:`NoiseKernel` evaluates κ: closed form for relu/linear and an interpolated table
@@ -122,12 +121,12 @@ class NoiseKernel(eqx.Module):
     """
 
     activation: Activation = eqx.field(static=True)
-    s_a: float = eqx.field(static=True, converter=python_scalar)
-    s_b: float = eqx.field(static=True, converter=python_scalar)
-    s_c: float = eqx.field(static=True, converter=python_scalar)
-    s_w: float = eqx.field(static=True, converter=python_scalar)
+    s_a: float = eqx.field(static=True)
+    s_b: float = eqx.field(static=True)
+    s_c: float = eqx.field(static=True)
+    s_w: float = eqx.field(static=True)
     method: KernelMethod = eqx.field(static=True)
-    order: int = eqx.field(static=True, converter=python_scalar)
+    order: int = eqx.field(static=True)
     _moments: tuple = eqx.field(static=True)  # (κ(1), κ'(1), κ''(1)) as Python floats
     _nodes: Array | None
     _values: Array | None

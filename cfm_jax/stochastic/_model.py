@@ -160,9 +160,9 @@ class StochasticTransformer(AbstractSphereModel):
 
     kernel: NoiseKernel
     attention: SphereAttention
-    width: int = eqx.field(static=True, converter=python_scalar)
-    layers: int = eqx.field(static=True, converter=python_scalar)
-    horizon: float = eqx.field(static=True, converter=python_scalar)
+    width: int = eqx.field(static=True)
+    layers: int = eqx.field(static=True)
+    horizon: float = eqx.field(static=True)
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
-from .._arguments import check_save_every, python_scalar
+from .._arguments import check_save_every
 from .._random import as_key
 from .._validation import compiled, finite
 from ._kernels import NoiseKernel
@@ -65,10 +65,10 @@ class SphereSDE(AbstractSphereModel):
 
     kernel: NoiseKernel
     attention: SphereAttention
-    steps: int = eqx.field(static=True, converter=python_scalar)
-    horizon: float = eqx.field(static=True, converter=python_scalar)
+    steps: int = eqx.field(static=True)
+    horizon: float = eqx.field(static=True)
     noise: NoiseSampler = eqx.field(static=True)
-    width: int = eqx.field(static=True, converter=python_scalar)
+    width: int = eqx.field(static=True)
 
     def __init__(
         self,
