@@ -18,14 +18,12 @@ raises ``equinox.EquinoxRuntimeError`` naming it, eagerly and for a control buil
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._arguments import python_scalar
+from ._arguments import check_positive, python_scalar, static_int
 from ._fields.base import AbstractField
 from ._measures import EmpiricalMeasure, as_measure
 from ._validation import is_concrete
@@ -128,10 +126,8 @@ def control_field(
         e = require(e, ok, "`direction` must be a finite, non-zero vector.")
     if checked or is_concrete(relative_epsilon):
         relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-        raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
-    if not (math.isfinite(float(threshold)) and float(threshold) > 0):
-        raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
+    max_iterations = static_int("max_iterations", max_iterations)
+    check_positive("threshold", threshold)
     y, b = nu.points, nu.weights
     var = b @ jnp.sum((y - b @ y) ** 2, -1)
     eps = jax.lax.stop_gradient(relative_epsilon * jnp.sqrt(2 * var))

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from ._arguments import check_positive, static_int
 from ._measures import EmpiricalMeasure, as_measure
 from ._validation import check, compiled, is_concrete
 
@@ -267,13 +268,11 @@ def wasserstein1(
             relative_epsilon = positive_finite("relative_epsilon", relative_epsilon)
         else:
             epsilon = positive_finite("epsilon", epsilon)
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) or max_iterations < 1:
-            raise ValueError(f"`max_iterations` must be a positive int, got {max_iterations!r}.")
-        if not (np.isfinite(float(threshold)) and float(threshold) > 0):
-            raise ValueError(f"`threshold` must be finite and > 0, got {threshold!r}.")
+        max_iterations = static_int("max_iterations", max_iterations)
+        check_positive("threshold", threshold)
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"`batch_size` must be None or a positive int, got {batch_size!r}.")
-        max_iterations, threshold = int(max_iterations), float(threshold)
+        threshold = float(threshold)
     return _traceable_w1(x, a, y, b, method, relative_epsilon, epsilon, batch_size, max_iterations, threshold)
 
 

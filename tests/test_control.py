@@ -69,6 +69,8 @@ def test_create_checks_values_eagerly_and_under_jit():
         W1ControlField.create(EmpiricalMeasure(pts), max_iterations=0)
     with pytest.raises(ValueError, match="`threshold`"):
         W1ControlField.create(EmpiricalMeasure(pts), threshold=0.0)
+    numpy = W1ControlField.create(EmpiricalMeasure(pts), max_iterations=np.int64(50), threshold=np.float64(1e-3))
+    assert (type(numpy.max_iterations), type(numpy.threshold)) == (int, float)  # NumPy scalars, as wasserstein1
 
 
 def test_epsilon_is_relative_to_the_spread_of_nu():
