@@ -21,6 +21,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._arguments import check_positive, python_scalar, static_int
@@ -53,7 +54,7 @@ class W1ControlField(AbstractField):
         direction=None,
         *,
         relative_epsilon: float = 0.01,
-        max_iterations: int = 2000,
+        max_iterations: int | np.integer = 2000,
         threshold: float = 1e-3,
         batch_size: int | None = None,
     ) -> W1ControlField:
@@ -100,7 +101,7 @@ def control_field(
     direction=None,
     *,
     relative_epsilon: float = 0.01,
-    max_iterations: int = 2000,
+    max_iterations: int | np.integer = 2000,
     threshold: float = 1e-3,
     batch_size: int | None = None,
     checked: bool = True,
