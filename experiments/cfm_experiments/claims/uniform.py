@@ -266,8 +266,8 @@ def _entry(x, u) -> str:
 def uniform_line(scan, label_x, x_of, have) -> Claim:
     """E sup in the ball ∝ x^γ (the slope of log E sup: :func:`~.supremum.log_mean_slope`; a context
     can have deviation 0, its shares equal to the weights): against d, γ ≤ 1/2 (the √(d/n) of the OGD
-    bounds); against p,
-    independence. Withheld when E sup is not a measured constant (:func:`uniform_sup`'s problems)."""
+    bounds); against p, independence. Withheld when E sup is not a measured constant
+    (:func:`uniform_sup`'s problems)."""
     xs = [x_of(r) for r in scan]
     sups = [uniform_sup(r) for r in scan]
     gamma = log_mean_slope(xs, [u["values"] for u in sups], paired=False)
