@@ -8,6 +8,8 @@ run load what the first compiled. Set ``CFM_JAX_CACHE_DIR`` to another folder to
 """
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -15,11 +17,56 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # Numerics are unchanged up to round-off, which every tolerance here allows; subprocesses (the CLI,
 # the notebooks' kernels) inherit it. JAX_DISABLE_MOST_OPTIMIZATIONS=0 tests fully optimised code.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-# And XLA:CPU's older elemental emitters: they compile these programs in ~60 % of the time its
-# fusion emitters take (a cold run of test_solve and test_gradients, 184 s -> 111 s), with the same
-# operations (no fast-math either way). A flag the user set already wins.
-if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_use_fusion_emitters=false".strip()
+
+#: XLA flags that only make the tests' programs compile faster: XLA:CPU's older elemental emitters
+#: compile them in ~60 % of the time its fusion emitters take (a cold run of test_solve and
+#: test_gradients, 184 s -> 111 s), with the same operations. Newer jaxlibs dropped the flag, and XLA
+#: aborts the whole process (no exception, no output) on a flag it does not know, so each is applied
+#: only where the installed jaxlib accepts it (:func:`known_xla_flags`). ``CFM_JAX_TEST_XLA_FLAGS``
+#: replaces the list (space-separated; empty for none).
+SPEED_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false",)
+
+#: set once the flags are decided, so that pytest-xdist's workers (which inherit the environment) do
+#: not probe again; its value is the line the run's header prints
+_DECIDED = "CFM_JAX_TEST_XLA_FLAGS_DECIDED"
+
+
+def known_xla_flags(flags, env=None) -> tuple[list[str], list[str]]:
+    """``(known, unknown)``: the ``flags`` that the installed jaxlib accepts in ``XLA_FLAGS`` and those
+    it does not, each tried in a fresh interpreter (one for all of them when all are known)."""
+
+    def accepted(trial) -> bool:
+        probe_env = dict(os.environ if env is None else env, JAX_PLATFORMS="cpu")
+        probe_env["XLA_FLAGS"] = " ".join(trial)
+        probe = "import jax; jax.devices()"
+        return subprocess.run([sys.executable, "-c", probe], env=probe_env, capture_output=True).returncode == 0
+
+    flags = list(flags)
+    if not flags or accepted(flags):
+        return flags, []
+    known = [f for f in flags if accepted([f])]
+    return known, [f for f in flags if f not in known]
+
+
+def _apply_speed_flags() -> None:
+    """Add the speed flags the installed jaxlib knows to ``XLA_FLAGS`` (a flag the user set wins) and
+    record the header line that says what was applied and what was not."""
+    if _DECIDED in os.environ:
+        return
+    candidates = os.environ.get("CFM_JAX_TEST_XLA_FLAGS")
+    wanted = SPEED_XLA_FLAGS if candidates is None else tuple(candidates.split())
+    present = os.environ.get("XLA_FLAGS", "")
+    wanted = [f for f in wanted if f.split("=")[0] not in present]
+    known, unknown = known_xla_flags(wanted)
+    if known:
+        os.environ["XLA_FLAGS"] = " ".join([present, *known]).strip()
+    line = f"test speed settings: XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
+    if unknown:
+        line += f"; not applied, unknown to this jaxlib (the tests run at normal speed): {' '.join(unknown)}"
+    os.environ[_DECIDED] = line
+
+
+_apply_speed_flags()
 
 import jax  # noqa: E402
 
@@ -33,6 +80,19 @@ cfm_jax.enable_compilation_cache()
 jax.devices()
 
 import pytest  # noqa: E402
+
+
+def pytest_report_header(config):
+    """One line saying which test speed settings apply (and which the installed jaxlib refused)."""
+    return os.environ[_DECIDED]
+
+
+def pytest_sessionstart(session):
+    """A quiet run (no header) still says, in one line, that a speed setting could not be applied."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    quiet = session.config.get_verbosity() < 0
+    if quiet and reporter is not None and "not applied" in os.environ[_DECIDED]:
+        reporter.write_line(os.environ[_DECIDED])
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -217,7 +217,10 @@ def test_float64_without_x64_draws_float32_as_jax_random_does():
 def test_the_same_numbers_bit_for_bit_with_xlas_default_emitters():
     """The tests that compare draws through :func:`assert_same_numbers`, in a process compiling with
     XLA's default CPU emitters (the library's users' setting), where they compare bit for bit."""
-    env = dict(os.environ, XLA_FLAGS="--xla_cpu_use_fusion_emitters=true")
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "xla_cpu_use_fusion_emitters" not in f]
+    # no speed flags in the child (conftest): XLA's defaults, whatever this jaxlib's flags are
+    env = dict(os.environ, XLA_FLAGS=" ".join(flags), CFM_JAX_TEST_XLA_FLAGS="")
+    env.pop("CFM_JAX_TEST_XLA_FLAGS_DECIDED", None)
     selected = "jax_randoms_numbers or drawn_in_one_kernel"
     cmd = [sys.executable, "-m", "pytest", __file__, "-q", "-n", "0", "-p", "no:cacheprovider", "-m", "not slow"]
     proc = subprocess.run(
