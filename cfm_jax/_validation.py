@@ -20,7 +20,8 @@ a covariance that is positive definite, a solve that did not fail — are checke
   check can fail from inside a program it does not own), tied both to the result and — through the
   tangent — to the gradient, so ``jax.jit(jax.grad(loss))`` raises even when the caller keeps only
   the gradient. Under ``eqx.filter_jit`` the error is ``equinox.EquinoxRuntimeError``; under a plain
-  ``jax.jit`` JAX reports it as ``jax.errors.JaxRuntimeError`` carrying the same message. Such a
+  ``jax.jit`` JAX reports it as ``jax.errors.JaxRuntimeError`` carrying the same message (logged
+  first on its own line: JAX's error opens with a traceback). Such a
   program has host callbacks, which the persistent cache does not store: wrap the step in
   ``cfm_jax.compiled`` (or ``checkify``) instead.
 - **Called eagerly outside any entry point** (a constructor given arrays): the check fails at once.
@@ -67,16 +68,15 @@ _T = TypeVar("_T")
 
 
 class _RepeatedCheckLog(logging.Filter):
-    """Drops JAX's log of a host callback failed by an ``eqx.error_if`` check: the same error is raised
-    right after, so the log would only add a duplicate traceback."""
+    """JAX's log of a callback failed by an ``eqx.error_if`` check, made the check's sentence alone:
+    under a plain ``jax.jit`` the error raised next opens with JAX's line and a traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not (
-            record.getMessage() == "jax.pure_callback failed"
-            and error is not None
-            and type(error).__module__.startswith("equinox")
-        )
+        if record.getMessage() == "jax.pure_callback failed" and type(error).__module__.startswith("equinox"):
+            record.msg, record.args = "%s", (str(error).split("\n\n\n")[0],)  # equinox's advice follows
+            record.exc_info = record.exc_text = None
+        return True
 
 
 logging.getLogger("jax._src.callback").addFilter(_RepeatedCheckLog())

@@ -101,12 +101,11 @@ def test_a_failed_host_callback_is_logged_by_the_logger_the_library_filters(capl
             jax.block_until_ready(f(-1.0))
     finally:
         logger.filters[:] = filters
-    assert any(r.name == "jax._src.callback" and r.getMessage() == "jax.pure_callback failed" for r in caplog.records), (
-        _relies(
-            "the log of a failed host callback (no longer 'jax.pure_callback failed' from the logger "
-            "'jax._src.callback')",
-            "drop JAX's duplicate traceback of a failed check under a plain jax.jit",
-        )
+    assert any(
+        r.name == "jax._src.callback" and r.getMessage() == "jax.pure_callback failed" for r in caplog.records
+    ), _relies(
+        "the log of a failed host callback (no longer 'jax.pure_callback failed' from the logger 'jax._src.callback')",
+        "drop JAX's duplicate traceback of a failed check under a plain jax.jit",
     )
     assert any(isinstance(f, _validation._RepeatedCheckLog) for f in filters)
 
