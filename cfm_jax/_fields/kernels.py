@@ -25,7 +25,7 @@ entries (zero weights, padded keys) get a finite mask value, never −inf. It is
 ``jax.hessian``) and second derivatives are refused with a TypeError naming the XLA kernel.
 
 On a GPU the kernels are lowered by the Pallas Triton backend, which JAX supports before
-:data:`TRITON_BEFORE_JAX` (0.11.0): JAX 0.11.0 deprecated it for removal (every Triton lowering
+``TRITON_BEFORE_JAX`` (0.11.0): JAX 0.11.0 deprecated it for removal (every Triton lowering
 warns). On such a JAX, :class:`PallasAttention` on a GPU refuses with a NotImplementedError naming
 the JAX version and ``XLAAttention`` (its successor, a Mosaic GPU kernel pair, is planned in
 docs/scaling.md §5); interpret mode (off a GPU) runs on every JAX.
@@ -209,7 +209,8 @@ def _dq_kernel(u_ref, z_ref, b_ref, m_ref, lse_ref, do_ref, dl_ref, dlse_ref, dq
 def _call(kernel, cfg, grid, in_specs, out_specs, out_shape, *args):
     params = None  # interpret mode needs no compiler, so it runs on a JAX without the Triton backend
     if not cfg.interpret:
-        # the Triton lowering, named: float32 dots at TF32 / 3×TF32 / IEEE (Mosaic GPU has 16-bit dots only)
+        # the Triton lowering, named: float32 dots at TF32 / 3×TF32 / IEEE (Mosaic GPU's float32 products
+        # are TF32 only, from shared memory: docs/scaling.md §5.1)
         from jax.experimental.pallas import triton
 
         params = triton.CompilerParams(num_warps=4, num_stages=2)
@@ -404,9 +405,9 @@ _pallas_means.defvjp(_pallas_means_fwd, _pallas_means_bwd)
 class PallasAttention(AbstractAttentionKernel):
     """The fused Pallas kernel pair (module docstring); float32 products at ``precision`` on a GPU.
 
-    On a GPU it needs JAX < 0.11.0 (:data:`TRITON_BEFORE_JAX`; the Pallas Triton backend, deprecated
-    from then on): on a later JAX its calls raise NotImplementedError naming ``XLAAttention``. Off a
-    GPU (Pallas interpret mode, slow: for tests) it runs on every JAX.
+    On a GPU it needs JAX < 0.11.0 (the Pallas Triton backend, deprecated from then on): on a later
+    JAX its calls raise NotImplementedError naming ``XLAAttention``. Off a GPU (Pallas interpret
+    mode, slow: for tests) it runs on every JAX.
 
     Attributes:
         precision: float32 products on a GPU: ``"3xTF32"`` (default; float32-class accuracy at three
