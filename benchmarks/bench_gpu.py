@@ -31,7 +31,9 @@ exponentials (one per score in the forward; four in a gradient step: the solve, 
 forward and its two backward passes) at the rate of XLA's exp (32 chained per element, so not
 bandwidth-bound), and the products (forward 2M, gradient 11M: the solve's 2M, the kernel's
 forward 2M, key pass 4M, query pass 3M) at the square-matmul rate of the precision (3xTF32:
-a third of the TF32 rate).
+a third of the TF32 rate). On a GPU it needs a JAX before 0.11 (the kernel's Pallas Triton
+backend, deprecated from 0.11 on): on a later one it exits with status 2 and the kernel's one-line
+refusal before measuring or writing anything.
 
 Results are written after every cell to ``benchmarks/results/gpu.{json,md}`` (``--kernel``:
 ``gpu_kernel``; ``--out`` to change); a dry run (tiny sizes, or no GPU) writes to
@@ -396,6 +398,13 @@ def main(argv=None):
     if args.out is None:  # a dry run never overwrites the committed GPU tables
         args.out = (RESULTS / "dry" if dry else RESULTS) / ("gpu_kernel" if args.kernel else "gpu")
     if args.kernel:
+        if not dry:  # PallasAttention refuses a JAX without its GPU backend: say so before measuring anything
+            shapes = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((2, 2), (2, 2), (2,), (1, 2, 2))]
+            try:
+                jax.eval_shape(cfm_jax.PallasAttention().means, *shapes)
+            except NotImplementedError as error:
+                print(f"bench_gpu.py: {str(error).splitlines()[0]}", file=sys.stderr)
+                raise SystemExit(2) from None
         return main_kernel(args, dry, start)
     # Every other power of two spans 2^14 … 2^20 with half the compilations (each cell compiles
     # its own program, and on a GPU compilation is a large share of an 8-minute budget).

@@ -6,15 +6,19 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import cast
 
 import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.extend.core import jaxprs_in_params
 
 import cfm_jax
 from cfm_jax import AttentionField, EmpiricalMeasure, PallasAttention, Transformer, XLAAttention, loss_and_grad
+from cfm_jax._fields import kernels
+from cfm_jax._fields.kernels import TRITON_BEFORE_JAX
 
 #: blocks of 16 keep the shapes small yet make every test span several query and key blocks
 SMALL = PallasAttention(block_q=16, block_k=16)
@@ -225,7 +229,7 @@ def test_automatic_choice_and_settings(monkeypatch):
         assert AttentionField().attention_kernel() == XLAAttention()
     assert AttentionField(chunk_size=None).attention_kernel() == XLAAttention(chunk_size=None)
     assert AttentionField(key_chunk_size=8).attention_kernel() == XLAAttention(key_chunk_size=8)
-    assert PallasAttention()._config().interpret is False
+    # PallasAttention on a GPU: test_gpu_kernels_need_a_jax_with_the_triton_backend (it depends on JAX)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     assert AttentionField().attention_kernel() == XLAAttention()
     assert PallasAttention()._config().interpret is True
@@ -243,18 +247,30 @@ def test_automatic_choice_and_settings(monkeypatch):
         AttentionField(chunk_size=8, kernel=SMALL)
 
 
+def _shapes(dtype, q, n, d, H):
+    return [jax.ShapeDtypeStruct(s, dtype) for s in ((q, d), (n, d), (n,), (H, d, d))]
+
+
+#: the refusal on a JAX that deprecates the Triton backend: the kernel, the running JAX, the alternative
+_REFUSAL = rf"PallasAttention .*JAX {jax.__version__.replace('.', '[.]')} deprecates.*XLAAttention\(\)"
+
+
 @pytest.mark.parametrize("d", [3, 64])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
 def test_kernels_lower_to_triton_for_a_gpu(dtype, d, monkeypatch):
-    """Without a GPU, the kernels are lowered for CUDA as on one (jax.export to the "cuda" platform):
-    the forward and the three backward-side calls of a gradient pass the Pallas Triton lowering (block
-    shapes, dot shapes and dtypes, float64 included), and each precision gives its own program."""
+    """Without a GPU, the kernels are lowered for CUDA as on one (jax.export to the "cuda" platform).
+    On a JAX whose Pallas Triton backend is supported (< TRITON_BEFORE_JAX): the forward and the three
+    backward-side calls of a gradient pass the Triton lowering (block shapes, dot shapes and dtypes,
+    float64 included), and each precision gives its own program. On a later JAX (which deprecates that
+    backend): one NotImplementedError naming PallasAttention, the JAX version and XLAAttention, raised
+    before any lowering (so no deprecation warning from inside it)."""
     from jax import export
 
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # the kernel's own choice: not interpreted
     # 160 query rows and 777 keys: padded to 192 and 832, neither a power of two
-    shapes = [jax.ShapeDtypeStruct(s, dtype) for s in ((40, d), (777, d), (777,), (4, d, d))]
+    shapes = _shapes(dtype, 40, 777, d, 4)
     triton_call = "__gpu$xla.gpu.triton"
+    supported = jax.__version_info__ < TRITON_BEFORE_JAX
     modules = {}
     for precision in ("3xTF32", "TF32", "IEEE"):
         kernel = PallasAttention(precision=precision)
@@ -263,13 +279,102 @@ def test_kernels_lower_to_triton_for_a_gpu(dtype, d, monkeypatch):
             return jax.grad(lambda *a: jnp.sum(kernel.means(*a)[0] ** 2), argnums=(0, 1, 2, 3))(x, z, logw, A)
 
         for name, fn in (("forward", kernel.means), ("gradient", grad)):
-            lowered = export.export(
+            exporter = export.export(
                 jax.jit(fn), platforms=["cuda"], disabled_checks=[export.DisabledSafetyCheck.custom_call(triton_call)]
-            )(*shapes)
-            modules[precision, name] = text = lowered.mlir_module()
+            )
+            if not supported:
+                with pytest.raises(NotImplementedError, match=_REFUSAL):
+                    exporter(*shapes)
+                continue
+            modules[precision, name] = text = exporter(*shapes).mlir_module()
             assert text.count(f"@{triton_call}") == (1 if name == "forward" else 3), (precision, name)
-    if dtype == jnp.float32:
+    if supported and dtype == jnp.float32:
         assert len({modules[p, "forward"] for p in ("3xTF32", "TF32", "IEEE")}) == 3
+
+
+@pytest.mark.parametrize(
+    "version,supported", [((0, 4, 35), True), ((0, 10, 2), True), ((0, 11, 0), False), ((0, 12, 1), False)]
+)
+def test_gpu_kernels_need_a_jax_with_the_triton_backend(version, supported, monkeypatch):
+    """The version rule from jax.__version_info__ (whatever JAX runs the test): on a GPU, a JAX before
+    TRITON_BEFORE_JAX runs the kernels (not interpreted) and a later one is refused at trace time with
+    one sentence naming the version and XLAAttention; off a GPU, interpret mode on every version."""
+    assert TRITON_BEFORE_JAX == (0, 11, 0)  # the release that deprecated Pallas Triton (Pallas changelog)
+    monkeypatch.setattr(jax, "__version_info__", version)
+    monkeypatch.setattr(jax, "__version__", ".".join(map(str, version)))
+    shapes = _shapes(jnp.float32, 5, 9, 3, 2)
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert SMALL._config().interpret is True
+    jax.eval_shape(SMALL.means, *shapes)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    if supported:
+        assert SMALL._config().interpret is False
+        jax.eval_shape(SMALL.means, *shapes)  # traced for the Triton lowering (not lowered: no GPU here)
+        return
+    match = rf"^PallasAttention .* JAX {'[.]'.join(map(str, version))} deprecates .*XLAAttention\(\)"
+    for call in (lambda: jax.eval_shape(SMALL.means, *shapes), SMALL._config):
+        with pytest.raises(NotImplementedError, match=match) as error:
+            call()
+        # one sentence (JAX appends its note on the traceback's filtered frames on lines of its own)
+        sentence = str(error.value).splitlines()[0]
+        assert sentence.endswith(".") and ". " not in sentence, sentence
+
+
+def _eqns(jaxpr):
+    """Every equation of ``jaxpr`` and of the jaxprs inside its equations (loops, custom rules, kernels)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jaxprs_in_params(eqn.params):
+            yield from _eqns(sub)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_gpu_program_pads_the_head_dimension_and_sets_the_dot_precision(dtype):
+    """The kernels' program as traced for a GPU (not interpreted), read from its jaxpr: the forward and
+    both backward passes of a gradient are three pallas_calls whose blocks have the head dimension
+    padded to a power of two (d = 20 -> 32), whose rows are whole query blocks and keys whole key
+    blocks (block_q = 16 < block_k = 32) holding every key, and whose every product is float64 at
+    HIGHEST (the Triton lowering reads DEFAULT as TF32) or float32 at the preset asked for."""
+    block_q, block_k, q, n, d, H = 16, 32, 7, 37, 20, 2
+    x, z, logw, A = _problem(dtype, q, n, d, H)
+    u = jnp.einsum("qd,hdf->hqf", x, A).reshape(H * q, d)
+    for precision, preset in kernels._PRESETS.items():
+        cfg = kernels._Config(block_q, block_k, precision, interpret=False, mesh=None)
+
+        def grad(u, z, logw, cfg=cfg):
+            return jax.grad(lambda *a: jnp.sum(cast(tuple, kernels._pallas_means(cfg, *a))[0] ** 2), argnums=(0, 1, 2))(
+                u, z, logw
+            )
+
+        calls = [e for e in _eqns(jax.make_jaxpr(grad)(u, z, logw).jaxpr) if e.primitive.name == "pallas_call"]
+        assert len(calls) == 3
+        want = (jax.lax.Precision.HIGHEST,) * 2 if dtype == jnp.float64 else preset
+        for call in calls:
+            refs = [v.aval.shape for v in call.params["jaxpr"].invars]  # the blocks the kernel sees
+            assert {s[1] for s in refs if len(s) == 2} == {32}, refs
+            (rows, _), (keys, _) = (v.aval.shape for v in call.invars[:2])  # the padded u and z
+            assert rows % block_q == 0 and keys % block_k == 0 and n <= keys < n + block_k, (rows, keys)
+            dots = [e for e in _eqns(call.params["jaxpr"]) if e.primitive.name == "dot_general"]
+            assert dots and all(e.params["precision"] == want for e in dots), {e.params["precision"] for e in dots}
+
+
+@pytest.mark.parametrize("block_q,block_k", [(16, 32), (32, 16)])
+def test_unequal_blocks_match_xla(block_q, block_k):
+    """Query and key blocks of different sizes, either way round, with rows (q·H = 42) and keys (n = 37)
+    multiples of neither: the means, log-sum-exp and VJP equal the XLA path's (keys padded to whole
+    key blocks, rows to whole query blocks)."""
+    kernel = PallasAttention(block_q=block_q, block_k=block_k)
+    ref = XLAAttention(chunk_size=None)
+    x, z, logw, A = _problem(jnp.float64, 14, 37, 3, 3, keep=_keep("trailing", 37))
+    (m, lse), (m0, lse0) = jax.jit(lambda *a: (kernel.means(*a), ref.means(*a)))(x, z, logw, A)
+    _close(m, m0, TOL[jnp.float64], "means")
+    _close(lse, lse0, TOL[jnp.float64], "lse")
+    c = jax.random.normal(jax.random.key(9), m0.shape, jnp.float64)
+    vjp = jax.jit(lambda k, *a: k.means_vjp(*a), static_argnums=0)
+    for name, a, b in zip(
+        ("g", "dkeys", "dlogw"), vjp(kernel, x, z, logw, A, m0, lse0, c, c), vjp(ref, x, z, logw, A, m0, lse0, c, c)
+    ):
+        _close(a, b, TOL[jnp.float64], name)
 
 
 SHARDED = textwrap.dedent(
@@ -313,3 +418,36 @@ def test_sharded_kernel_matches_one_device():
     out = subprocess.run([sys.executable, "-c", SHARDED], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SHARDED_OK" in out.stdout
+
+
+UNEVEN = textwrap.dedent(
+    """
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import cfm_jax
+    from cfm_jax import PallasAttention
+    for ndev in (3, 4):
+        mesh = cfm_jax.context_mesh(jax.devices()[:ndev])
+        one = PallasAttention(block_q=16, block_k=32)
+        many = PallasAttention(block_q=16, block_k=32, mesh=mesh)
+        k = jax.random.split(jax.random.key(ndev), 4)
+        x, z = jax.random.normal(k[0], (13, 3)), jax.random.normal(k[1], (21, 3))
+        A, logw = jax.random.normal(k[2], (2, 3, 3)), jnp.log(jax.random.uniform(k[3], (21,), minval=0.5))
+        for a, b in zip(jax.jit(many.means)(x, z, logw, A), one.means(x, z, logw, A)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+        grad = lambda kern: jax.grad(lambda x, z, lw: jnp.sum(jnp.sin(kern.means(x, z, lw, A)[0])), (0, 1, 2))
+        for a, b in zip(jax.jit(grad(many))(x, z, logw), grad(one)(x, z, logw)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    print("UNEVEN_OK")
+    """
+)
+
+
+def test_sharded_kernel_with_rows_that_do_not_divide_over_the_mesh():
+    """26 query rows (13 × 2 heads) on 3 and 4 fake CPU devices with blocks of 16 rows and 32 keys: the
+    rows are padded to whole blocks on every device (48 and 64 rows), and the means and their gradient
+    equal one device's."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", UNEVEN], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "UNEVEN_OK" in out.stdout

@@ -23,6 +23,12 @@ inputs); the bias is added in that precision, never through a reduced-precision 
 entries (zero weights, padded keys) get a finite mask value, never −inf. It is wrapped in
 ``jax.custom_vjp``: reverse-mode autodiff runs the backward kernels; forward mode (``jax.jvp``,
 ``jax.hessian``) and second derivatives are refused with a TypeError naming the XLA kernel.
+
+On a GPU the kernels are lowered by the Pallas Triton backend, which JAX supports before
+``TRITON_BEFORE_JAX`` (0.11.0): JAX 0.11.0 deprecated it for removal (every Triton lowering
+warns). On such a JAX, :class:`PallasAttention` on a GPU refuses with a NotImplementedError naming
+the JAX version and ``XLAAttention`` (its successor, a Mosaic GPU kernel pair, is planned in
+docs/scaling.md §5); interpret mode (off a GPU) runs on every JAX.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float
 
@@ -46,6 +51,11 @@ from .._arguments import python_scalar
 #: Finite stand-in for log 0 (zero weights, padded keys): exp(mask − max) underflows to exactly 0 next
 #: to any logit of a positive weight, and it stays finite after adding a logit u·z in float32.
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
+
+#: The first JAX release whose Pallas Triton backend the GPU kernels do not use: JAX 0.11.0 deprecated
+#: that backend for removal (its Pallas changelog; from then on every Triton lowering warns). JAX
+#: releases before it run the kernels on a GPU; from it on, PallasAttention on a GPU refuses.
+TRITON_BEFORE_JAX = (0, 11, 0)
 
 _PRESETS = {
     "3xTF32": jax.lax.DotAlgorithmPreset.TF32_TF32_F32_X3,
@@ -197,8 +207,13 @@ def _dq_kernel(u_ref, z_ref, b_ref, m_ref, lse_ref, do_ref, dl_ref, dlse_ref, dq
 
 
 def _call(kernel, cfg, grid, in_specs, out_specs, out_shape, *args):
-    # the Triton lowering, named: float32 dots at TF32 / 3×TF32 / IEEE (Mosaic GPU has 16-bit dots only)
-    params = triton.CompilerParams(num_warps=4, num_stages=2)
+    params = None  # interpret mode needs no compiler, so it runs on a JAX without the Triton backend
+    if not cfg.interpret:
+        # the Triton lowering, named: float32 dots at TF32 / 3×TF32 / IEEE (Mosaic GPU's float32 products
+        # are TF32 only, from shared memory: docs/scaling.md §5.1)
+        from jax.experimental.pallas import triton
+
+        params = triton.CompilerParams(num_warps=4, num_stages=2)
     return pl.pallas_call(
         kernel,
         grid=grid,
@@ -390,6 +405,10 @@ _pallas_means.defvjp(_pallas_means_fwd, _pallas_means_bwd)
 class PallasAttention(AbstractAttentionKernel):
     """The fused Pallas kernel pair (module docstring); float32 products at ``precision`` on a GPU.
 
+    On a GPU it needs JAX < 0.11.0 (the Pallas Triton backend, deprecated from then on): on a later
+    JAX its calls raise NotImplementedError naming ``XLAAttention``. Off a GPU (Pallas interpret
+    mode, slow: for tests) it runs on every JAX.
+
     Attributes:
         precision: float32 products on a GPU: ``"3xTF32"`` (default; float32-class accuracy at three
             TF32 products), ``"TF32"`` (fastest, ~2⁻¹¹ relative rounding of u and z) or ``"IEEE"``.
@@ -418,7 +437,18 @@ class PallasAttention(AbstractAttentionKernel):
             )
 
     def _config(self) -> _Config:
-        return _Config(self.block_q, self.block_k, self.precision, jax.default_backend() != "gpu", self.mesh)
+        interpret = jax.default_backend() != "gpu"
+        # Refused, not a fallback to XLAAttention: whoever passes this kernel asks for the fused one
+        # (its memory, its timings in bench_gpu.py --kernel); a quiet switch would measure the XLA
+        # path under its name. Decided at trace time, before any lowering: the deprecation would
+        # otherwise surface as a warning (an error under -W error) deep inside JAX's lowering.
+        if not interpret and jax.__version_info__ >= TRITON_BEFORE_JAX:
+            raise NotImplementedError(
+                f"PallasAttention runs on a GPU through the Pallas Triton backend, which JAX {jax.__version__} "
+                f"deprecates (supported: JAX < {'.'.join(map(str, TRITON_BEFORE_JAX))}): on this JAX use "
+                "kernel=cfm_jax.XLAAttention() (model.with_kernel(cfm_jax.XLAAttention()))."
+            )
+        return _Config(self.block_q, self.block_k, self.precision, interpret, self.mesh)
 
     def _rows(self, queries, A):
         H = A.shape[0]
@@ -447,4 +477,4 @@ class PallasAttention(AbstractAttentionKernel):
         return g.reshape(H, q, d), dz, db
 
 
-__all__ = ["MASK_VALUE", "AbstractAttentionKernel", "PallasAttention"]
+__all__ = ["MASK_VALUE", "TRITON_BEFORE_JAX", "AbstractAttentionKernel", "PallasAttention"]
