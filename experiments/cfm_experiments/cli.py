@@ -20,7 +20,14 @@ import os
 import sys
 from pathlib import Path
 
-from .options import HelpFormatter, add_global_arguments, apply_global_options, check_out
+from .options import (
+    HelpFormatter,
+    add_global_arguments,
+    apply_global_options,
+    check_global_options,
+    check_out,
+    path_argument,
+)
 from .registry import COMMANDS, Command
 from .signals import exit_on_signals
 
@@ -81,7 +88,7 @@ def _run_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
     out = f"results folder (default: {Path('cfm_out', cmd.name)}"  # the driver's default_out
     p.add_argument(
         "--out",
-        type=Path,
+        type=path_argument,
         default=None,
         help=out + ("; with --parts other than the default: a subfolder named after them)" if len(parts) > 1 else ")"),
     )
@@ -193,6 +200,7 @@ def _check_declared(cmd: Command, given: dict, out: Path | None) -> None:
 def _prepare(args: argparse.Namespace):
     """Check the options (a ValueError naming the bad one) and return what runs: a callable."""
     given = {k: v for k, v in vars(args).items() if not k.startswith("_") and v is not None}
+    check_global_options(args)
     if args.command == DEMO[0]:
         from . import demo
 

@@ -37,6 +37,7 @@ import jax
 from cfm_jax import CompileRecorder
 
 from .compiles import summary as compile_summary
+from .options import check_out
 from .protocol import Claim, Part, Settings, Summary, resolve
 from .registry import Command, command as find_command
 from .rendering import claim_lines
@@ -203,7 +204,8 @@ def run(
     cmd = find_command(name)
     chosen = cmd.select(parts)
     settings = resolve(chosen, quick=quick, **options)
-    folder = open_folder(cmd, chosen, settings, default_out(cmd, chosen) if out is None else out, mode)
+    out = default_out(cmd, chosen) if out is None else check_out(out)  # an empty one is not this folder
+    folder = open_folder(cmd, chosen, settings, out, mode)
     return execute(cmd, chosen, settings, folder, progress=progress, echo=echo)
 
 
