@@ -239,6 +239,11 @@ class ResultsFolder:
         if files != set(self._manifest["files"]):
             self._write_manifest({**self._manifest, "files": sorted(files)})
 
+    def finished_rows(self, name: str = "rows.jsonl") -> int:
+        """The rows of this run on disk in ``name`` (what ``--resume`` would keep): none while an
+        overwrite is pending, since the rows there are the old run's until the first new one."""
+        return 0 if self._pending else len(read_rows(self.path / name))
+
     # -- writing
     def sweep(self, name: str = "rows.jsonl", *, progress: bool = True) -> Sweep:
         """A :class:`Sweep` appending to ``name`` in this folder."""
