@@ -71,8 +71,9 @@ class _Run:
         none (nothing for the demo, which writes nothing)."""
         if self.command == DEMO[0]:
             return ""
-        n = 0 if self.folder is None else self.folder.finished_rows()
-        return INTERRUPTED.format(n=n, folder=self.folder.path) if n else NOTHING_FINISHED
+        folder = self.folder
+        n = 0 if folder is None else folder.finished_rows()
+        return INTERRUPTED.format(n=n, folder=folder.path) if folder is not None and n else NOTHING_FINISHED
 
 
 #: the options of every run that are not a part's (they choose where and how, not what).
