@@ -8,8 +8,9 @@ has several parts) and the global ones (``--float64``, ``--cache-dir``, ``--no-c
 imports no experiment, nor JAX or matplotlib; the chosen command's parts are imported when it
 runs. Every option is checked before any work, by the rule the Python entry point uses; errors end
 with one line on stderr and a non-zero exit code (2 for a bad option, or for a command run without
-the ``experiments`` extra installed); SIGINT/SIGTERM end any command at once with 130/143, finished
-rows on disk (the line says how many, or that none were and a rerun needs no ``--resume``).
+matplotlib and tqdm, which this distribution depends on, installed); SIGINT/SIGTERM end any command
+at once with 130/143, finished rows on disk (the line says how many, or that none were and a rerun
+needs no ``--resume``).
 """
 
 from __future__ import annotations
