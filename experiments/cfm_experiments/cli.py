@@ -8,8 +8,9 @@ has several parts) and the global ones (``--float64``, ``--cache-dir``, ``--no-c
 imports no experiment, nor JAX or matplotlib; the chosen command's parts are imported when it
 runs. Every option is checked before any work, by the rule the Python entry point uses; errors end
 with one line on stderr and a non-zero exit code (2 for a bad option, or for a command run without
-the ``experiments`` extra installed); SIGINT/SIGTERM end any command at once with 130/143, finished
-rows on disk.
+matplotlib and tqdm, which this distribution depends on, installed); SIGINT/SIGTERM end any command
+at once with 130/143, finished rows on disk (the line says how many, or that none were and a rerun
+needs no ``--resume``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,21 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .options import HelpFormatter, add_global_arguments, apply_global_options, check_out
+from .options import (
+    HelpFormatter,
+    add_global_arguments,
+    apply_global_options,
+    check_global_options,
+    check_out,
+    path_argument,
+)
 from .registry import COMMANDS, Command
 from .signals import exit_on_signals
+
+if TYPE_CHECKING:
+    from .results import ResultsFolder
 
 DESCRIPTION = (
     "Contextual flow maps in JAX: the papers' experiments, and a demo.\n"
@@ -44,7 +56,26 @@ NEEDS_EXTRA = (
     "cfm-jax: this command needs matplotlib and tqdm, which cfm_jax_experiments depends on: pip install matplotlib tqdm"
 )
 
-INTERRUPTED = "finished rows are on disk; rerun the same command with --resume to continue."
+#: what an interrupt says when rows of the run are on disk, and when none are (``{folder}``, ``{n}``).
+INTERRUPTED = "{n} finished row(s) are on disk in {folder}; rerun the same command with --resume to continue."
+NOTHING_FINISHED = "no row was finished, so there is nothing to resume: rerun the same command (no --resume needed)."
+
+
+class _Run:
+    """The command being run and its results folder, once opened (what an interrupt reports)."""
+
+    command: str | None = None  # set once the command line is parsed
+    folder: ResultsFolder | None = None  # set when it is opened
+
+    def interrupted(self) -> str:
+        """What an interrupt leaves: the finished rows of this run and ``--resume``, or that there are
+        none (nothing for the demo, which writes nothing)."""
+        if self.command == DEMO[0]:
+            return ""
+        folder = self.folder
+        n = 0 if folder is None else folder.finished_rows()
+        return INTERRUPTED.format(n=n, folder=folder.path) if folder is not None and n else NOTHING_FINISHED
+
 
 #: the options of every run that are not a part's (they choose where and how, not what).
 RUN_OPTIONS = frozenset({"quick", "out", "resume", "overwrite", "no_progress", "parts"})
@@ -81,7 +112,7 @@ def _run_arguments(p: argparse.ArgumentParser, cmd: Command) -> None:
     out = f"results folder (default: {Path('cfm_out', cmd.name)}"  # the driver's default_out
     p.add_argument(
         "--out",
-        type=Path,
+        type=path_argument,
         default=None,
         help=out + ("; with --parts other than the default: a subfolder named after them)" if len(parts) > 1 else ")"),
     )
@@ -190,9 +221,11 @@ def _check_declared(cmd: Command, given: dict, out: Path | None) -> None:
     check_out(out if out is not None else Path("cfm_out"))
 
 
-def _prepare(args: argparse.Namespace):
-    """Check the options (a ValueError naming the bad one) and return what runs: a callable."""
+def _prepare(args: argparse.Namespace, run: _Run):
+    """Check the options (a ValueError naming the bad one) and return what runs: a callable (which
+    notes in ``run`` the results folder it opens)."""
     given = {k: v for k, v in vars(args).items() if not k.startswith("_") and v is not None}
+    check_global_options(args)
     if args.command == DEMO[0]:
         from . import demo
 
@@ -212,7 +245,7 @@ def _prepare(args: argparse.Namespace):
     out = args.out if args.out is not None else default_out(cmd, chosen)
 
     def go() -> int:
-        folder = open_folder(cmd, chosen, settings, out, mode)
+        folder = run.folder = open_folder(cmd, chosen, settings, out, mode)
         report = execute(cmd, chosen, settings, folder, progress=not args.no_progress)
         return 0 if report.passed else 1
 
@@ -221,12 +254,14 @@ def _prepare(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    with exit_on_signals(INTERRUPTED):
+    run = _Run()
+    with exit_on_signals(run.interrupted):
         try:
             parser = build_parser(argv)
             for problem in COMMANDS.problems:  # a broken package's command: named, skipped
                 print(f"cfm-jax: warning: {problem} (its command is skipped)", file=sys.stderr)
             args = parser.parse_args(argv)
+            run.command = args.command
         except KeyboardInterrupt:
             return 130
         except Exception as e:  # an experiment module, or an installed command, that fails to load
@@ -238,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         if vars(args).get("no_progress"):
             os.environ["TQDM_DISABLE"] = "1"  # also for bars an experiment builds itself
         try:
-            go = _prepare(args)  # every option checked, before any work
+            go = _prepare(args, run)  # every option checked, before any work
         except ValueError as e:  # a bad option value is a usage error, like argparse's own (exit 2)
             return _error(args.command, e) + 1
         except ImportError as e:  # the command's parts need what is not installed
@@ -247,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
             apply_global_options(args)
             return int(go() or 0)
         except KeyboardInterrupt:  # a signal that arrived before the handlers were installed
-            print(f"\ninterrupted: {INTERRUPTED}", file=sys.stderr)
+            text = run.interrupted()
+            print(f"\ninterrupted: {text}" if text else "\ninterrupted", file=sys.stderr)
             return 130
         except Exception as e:
             return _error(args.command, e)

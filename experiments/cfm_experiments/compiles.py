@@ -3,7 +3,9 @@ figures of a run's ``summary.json``.
 
 Both are built on :class:`cfm_jax.CompileRecorder`: :func:`watching` announces a program that XLA
 has been compiling for :data:`NOTICE_S` seconds (a program loaded from the persistent cache is ready
-well before), :func:`summary` is what a run records of the programs it compiled.
+well before), :func:`compiling_notice` is the bar's text then (the programs ready so far, of those
+the command's benchmarked run built, and their seconds), :func:`summary` is what a run records of
+the programs it compiled.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ NOTICE_S = 2.0
 
 
 @contextlib.contextmanager
-def watching(callback: Callable[[bool], None]) -> Iterator[None]:
+def watching(callback: Callable[[bool], None]) -> Iterator[CompileRecorder]:
     """Within the block, ``callback(True)`` when XLA has been compiling one program for
     :data:`NOTICE_S` seconds and ``callback(False)`` when it is done (for a progress bar's notice;
     a program read from the persistent cache is not announced). The callback may run on a timer
-    thread."""
+    thread. Yields the block's :class:`cfm_jax.CompileRecorder` (what :func:`compiling_notice` counts)."""
     lock = threading.Lock()  # the callbacks run under it: True and False never cross
     timer: list[threading.Timer | None] = [None]  # the running program's, from its lowering to its end
     announced = [False]
@@ -55,18 +57,25 @@ def watching(callback: Callable[[bool], None]) -> Iterator[None]:
                 t.start()
 
     try:
-        with CompileRecorder(on_event=on_event):
-            yield
+        with CompileRecorder(on_event=on_event) as rec:
+            yield rec
     finally:
         over()
 
 
-def compiling_notice() -> str:
-    """What a progress bar says while XLA compiles: first run only, and where the programs are cached."""
+def compiling_notice(rec: CompileRecorder | None = None, expected: int | None = None) -> str:
+    """What a progress bar says while XLA compiles: the programs ready so far (``rec``'s: compiled, or
+    loaded from the cache), of about ``expected`` (the benchmark's count for this command, None when
+    unknown), and the seconds XLA took for them; first run only, and where the programs are cached."""
     import jax
 
     where = jax.config.values.get("jax_compilation_cache_dir")
-    return f"compiling (first run only; cached in {where})" if where else "compiling (not cached: --no-cache)"
+    cache = f"first run only; cached in {where}" if where else "not cached: --no-cache"
+    if rec is None:
+        return f"compiling ({cache})"
+    ready = rec.compiled + rec.cache_loads
+    of = f" of about {expected}" if expected else ""
+    return f"compiling: {ready}{of} programs ready, {rec.compile_seconds:.0f} s so far ({cache})"
 
 
 def summary(rec: CompileRecorder) -> dict:

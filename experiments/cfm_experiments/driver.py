@@ -36,7 +36,9 @@ import jax
 
 from cfm_jax import CompileRecorder
 
+from . import measured
 from .compiles import summary as compile_summary
+from .options import check_out
 from .protocol import Claim, Part, Settings, Summary, resolve
 from .registry import Command, command as find_command
 from .rendering import claim_lines
@@ -73,6 +75,18 @@ def claim_command(cmd: Command, part: Part, settings: Settings) -> str:
     """The command line that reproduces a part's claim lines."""
     many = len(cmd.parts()) > 1
     return f"cfm-jax {cmd.name}" + (f" --parts {part.name}" if many else "") + (" --quick" if settings.quick else "")
+
+
+def expected_programs(cmd: Command, parts: Sequence[Part], settings: Settings) -> int | None:
+    """About how many programs this run builds, for the progress bar: the count of the command's
+    benchmarked cold run (:func:`cfm_experiments.measured.expected_programs`) when this run is that
+    one (its default parts, with the default or ``--quick`` settings; any seed); None otherwise."""
+    if tuple(p.name for p in parts) != tuple(p.name for p in cmd.default_parts()):
+        return None
+    drop = lambda record: {k: v for k, v in record.items() if k != "seed"}  # noqa: E731
+    if drop(settings.record()) != drop(resolve(parts, quick=settings.quick).record()):
+        return None
+    return measured.expected_programs(cmd.name, "quick" if settings.quick else "full")
 
 
 def claims_table(claims: Sequence[Claim]) -> str:
@@ -121,6 +135,7 @@ def execute(
             desc=cmd.name,
             stop_after=stop_after,
             describe=lambda c: str(c["part"]),
+            programs=expected_programs(cmd, parts, settings),
         )
         if stop_after is not None:
             return Report(folder.path, rows, {}, [], [], stats, time.perf_counter() - t0)
@@ -203,7 +218,8 @@ def run(
     cmd = find_command(name)
     chosen = cmd.select(parts)
     settings = resolve(chosen, quick=quick, **options)
-    folder = open_folder(cmd, chosen, settings, default_out(cmd, chosen) if out is None else out, mode)
+    out = default_out(cmd, chosen) if out is None else check_out(out)  # an empty one is not this folder
+    folder = open_folder(cmd, chosen, settings, out, mode)
     return execute(cmd, chosen, settings, folder, progress=progress, echo=echo)
 
 
@@ -212,4 +228,14 @@ def load_summary(folder: str | os.PathLike) -> dict:
     return json.loads((Path(folder) / "summary.json").read_text())
 
 
-__all__ = ["Report", "claim_command", "claims_table", "default_out", "execute", "load_summary", "open_folder", "run"]
+__all__ = [
+    "Report",
+    "claim_command",
+    "claims_table",
+    "default_out",
+    "execute",
+    "expected_programs",
+    "load_summary",
+    "open_folder",
+    "run",
+]

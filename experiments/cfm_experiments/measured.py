@@ -1,4 +1,5 @@
-"""The measured wall times each command's ``--help`` quotes, read from the compile benchmark.
+"""The measured wall times each command's ``--help`` quotes, and the programs its progress bar
+counts while it compiles, read from the compile benchmark.
 
 ``benchmarks/bench_compile.py`` times every command in a fresh process, cold (an empty persistent
 compilation cache) and warm (the cache the cold run filled), full and ``--quick``, and writes
@@ -24,16 +25,19 @@ def duration(seconds: float) -> str:
 
 def extract(bench: dict) -> dict:
     """What ``measured.json`` holds of the benchmark's results ``bench`` (``compile.json``): the
-    machine (``"2-core CPU"``) and each command's cold and warm wall seconds, ``full`` and ``quick``."""
+    machine (``"2-core CPU"``) and each command's cold and warm wall seconds, ``full`` and ``quick``,
+    and the ``programs`` its cold run built (compiled, or loaded from the cache it was filling), which
+    the progress bar counts down while a run compiles (:func:`expected_programs`)."""
     m = bench["machine"]
     commands: dict[str, dict] = {}
     for key, entry in sorted(bench["commands"].items()):
         name, config = key.rsplit(" ", 1)
-        if "wall_s" in entry["cold"] and "wall_s" in entry["warm"]:
-            commands.setdefault(name, {})[config] = {
-                "cold_s": entry["cold"]["wall_s"],
-                "warm_s": entry["warm"]["wall_s"],
-            }
+        cold, warm = entry["cold"], entry["warm"]
+        if "wall_s" in cold and "wall_s" in warm:
+            commands.setdefault(name, {})[config] = {"cold_s": cold["wall_s"], "warm_s": warm["wall_s"]}
+            if "compile" in cold:
+                built = cold["compile"]["programs"] + cold["compile"]["cache_loads"]
+                commands[name][config]["programs"] = built
     return {"machine": f"{m['cpu_count']}-core {m['backend'].upper()}", "commands": commands}
 
 
@@ -56,4 +60,11 @@ def help_times(command: str, measured: dict | None = None) -> str:
     )
 
 
-__all__ = ["FILE", "duration", "extract", "help_times", "load"]
+def expected_programs(command: str, config: str, measured: dict | None = None) -> int | None:
+    """The programs the benchmark's cold run of ``cfm-jax COMMAND`` built, ``config`` ``"full"`` or
+    ``"quick"`` (``measured``: :func:`load`'s); None when it did not count them."""
+    measured = load() if measured is None else measured
+    return measured["commands"].get(command, {}).get(config, {}).get("programs")
+
+
+__all__ = ["FILE", "duration", "expected_programs", "extract", "help_times", "load"]

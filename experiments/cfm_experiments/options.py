@@ -55,7 +55,7 @@ def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
     parser.add_argument("--float64", action="store_true", help="compute in float64 (jax_enable_x64)", **flag_kw)
     parser.add_argument(
         "--cache-dir",
-        type=Path,
+        type=path_argument,
         # the library's rule (cfm_jax.default_cache_dir), spelled out: help imports no JAX nor cfm_jax
         help="persistent compilation cache (default: $CFM_JAX_CACHE_DIR, "
         "else $XDG_CACHE_HOME/cfm_jax, else ~/.cache/cfm_jax)",
@@ -69,6 +69,30 @@ def add_global_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fa
         help="JAX devices on the CPU backend (default: one per core, unless XLA_FLAGS forces a count)",
         **kw,
     )
+
+
+def path_argument(text: str) -> Path:
+    """A path option's value (argparse ``type``): an empty one is refused, where ``Path("")`` would
+    silently be the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not a folder (name one, e.g. '.' for this one)")
+    return Path(text)
+
+
+def check_global_options(args: argparse.Namespace) -> None:
+    """The global options checked before any work, importing neither JAX nor cfm_jax: ``--cpu-devices``
+    is at least 1, ``--no-cache`` is not given with a ``--cache-dir`` it would ignore, and
+    ``--cache-dir`` is a folder this process can write into, or can make (:func:`check_folder`). A
+    ValueError naming the option otherwise (the command line's usage error, exit 2)."""
+    requested = getattr(args, "cpu_devices", None)
+    if requested is not None:
+        cpu_device_count(requested)
+    cache = getattr(args, "cache_dir", None)
+    if cache is None:
+        return
+    if getattr(args, "no_cache", False):
+        raise ValueError(f"--no-cache, --cache-dir {cache}: --no-cache uses no cache folder; give one of the two.")
+    check_folder(cache, "--cache-dir")
 
 
 def cpu_device_count(requested: int | None = None) -> int | None:
@@ -114,27 +138,36 @@ def apply_global_options(args: argparse.Namespace) -> None:
 
 
 def check_out(path: str | os.PathLike) -> Path:
-    """``--out``: a folder this process can write results into, or a path where it can make one,
-    checked before anything is written (a ValueError naming ``--out`` otherwise). An existing path
+    """``--out``: a folder this process can write results into, or a path where it can make one
+    (:func:`check_folder`)."""
+    return check_folder(path, "--out")
+
+
+def check_folder(path: str | os.PathLike, flag: str) -> Path:
+    """The folder option ``flag`` (``--out``, ``--cache-dir``): a folder this process can write into,
+    or a path where it can make one, checked before anything is written (a ValueError naming
+    ``flag`` otherwise; an empty path too, which would be the current folder). An existing path
     must be a writable folder; for a new one, the nearest existing folder above it must let this
     process create a folder in it, probed by making and removing an empty temporary folder there
     (permission bits do not tell: the super-user passes them on ``/proc``)."""
+    if not str(path).strip():
+        raise ValueError(f"{flag} '': an empty path is not a folder (name one, e.g. '.' for this one).")
     out = Path(path).expanduser()
     if out.exists():
         if not out.is_dir():
-            raise ValueError(f"--out {path}: exists and is not a folder.")
+            raise ValueError(f"{flag} {path}: exists and is not a folder.")
         if not os.access(out, os.W_OK | os.X_OK):
-            raise ValueError(f"--out {path}: the folder is not writable.")
+            raise ValueError(f"{flag} {path}: the folder is not writable.")
         return out
     above = out.absolute().parent
     while not above.exists():
         above = above.parent
     if not above.is_dir():
-        raise ValueError(f"--out {path}: {above} is not a folder.")
+        raise ValueError(f"{flag} {path}: {above} is not a folder.")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".cfm-out-probe-", dir=above))
     except OSError as e:
-        raise ValueError(f"--out {path}: cannot create a folder in {above} ({e.strerror or e}).") from None
+        raise ValueError(f"{flag} {path}: cannot create a folder in {above} ({e.strerror or e}).") from None
     return out
 
 
@@ -157,7 +190,10 @@ __all__ = [
     "HelpFormatter",
     "add_global_arguments",
     "apply_global_options",
+    "check_folder",
+    "check_global_options",
     "check_out",
     "cpu_device_count",
     "distinct",
+    "path_argument",
 ]

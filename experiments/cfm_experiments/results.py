@@ -30,7 +30,7 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
-from cfm_jax import __version__
+from cfm_jax import CompileRecorder, __version__
 
 from .compiles import compiling_notice, watching
 from .signals import WRITE_LOCK
@@ -239,6 +239,11 @@ class ResultsFolder:
         if files != set(self._manifest["files"]):
             self._write_manifest({**self._manifest, "files": sorted(files)})
 
+    def finished_rows(self, name: str = "rows.jsonl") -> int:
+        """The rows of this run on disk in ``name`` (what ``--resume`` would keep): none while an
+        overwrite is pending, since the rows there are the old run's until the first new one."""
+        return 0 if self._pending else len(read_rows(self.path / name))
+
     # -- writing
     def sweep(self, name: str = "rows.jsonl", *, progress: bool = True) -> Sweep:
         """A :class:`Sweep` appending to ``name`` in this folder."""
@@ -329,12 +334,15 @@ class Sweep:
         stop_after: int | None = None,
         valid: Callable[[Mapping[str, Any]], bool] | None = None,
         describe: Callable[[Mapping[str, Any]], str] | None = None,
+        programs: int | None = None,
     ) -> list[dict]:
         """Run the pending configurations; return all rows (old and new) in sweep order.
 
         Every new row records its wall time, ``seconds`` (``fn``'s own ``seconds``, if any, is
         replaced). ``stop_after`` runs at most that many new configurations (to test resumption).
-        ``describe(config)``: a short text shown beside the progress bar while ``config`` runs.
+        ``describe(config)``: a short text shown beside the progress bar while ``config`` runs;
+        ``programs``: about how many programs the run builds, counted there while XLA compiles
+        (:func:`~cfm_experiments.compiles.compiling_notice`).
         ``valid(row)``: rows on disk for which it is False recorded a failure; they are dropped
         from the file and their configurations run again. Rows on disk whose configuration is not
         one of ``configs`` belong to another run: a ValueError naming the file.
@@ -368,14 +376,16 @@ class Sweep:
 
             bar = tqdm(total=len(pending), desc=desc, leave=False)
         now = [""]
+        recorder: list[CompileRecorder | None] = [None]
 
         def notice(compiling: bool) -> None:  # XLA has been compiling a while: say why the bar waits
             if bar is not None:
-                bar.set_postfix_str(f"{now[0]}: {compiling_notice()}" if compiling else now[0], refresh=True)
+                text = f"{now[0]}: {compiling_notice(recorder[0], programs)}" if compiling else now[0]
+                bar.set_postfix_str(text, refresh=True)
 
         with contextlib.ExitStack() as stack:
             if bar is not None:
-                stack.enter_context(watching(notice))
+                recorder[0] = stack.enter_context(watching(notice))
                 stack.callback(bar.close)
             for config in pending:
                 now[0] = describe(config) if describe is not None else ""

@@ -17,14 +17,18 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 #: held while a row is appended and flushed, so an interrupt never leaves half a row behind.
 WRITE_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def exit_on_signals(message: str = "", signals=(signal.SIGINT, signal.SIGTERM)):
+def exit_on_signals(message: str | Callable[[], str] = "", signals=(signal.SIGINT, signal.SIGTERM)):
     """Within the block, SIGINT/SIGTERM print ``message`` and exit with 128 + signal at once.
+
+    ``message`` may be a function, called when the signal arrives (once a row being written is on
+    disk), so that it says what the interrupted run leaves; if it fails, the signal's name alone.
 
     A no-op outside the main thread (signal handlers can only be set there). The previous
     handlers and wakeup descriptor are restored on leaving the block.
@@ -50,8 +54,12 @@ def exit_on_signals(message: str = "", signals=(signal.SIGINT, signal.SIGTERM)):
             WRITE_LOCK.acquire(timeout=2.0)  # let a row being written reach the disk; never released
             try:
                 name = signal.Signals(signum).name
+                try:
+                    text = message() if callable(message) else message
+                except Exception:  # what to say must never keep the process alive
+                    text = ""
                 sys.stdout.flush()
-                sys.stderr.write(f"\n{name}: {message}\n" if message else f"\n{name}\n")
+                sys.stderr.write(f"\n{name}: {text}\n" if text else f"\n{name}\n")
                 sys.stderr.flush()
             finally:
                 os._exit(128 + signum)

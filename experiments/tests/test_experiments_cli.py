@@ -299,3 +299,166 @@ def test_repeated_values_are_a_usage_error_before_any_work(argv, flag, tmp_path,
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and f"{flag} must list distinct values" in lines[0], lines
     assert not (tmp_path / "never").exists()
+
+
+@pytest.fixture
+def planted(monkeypatch):
+    import _planted
+
+    import cfm_experiments
+
+    monkeypatch.setitem(cfm_experiments.COMMANDS, "planted", _planted.COMMAND)
+    return _planted
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--cpu-devices", "0"], "--cpu-devices must be an integer >= 1"),
+        (["--cache-dir", "FILE"], "--cache-dir FILE: exists and is not a folder"),
+        (["--cache-dir", "FILE/sub"], "--cache-dir FILE/sub: FILE is not a folder"),
+        (["--no-cache", "--cache-dir", "NEW"], "--no-cache, --cache-dir NEW"),
+    ],
+)
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+def test_a_bad_global_option_is_a_usage_error_before_any_work(tmp_path, capsys, planted, argv, flag, before):
+    """The global options, before or after the command, are checked with the command's own: a bad one
+    (or --no-cache with a --cache-dir it would ignore) is one line naming it, exit 2, and neither the
+    results folder nor the cache folder is made."""
+    (tmp_path / "FILE").write_text("")
+    argv = [str(tmp_path / a) if a.split("/")[0] in ("FILE", "NEW") else a for a in argv]
+    flag = flag.replace("FILE", str(tmp_path / "FILE")).replace("NEW", str(tmp_path / "NEW"))
+    run = ["planted", "--sizes", "2", "3", "--no-progress", "--out", str(tmp_path / "never")]
+    assert cli.main([*argv, *run] if before else [*run, *argv]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("cfm-jax planted: error: ") and flag in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"]
+
+
+@pytest.mark.parametrize(
+    "argv", [["planted", "--out", ""], ["--cache-dir", "", "planted"], ["planted", "--cache-dir", " "]]
+)
+def test_an_empty_path_is_refused_not_taken_for_this_folder(tmp_path, capsys, planted, monkeypatch, argv):
+    """``--out ''`` (or ``--cache-dir ''``) is not the current folder: argparse's one line, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, "--no-progress"])
+    assert exit_.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "an empty path is not a folder" in line and ("--out" in line or "--cache-dir" in line), line
+    assert list(tmp_path.iterdir()) == []
+
+
+#: ``cfm-jax ARGS`` in a fresh interpreter: its exit code and whether JAX was imported, as JSON.
+IMPORTS_JAX = """
+import json, sys
+from cfm_experiments.cli import main
+
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "jax": "jax" in sys.modules, "cfm_jax": "cfm_jax" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gradcheck", "--quick", "--cpu-devices", "0"],
+        ["--cache-dir", "FILE", "gradcheck", "--quick"],
+        ["gradcheck", "--quick", "--no-cache", "--cache-dir", "cache"],
+        ["gradcheck", "--quick", "--out", ""],
+    ],
+    ids=["cpu-devices", "cache-dir-file", "no-cache-and-cache-dir", "empty-out"],
+)
+def test_a_bad_global_option_ends_before_jax_is_imported_and_writes_nothing(tmp_path, argv):
+    """In a fresh interpreter run from an empty folder: exit 2 and one line on stderr, before JAX (or
+    cfm_jax) is imported, and nothing is made there (no results, no cache, no ``cfm_out``)."""
+    (tmp_path / "FILE").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORTS_JAX, *argv], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+    )
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out == {"code": 2, "jax": False, "cfm_jax": False}, (out, proc.stderr)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"]
+
+
+@pytest.mark.parametrize("after", [0, 1, 2])
+def test_an_interrupt_says_what_it_leaves(tmp_path, capsys, planted, monkeypatch, after):
+    """Ctrl-C (here a KeyboardInterrupt from the part) after ``after`` finished rows: exit 130 and a line
+    that tells the truth: the finished rows and --resume, or, with none, that a rerun needs no --resume
+    (and there is no rows.jsonl)."""
+    real = planted.Planted.run
+    calls = []
+
+    def run(self, config):
+        calls.append(config)
+        if len(calls) > after:
+            raise KeyboardInterrupt
+        return real(self, config)
+
+    monkeypatch.setattr(planted.Planted, "run", run)
+    out = tmp_path / "o"
+    assert cli.main(["planted", "--sizes", "2", "3", "4", "--no-progress", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip()
+    rows = out / "rows.jsonl"
+    if after:
+        assert err == "interrupted: " + cli.INTERRUPTED.format(n=after, folder=out)
+        assert f"{after} finished row(s)" in err and "with --resume to continue" in err
+        assert len(rows.read_text().splitlines()) == after
+    else:
+        assert err == "interrupted: " + cli.NOTHING_FINISHED and not rows.exists()
+        assert "no row was finished" in err and "no --resume needed" in err
+
+
+def test_an_interrupted_overwrite_has_no_row_of_its_own(tmp_path, capsys, planted, monkeypatch):
+    """Interrupted before its first row, an --overwrite has finished nothing: the rows on disk are the
+    earlier run's (untouched), not this one's to resume."""
+    out = tmp_path / "o"
+    argv = ["planted", "--sizes", "2", "3", "--no-progress", "--out", str(out)]
+    assert cli.main(argv) == 0
+    before = (out / "rows.jsonl").read_text()
+    capsys.readouterr()
+
+    def run(self, config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(planted.Planted, "run", run)
+    assert cli.main([*argv, "--seed", "1", "--overwrite"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted: " + cli.NOTHING_FINISHED
+    assert (out / "rows.jsonl").read_text() == before
+
+
+@pytest.mark.slow  # a command in its own interpreter, signalled
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_ctrl_c_before_the_first_row_says_no_row_was_finished(tmp_path):
+    """SIGINT while the first row runs (the signal watcher's path, not a KeyboardInterrupt): exit 130,
+    the line says no row was finished and a rerun needs no --resume; no rows.jsonl."""
+    import signal
+    import time
+
+    from test_experiments_signals import _handles_signals
+
+    out = tmp_path / "o"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(Path(__file__).parents[1])])}
+    args = ["--out", str(out), "--sizes", "2", "3", "--pause", "60", "--no-progress", "--no-cache"]
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "_planted.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    t0 = time.monotonic()
+    while not (_handles_signals(proc.pid) and (out / "run.json").exists()):  # the folder is open: a row runs
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < 300
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err.strip() == "SIGINT: " + cli.NOTHING_FINISHED, (proc.returncode, err)
+    assert not (out / "rows.jsonl").exists()

@@ -106,6 +106,8 @@ def test_python_entry_point_applies_the_command_line_rules(tmp_path, planted):
         cfm_experiments.run("planted", out=tmp_path / "a", sizes=[3])
     with pytest.raises(ValueError, match="unknown command 'nope'"):
         cfm_experiments.run("nope")
+    with pytest.raises(ValueError, match="--out '': an empty path"):
+        cfm_experiments.run("planted", out="")  # not the current folder
     assert not (tmp_path / "a").exists()  # refused before anything was written
 
 

@@ -21,7 +21,10 @@ BENCH = {
     "commands": {
         "alpha quick": _run(53.4, 19.6),
         "alpha full": _run(177.75, 247.0),
-        "beta quick": _run(1.0, 1.0),  # no full run: nothing quoted
+        "beta quick": {  # no full run: no time quoted
+            **_run(1.0, 1.0),
+            "cold": {"wall_s": 1.0, "compile": {"programs": 5, "cache_loads": 2}},
+        },
         "gamma full": {"cold": {"error": "boom"}, "warm": {}},  # a failed run: left out
     },
 }
@@ -40,9 +43,15 @@ def test_what_is_extracted_and_quoted():
         "machine": "16-core GPU",
         "commands": {
             "alpha": {"full": {"cold_s": 177.75, "warm_s": 247.0}, "quick": {"cold_s": 53.4, "warm_s": 19.6}},
-            "beta": {"quick": {"cold_s": 1.0, "warm_s": 1.0}},
+            "beta": {"quick": {"cold_s": 1.0, "warm_s": 1.0, "programs": 7}},  # compiled or loaded
         },
     }
+    assert measured.expected_programs("beta", "quick", got) == 7
+    assert measured.expected_programs("alpha", "quick", got) is None  # not counted
+    assert (
+        measured.expected_programs("beta", "full", got) is None
+        and measured.expected_programs("nope", "full", got) is None
+    )
     assert measured.help_times("alpha", got) == (
         "16-core GPU, otherwise idle: 53 s with an empty compilation cache, 20 s with it filled; "
         "the default run 2 min 58 s and 4 min 07 s"

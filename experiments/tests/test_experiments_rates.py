@@ -66,6 +66,28 @@ def test_resume_matches_uninterrupted(tmp_path):
     assert strip(_rows(part_out)) == strip(_rows(tmp_path / "full"))
 
 
+def test_the_main_job_raises_no_heavy_tail_warning_and_its_table_says_why(tmp_path, monkeypatch):
+    """The tiny sweep's d = 1 Gaussian row is in the heavy-tail regime (ρ ≥ 1, a few effective points at
+    n = 8), as the sweep's rows are by design: no HeavyTailWarning is raised (the library warns once
+    per process: its flag is reset first), and table.txt names the row under the heading that says so."""
+    import warnings
+
+    import cfm_jax
+    import cfm_jax._regime as regime_module
+    from cfm_experiments.rates.parts import REGIME_HEAD
+
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = cfm_experiments.run("rates", out=tmp_path / "o", **TINY)
+    heavy = [str(w.message) for w in caught if issubclass(w.category, cfm_jax.HeavyTailWarning)]
+    assert heavy == [], heavy
+    table = (tmp_path / "o" / "table.txt").read_text()
+    assert "by design" in REGIME_HEAD and REGIME_HEAD in table
+    assert table.split(REGIME_HEAD)[1].strip().startswith("attention gaussian d = 1:")
+    assert report.summaries["exact"].data["heavy_tailed"][0].startswith("attention gaussian d = 1:")
+
+
 def test_exact_reference_rates_and_floor_flag():
     """Against the exact Gaussian limit (attention d = 8, one layer, n ∈ {8, …, 512}, 8 seeds): the token
     and coupled-context deviations fall with a fitted slope whose bootstrap 95 % CI lies below 0,
