@@ -9,7 +9,7 @@ from cfm_experiments import draws as D
 from cfm_experiments.protocol import Claim, Declaration, Part, Settings, Summary
 
 HOLDS, REFUTED = "holds", "refuted at these sizes"
-UNDECIDED = "undecided: interval straddles the boundary"
+UNDECIDED = "undecided: the draws disagree"
 
 
 class Toy(Part):
@@ -74,7 +74,7 @@ def test_the_draws_are_the_part_at_consecutive_seeds():
         D.draw_settings(settings, 0)
 
 
-def test_draws_that_disagree_read_undecided_and_say_each_verdict():
+def test_draws_that_disagree_read_that_they_disagree_and_say_each_verdict():
     settings = Settings(False, {"seed": 0})
     part = _toy(2)
     summary = part.summarize(_rows(part, settings), settings)

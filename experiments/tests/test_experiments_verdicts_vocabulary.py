@@ -18,8 +18,15 @@ def test_each_withheld_verdict_is_named_for_its_reason():
     assert V.BELOW_STABLE_SIZES == "inconclusive at these sizes"
     assert V.UNDECIDED == "undecided: interval straddles the boundary"
     assert V.NOT_MEASURED == "not measured: no usable rows"
+    assert V.DRAWS_DISAGREE == "undecided: the draws disagree"
     assert V.NOT_TESTED.startswith("not tested: ")
-    assert {v for v in V.Verdict if v.withheld} == {V.BELOW_STABLE_SIZES, V.UNDECIDED, V.NOT_MEASURED, V.NOT_TESTED}
+    assert {v for v in V.Verdict if v.withheld} == {
+        V.BELOW_STABLE_SIZES,
+        V.UNDECIDED,
+        V.DRAWS_DISAGREE,
+        V.NOT_MEASURED,
+        V.NOT_TESTED,
+    }
     assert len(set(VERDICTS)) == len(VERDICTS) == len(V.Verdict) == len(V.ORDER)
 
 

@@ -131,7 +131,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "claims.law_rule (b against 1, 0 the alternative)",
         claim_rules.law_rule,
-        lambda lo, hi: claim_rules.law_rule(_iv(-0.05, 0.05), _iv(lo, hi)),
+        lambda lo, hi: claim_rules.law_rule(_iv(-0.05, 0.05), _iv(lo, hi), [(_iv(-0.52, -0.48), -0.5)]),
         1.0,
         0.0,
     ),
@@ -218,6 +218,13 @@ RULES: tuple[Rule, ...] = (
         "tail.decay_verdict",
         tail.decay_verdict,
         lambda lo, hi: tail.decay_verdict(_tail_row(slope=(lo, hi))["sizes"]),
+        -0.5,
+        0.0,
+    ),
+    Rule(
+        "tail.model_checks (decay)",
+        tail.model_checks,
+        lambda lo, hi: worst(tail.model_checks(_tail_row(slope=(lo, hi))).values()),
         -0.5,
         0.0,
     ),
