@@ -3,6 +3,7 @@ claim rules, the order of verdicts."""
 
 import ast
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,45 @@ def test_worst_is_the_weakest():
     assert V.worst([V.HOLDS, V.REFUTED, V.NOT_MEASURED]) == V.REFUTED
     assert V.worst([V.HOLDS]) == V.HOLDS and V.worst([]) == V.NOT_MEASURED
     assert V.worst([V.HOLDS, V.BELOW_STABLE_SIZES]) == V.BELOW_STABLE_SIZES
+
+
+def test_an_interval_ending_exactly_at_the_claim_holds():
+    """The one-sided bound (alternative = claim): an interval whose upper edge is the claim itself reaches
+    it from the claim's side (*holds*); one starting exactly there reaches both sides (*undecided*); the
+    mirror image likewise."""
+    assert V.against_claim(-1.0, 0.0, 0.0, 0.0) == V.HOLDS
+    assert V.against_claim(0.0, 1.0, 0.0, 0.0) == V.UNDECIDED
+    assert V.against_claim(0.0, 1.0, 0.0, -0.5) == V.HOLDS  # mirrored: the alternative below the claim
+    assert V.against_claim(-1.0, 0.0, 0.0, -0.5) == V.UNDECIDED
+    assert V.against_claim(1e-12, 1.0, 0.0, 0.0) == V.REFUTED
+
+
+def test_an_interval_touching_a_band_from_outside_is_undecided():
+    """An interval whose edge is the band's edge, the rest outside: it reaches the band (*undecided*),
+    it is not wholly outside it (*refuted*)."""
+    assert V.against_band(0.5, 1.0, 1.0, 2.0) == V.UNDECIDED
+    assert V.against_band(2.0, 2.5, 1.0, 2.0) == V.UNDECIDED
+    assert V.against_band(0.5, 1.0 - 1e-12, 1.0, 2.0) == V.REFUTED
+
+
+@pytest.mark.parametrize("rule", ["band", "claim"])
+def test_stored_and_empty_intervals_read_not_measured_and_nan_claims_are_refused(rule):
+    """What a JSON row stores (null edges, None) reads *not measured*; a NaN claim or band edge is
+    refused with the argument named."""
+    nan = float("nan")
+    if rule == "band":
+        assert V.against_band(None, 1.0, 0.0, 2.0) == V.against_band(0.0, None, 0.0, 2.0) == V.NOT_MEASURED
+        with pytest.raises(ValueError, match="`low` must be a number"):
+            V.against_band(0.1, 0.2, nan, 1.0)
+        with pytest.raises(ValueError, match="`high` must be a number"):
+            V.against_band(0.1, 0.2, 0.0, nan)
+        with pytest.raises(ValueError, match="reversed"):
+            V.against_band(0.1, 0.2, 1.0, 0.0)
+    else:
+        assert V.against_claim(None, None, 0.0, 0.5) == V.NOT_MEASURED
+        with pytest.raises(ValueError, match="`claim` must be a number"):
+            V.against_claim(-0.1, 0.1, nan, 0.5)
+        with pytest.raises(ValueError, match="`alternative` must be a number"):
+            V.against_claim(-0.1, 0.1, 0.0, nan)
+    for stored in ({"ci_low": None}, None, "ab", {"ci_low": "x", "ci_high": True}, (None, 1.0)):
+        assert math.isnan(V.edges(stored)[0]), stored
