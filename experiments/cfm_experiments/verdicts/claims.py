@@ -40,7 +40,7 @@ def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, (int, float)) else str(v)
 
 
-def judge(verdict: Verdict, need: Mapping[str, float], have: Mapping[str, float]) -> tuple[Verdict, str]:
+def judge(verdict: Verdict, need: Mapping[str, float], have: Mapping[str, object]) -> tuple[Verdict, str]:
     """``(verdict, sizes)``: the rule's verdict when every size in ``have`` reaches ``need``
     (name → least value), else *inconclusive at these sizes*; ``sizes`` states both. A size of the
     run that is missing, ``null``, NaN or not a number has not reached anything; a NaN size needed is
