@@ -130,3 +130,20 @@ def test_stored_and_empty_intervals_read_not_measured_and_nan_claims_are_refused
             V.against_claim(-0.1, 0.1, 0.0, nan)
     for stored in ({"ci_low": None}, None, "ab", {"ci_low": "x", "ci_high": True}, (None, 1.0)):
         assert math.isnan(V.edges(stored)[0]), stored
+
+
+def test_every_reading_of_the_vocabulary_has_an_input_that_produces_it():
+    """Each verdict is reachable: over the rules table on a grid of intervals, judge below its sizes,
+    agree on disagreeing draws and code_check, every verdict of the vocabulary is read by something
+    (a verdict no input produces is a word the rules do not use)."""
+    import itertools
+
+    from cfm_experiments.verdicts import claims as C, table as R, tails as TA
+
+    grid = [-2.0, -1.0, -0.6, -0.5, -0.45, -0.1, 0.0, 0.1, 0.5, 0.55, 0.9, 1.0, 1.2, 2.0, 3.0, 5.0]
+    seen = {rule.apply(lo, hi) for rule in R.RULES for lo, hi in itertools.combinations(grid, 2)}
+    seen |= {C.judge(V.HOLDS, {"seeds": 32}, {"seeds": 8})[0], V.agree([V.HOLDS, V.REFUTED])}
+    seen |= {V.code_check(True), V.code_check(False)}
+    tail_row = {"deltas": [0.1, 0.01], "sizes": [{"n": 64, "gamma_lin": 0.99, "gamma": None}]}
+    seen.add(TA.model_checks(tail_row)["tail"])  # a bound at 1: not tested
+    assert seen == set(V.Verdict), set(V.Verdict) - seen
