@@ -304,7 +304,8 @@ def exponent_line(rows, what, have) -> Claim:
         f"(exponent ½, as the linearised limiting Gaussian process), not a sub-exponential one (exponent 1), "
         f"and is that limit's up to a relative correction $c/\\sqrt n$, c = {COEFFICIENT:g} (a stated tolerance): it "
         f"decays in n (exponent in [{fastest:.3f}, {slowest:.3f}] from n = {ns[0]} to {ns[-1]}; a decay like "
-        f"$n^{{-0.4}}$ lies outside only from n = {ns[0]} to {span:.0f} on) and its quantiles are within [{lo:.3g}, {hi:.3g}] × the limit's at "
+        f"$n^{{-0.4}}$ lies outside only from n = {ns[0]} to {span:.0f} on) and its quantiles are within "
+        f"[{lo:.3g}, {hi:.3g}] × the limit's at "
         f"n = {ns[-1]}, for every model: {what}",
         measured=f"{len(rows)} models, ρ at N(0, I/d); {rows[0]['config']['tail_samples']} contexts per model and n, "
         f"δ = {_delta(deltas[0])} … {_delta(deltas[-1])}, $\\log q_δ ≈ c + γ\\log\\log(1/δ)$: "
