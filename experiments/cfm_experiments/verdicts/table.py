@@ -273,7 +273,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "slopes.slope_verdict",
         slope_rules.slope_verdict,
-        lambda lo, hi: slope_rules.slope_verdict([_fit(lo, hi)] * 3, (10, 100, 1000)),
+        lambda lo, hi: slope_rules.slope_verdict([_fit(lo, hi)], (10, 100, 1000)),  # one row: its interval pooled
         -0.5,
         0.0,
     ),
