@@ -126,8 +126,9 @@ def pooled(slopes: Sequence, correlated: bool = False, level: float = LEVEL) -> 
     se = np.asarray([(edges(s)[1] - edges(s)[0]) / (2 * z) for s in slopes])
     if not np.isfinite(est).all():
         return None
-    if (se == 0).any():  # exact slopes: they alone fix the estimate
-        value, error = float(est[se == 0].mean()), 0.0
+    exact = se**2 == 0  # a zero (or underflowing) width: an exact slope
+    if exact.any():  # exact slopes alone fix the estimate
+        value, error = float(est[exact].mean()), 0.0
     else:
         w = 1.0 / se**2
         value = float((w * est).sum() / w.sum())
