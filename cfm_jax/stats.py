@@ -78,8 +78,16 @@ class RateFit:
 
 
 def _number(d: Mapping, key: str) -> float:
-    """``d[key]`` as a float; ``null`` (None: how JSON rows store a NaN or infinite number) is NaN."""
-    return float("nan") if d[key] is None else float(d[key])
+    """``d[key]`` as a float; ``null`` (None: how JSON rows store a NaN or infinite number) is NaN.
+    A missing key or a value that is not a real number is a ``ValueError`` naming the key."""
+    if key not in d:
+        raise ValueError(f"the stored interval has no `{key}` (keys: {sorted(map(str, d))}).")
+    v = d[key]
+    if v is None:
+        return float("nan")
+    if _is_bool(v) or not _is_scalar_of(v, "iuf"):
+        raise ValueError(f"the stored interval's `{key}` must be a real number or null, got {v!r}.")
+    return float(v)
 
 
 def _interval_text(value: float, low: float, high: float, spec: str) -> str:

@@ -424,6 +424,21 @@ def test_an_interval_read_back_from_its_json_row_is_itself(value, lo, hi, level)
     np.testing.assert_array_equal([again.slope, again.intercept, again.ci_low, again.ci_high], [value, 0.5, lo, hi])
 
 
+def test_a_stored_interval_with_a_bad_or_missing_number_names_the_key():
+    """A row's interval whose number is not a real (a string, a bool) or is missing: a ValueError naming
+    the key, not float()'s message."""
+    good = {"value": 1.0, "ci_low": 0.5, "ci_high": 1.5}
+    for key in good:
+        for bad in ("n/a", True, [1.0]):
+            with pytest.raises(ValueError, match=f"`{key}` must be a real number or null, got"):
+                Interval.from_dict({**good, key: bad})
+        with pytest.raises(ValueError, match=f"has no `{key}`"):
+            Interval.from_dict({k: v for k, v in good.items() if k != key})
+    with pytest.raises(ValueError, match="`slope` must be a real number or null"):
+        RateFit.from_dict({"slope": "x", "intercept": 0.0, "ci_low": 0.0, "ci_high": 1.0})
+    assert Interval.from_dict({**good, "ci_low": np.float32(0.5)}).ci_low == 0.5
+
+
 @pytest.mark.parametrize(
     ("spec", "text"),
     [

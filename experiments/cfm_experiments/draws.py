@@ -8,6 +8,11 @@ those of a run with one draw. The part summarises each draw itself; each claim l
 measured text the first draw's, and its sizes say how many draws were run and whether their verdicts
 agree (each draw's verdict when they do not). The other draws' lines and numbers are kept in
 ``summary.json``; the figures show the first draw.
+
+A line whose statistic pools over draws (one pooled n-slope of every row of every draw,
+:mod:`cfm_experiments.verdicts.slopes`) is written by the part's ``pooled`` method from every draw's
+rows at once: it replaces the line of the same claim, its verdict the pooled one, each draw's own
+verdict beside it. The command passes (``passed``) only when every draw's does.
 """
 
 from __future__ import annotations
@@ -52,16 +57,30 @@ def agreeing(claims: list[Claim | None], seeds: list[int]) -> Claim:
     )
 
 
-def combine(summaries: list[Summary], seeds: list[int]) -> Summary:
+def pooling(line: Claim, claims: list[Claim | None], seeds: list[int]) -> Claim:
+    """A line pooled over the draws (``line``, from every draw's rows) in place of the same line of
+    each draw (``claims``): its verdict and measured text, its sizes saying so, each draw's own
+    verdict beside it."""
+    verdicts = [Verdict(c.verdict) if c is not None else NOT_MEASURED for c in claims]
+    said = f"pooled over {len(seeds)} independent draws (seeds {', '.join(map(str, seeds))}); each draw alone: " + (
+        "; ".join(f"seed {s}: {v}" for s, v in zip(seeds, verdicts))
+    )
+    return dataclasses.replace(line, sizes=f"{line.sizes}; {said}" if line.sizes else said)
+
+
+def combine(summaries: list[Summary], seeds: list[int], pooled: tuple[Claim, ...] = ()) -> Summary:
     """The draws' summaries as one: the first draw's text, data and files, with the other draws'
-    text and data beside them, and every line of the first draw judged by :func:`agreeing`."""
+    text and data beside them, and every line of the first draw judged by :func:`agreeing`, or, for
+    a line in ``pooled`` (computed from every draw's rows), replaced by it (:func:`pooling`)."""
     first = summaries[0]
+    by_claim = {c.claim: c for c in pooled}
+
+    def each(first_line: Claim) -> list[Claim | None]:
+        return [first_line, *(next((c for c in s.claims if c.claim == first_line.claim), None) for s in summaries[1:])]
+
     lines = [
-        agreeing(
-            [first_line, *(next((c for c in s.claims if c.claim == first_line.claim), None) for s in summaries[1:])],
-            seeds,
-        )
-        for first_line in first.claims
+        pooling(by_claim[line.claim], each(line), seeds) if line.claim in by_claim else agreeing(each(line), seeds)
+        for line in first.claims
     ]
     text = "\n".join(
         [first.text, *(f"-- independent draw, seed {k}:\n{s.text}" for k, s in zip(seeds[1:], summaries[1:]))]
@@ -92,10 +111,14 @@ class Redrawn(Part):
 
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         each = draw_settings(settings, self.draws)
-        summaries = [
-            super(Redrawn, self).summarize([r for r in rows if r["config"]["seed"] == s.seed], s) for s in each
-        ]
-        return combine(summaries, [s.seed for s in each])
+        by_draw = [[r for r in rows if r["config"]["seed"] == s.seed] for s in each]
+        summaries = [super(Redrawn, self).summarize(r, s) for r, s in zip(by_draw, each)]
+        return combine(summaries, [s.seed for s in each], tuple(self.pooled(by_draw, settings)))
+
+    def pooled(self, rows: list[list[dict]], settings: Settings) -> list[Claim]:
+        """The lines pooled over the draws, from each draw's ``rows`` (module docstring); none by
+        default. A part defines its own ``pooled`` to pool a line."""
+        return []
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
         first = min((int(r["config"]["seed"]) for r in rows), default=0)
@@ -109,6 +132,7 @@ def redrawn(cls: type[Part], draws: int = DRAWS) -> type[Part]:
     declaration = vars(cls)["declaration"]
     delattr(cls, "declaration")  # the declaring class is the redrawn one
     namespace = {
+        **({"pooled": vars(cls)["pooled"]} if "pooled" in vars(cls) else {}),  # Redrawn's would shadow it
         "declaration": declaration,
         "draws": int(draws),
         "one_draw": cls,
@@ -120,4 +144,4 @@ def redrawn(cls: type[Part], draws: int = DRAWS) -> type[Part]:
     return made
 
 
-__all__ = ["DRAWS", "Redrawn", "agreeing", "combine", "draw_settings", "redrawn"]
+__all__ = ["DRAWS", "Redrawn", "agreeing", "combine", "draw_settings", "pooling", "redrawn"]

@@ -37,17 +37,19 @@ def test_independence_line_on_known_growth():
     )
 
 
-def test_rate_line_reads_the_share_of_models_whose_slope_holds_one_half():
-    """Ten models ∝ n^{-1/2} (each 95 % interval holds −1/2 but for chance misses): *holds*; three of
-    them replaced by n^{-0.3} models: *not observed*; below the sizes: *inconclusive*."""
+def test_rate_line_pools_the_models_of_every_draw_against_the_band():
+    """Ten models ∝ n^{-1/2} in each of two draws: the pooled slope meets the band of finite-n
+    corrections (*holds*); three of them replaced by n^{-0.3} models: their own slopes lie beyond the band
+    (*refuted at these sizes*); below the sizes: *inconclusive*."""
     rng = np.random.default_rng(1)
-    half = [_row(_dev(0.3, rng), dim=d) for d in range(1, 11)]
-    assert P.rate_line(half, 32, 1000).verdict == "holds"
+    half = [[_row(_dev(0.3, rng), dim=d) for d in range(1, 11)] for _ in range(2)]
+    line = P.rate_line(half, 32, 1000)
+    assert line.verdict == "holds" and "over 20 rows" in line.measured, line.measured
     slow = [
         _row(0.3 * np.asarray(NS, float) ** -0.3 * np.exp(0.05 * rng.standard_normal((32, 3))), dim=d)
         for d in (2, 4, 6)
     ]
-    assert P.rate_line(half[:7] + slow, 32, 1000).verdict == "not observed at these sizes"
+    assert P.rate_line([half[0][:7] + slow], 32, 1000).verdict == "refuted at these sizes"
     assert P.rate_line(half, 16, 500).verdict == "inconclusive at these sizes"
 
 

@@ -83,37 +83,50 @@ def test_the_regression_verdict_on_synthetic_slopes():
     rhos = np.linspace(0.3, 6.0, 30)
     law = _models(rhos, lambda r: float(R.predicted_slope(r)), rng)
     assert R.rho_line(law, HAVE).verdict == "holds"
-    flat = _models(rhos, lambda r: -0.5, rng)  # no transition at all
-    assert R.rho_line(flat, HAVE).verdict == "refuted at these sizes"
+    flat = _models(rhos, lambda r: -0.5, rng)  # no transition at all: steeper than the law where it is slow
+    assert R.rho_line(flat, HAVE).verdict == "not observed at these sizes"
+    slow = _models(rhos, lambda r: -0.2, rng)  # slower than the law allows where it is −½
+    assert R.rho_line(slow, HAVE).verdict == "refuted at these sizes"
     assert R.rho_line(law, HAVE | {"largest n": 2560}).verdict == "inconclusive at these sizes"
     assert R.rho_line(law, HAVE | {"models per bin": 8}).verdict == "inconclusive at these sizes"
     assert R.rho_line(law, HAVE | {"draws": 1}).verdict == "inconclusive at these sizes"
 
 
+_AT_LAW = [((-0.52, -0.48), -0.5), ((-0.2, -0.1), -0.15)]  # each bin's interval reaches its law
+_STEEPER = [((-0.52, -0.48), -0.5), ((-0.45, -0.35), -0.15)]  # the slow bin decays faster than the law
+_SLOWER = [((-0.3, -0.2), -0.5), ((-0.2, -0.1), -0.15)]  # the fast bin decays slower than the law allows
+
+
 @pytest.mark.parametrize(
-    "a, b, verdict",
+    "a, b, bins, verdict",
     [
-        ((-0.1, 0.1), (0.8, 1.2), "holds"),
-        ((-0.1, 0.1), (0.3, 0.9), "refuted at these sizes"),
-        ((-0.1, 0.1), (1.1, 1.4), "refuted at these sizes"),
-        ((-0.1, 0.1), (-0.2, 1.3), "undecided: interval straddles the boundary"),
-        ((0.1, 0.3), (0.8, 1.2), "not observed at these sizes"),
-        ((-0.1, 0.1), (float("nan"), float("nan")), "not measured: no usable rows"),
-        ((-0.1, 0.1), (-float("inf"), float("inf")), "not measured: no usable rows"),
-        ((0.1, -0.1), (0.8, 1.2), "not measured: no usable rows"),
+        ((-0.1, 0.1), (0.8, 1.2), _AT_LAW, "holds"),
+        ((-0.1, 0.1), (0.3, 0.9), _STEEPER, "not observed at these sizes"),
+        ((-0.1, 0.1), (0.3, 0.9), _SLOWER, "refuted at these sizes"),
+        ((-0.1, 0.1), (1.1, 1.4), _SLOWER + _STEEPER, "refuted at these sizes"),
+        ((-0.1, 0.1), (0.3, 0.9), _AT_LAW, "undecided: interval straddles the boundary"),
+        ((-0.1, 0.1), (-0.2, 1.3), _AT_LAW, "undecided: interval straddles the boundary"),
+        ((0.1, 0.3), (0.8, 1.2), _STEEPER, "not observed at these sizes"),
+        ((-0.1, 0.1), (float("nan"), float("nan")), _AT_LAW, "not measured: no usable rows"),
+        ((-0.1, 0.1), (-float("inf"), float("inf")), _AT_LAW, "not measured: no usable rows"),
+        ((0.1, -0.1), (0.8, 1.2), _AT_LAW, "not measured: no usable rows"),
+        ((-0.1, 0.1), (0.8, 1.2), [], "not measured: no usable rows"),
+        ((-0.1, 0.1), (0.8, 1.2), [((None, -0.1), -0.15)], "not measured: no usable rows"),
     ],
 )
-def test_the_law_rule_is_total(a, b, verdict):
+def test_the_law_rule_is_total(a, b, bins, verdict):
     """Every interval pair reads a verdict of the vocabulary: NaN, infinite or reversed ones *not
-    measured* (never *refuted* on no data), a b that reaches both 1 and 0 *undecided*."""
+    measured* (never *refuted* on no data), a b that reaches both 1 and 0 *undecided*; a law missed
+    reads by its bins: slower than the law *refuted*, only steeper *not observed at these sizes*."""
     iv = lambda lo, hi: Interval(0.5 * (lo + hi), lo, hi)  # noqa: E731
-    assert VC.law_rule(iv(*a), iv(*b)) == verdict
+    stored = [({"ci_low": lo, "ci_high": hi}, law) for (lo, hi), law in bins]
+    assert VC.law_rule(iv(*a), iv(*b), stored) == verdict
 
 
 def test_the_line_pools_the_draws_and_prints_each_draws_own_verdict():
     """Three draws: the verdict is the pooled regression's over all models; the line says how many draws
     and models it pooled and each draw's own verdict — here one draw holding the law, two without
-    the transition, pooled *refuted*."""
+    the transition, pooled *not observed at these sizes* (steeper than the law where it is slow)."""
     rng = np.random.default_rng(2)
     rhos = np.linspace(0.3, 6.0, 20)
     law = _models(rhos, lambda r: float(R.predicted_slope(r)), rng)
@@ -121,11 +134,11 @@ def test_the_line_pools_the_draws_and_prints_each_draws_own_verdict():
     for m in flat:
         m["draw"] += 1
     line = R.rho_line(law + flat, HAVE)
-    assert line.verdict == "refuted at these sizes"
+    assert line.verdict == "not observed at these sizes"
     assert "3 independent draws pooled, 60 models" in line.measured, line.measured
     own = line.measured.split("each draw alone (20 models): ")[1].split("; ")
     assert [x.split(",")[0][:10] for x in own] == ["draw 0: b ", "draw 1: b ", "draw 2: b "]
-    assert own[0].endswith("holds") and all(x.endswith("refuted at these sizes") for x in own[1:]), own
+    assert own[0].endswith("holds") and all(x.endswith("not observed at these sizes") for x in own[1:]), own
 
 
 def test_binned_slopes_cover_the_bins():

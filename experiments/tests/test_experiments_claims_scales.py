@@ -8,6 +8,7 @@ import pytest
 
 import cfm_experiments
 from cfm_experiments.claims import scales as S
+from cfm_experiments.verdicts import slopes as SL
 
 NS = [10, 32, 100, 316, 1000, 3162]
 
@@ -36,19 +37,49 @@ def test_growth_line_reads_kappa_against_the_bound(kappa, verdict):
     assert "κ = " in line.measured and "the bound's form: κ ≥ 2" in line.measured
 
 
-def test_rate_at_every_beta_reads_the_largest_n():
-    """Deviations flat up to n = 100 and ∝ n^{-1/2} after: the large-n slopes contain −1/2 (*holds*);
-    with the small-n regime at the large n instead, the line says *not observed*."""
+def test_rate_at_every_beta_pools_every_beta_of_every_draw_against_the_band():
+    """Deviations ∝ n^{-1/2} at every β of two draws: the pooled slope meets the band of finite-n
+    corrections (*holds*); ∝ n^{-0.3}: *refuted at these sizes*; one β of five at n^{-0.2} among
+    n^{-1/2}: that β's own slope lies beyond the band (Bonferroni over the rows) and refutes the line
+    "at every β" though the pooled slope alone would not. The line prints the band and the pooled slope."""
     rng = np.random.default_rng(1)
-    n = np.asarray(NS, float)
-    late = np.where(n <= 100, 0.1, 0.1 * (n / 100) ** -0.5)
-    early = np.where(n <= 100, 0.1 * (n / 10) ** -0.5, 0.1 * 10**-0.5)
-    noise = lambda: np.exp(0.05 * rng.standard_normal((32, n.size)))  # noqa: E731
-    need, have = {"seeds": 16, "largest n": 500, "betas": 2}, {"seeds": 32, "largest n": 3162, "betas": 2}
-    good = S.rate_at_every_beta_line([_row(b, 1.0, late * noise()) for b in (1.0, 2.0)], "Gaussian", need, have)
+    need, have = {"seeds": 16, "largest n": 500, "betas": 2}, {"seeds": 32, "largest n": 3162, "betas": 5}
+    betas = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+    def draws(slope_of):
+        return [[_row(b, 1.0, _law(b, 0.0, rng, slope=slope_of(b))) for b in betas] for _ in range(2)]
+
+    good = S.rate_at_every_beta_line(draws(lambda b: -0.5), "Gaussian", need, have)
     assert good.verdict == "holds", good.measured
-    bad = S.rate_at_every_beta_line([_row(b, 1.0, early * noise()) for b in (1.0, 2.0)], "Gaussian", need, have)
-    assert bad.verdict == "not observed at these sizes", bad.measured
+    assert "pooled slope -0.4" in good.measured or "pooled slope -0.5" in good.measured, good.measured
+    low, high = SL.band(NS)
+    assert f"against the band [{low:+.3f}, {high:+.3f}]" in good.measured
+    slow = S.rate_at_every_beta_line(draws(lambda b: -0.3), "Gaussian", need, have)
+    assert slow.verdict == "refuted at these sizes", slow.measured
+    one = S.rate_at_every_beta_line(draws(lambda b: -0.2 if b == 4.0 else -0.5), "Gaussian", need, have)
+    assert one.verdict == "refuted at these sizes" and "outside the band at β = 4" in one.measured, one.measured
+
+
+def test_the_rate_line_of_a_redrawn_run_is_the_pooled_one():
+    """Scales run at two draws: the rate line is written from both draws' rows (its sizes say it is
+    pooled, with each draw's own verdict), not the agreement of two one-draw verdicts."""
+    from cfm_experiments.protocol import Settings
+
+    rng = np.random.default_rng(3)
+    values = dict(seeds=32, ns=NS, betas=(0.25, 1.0, 2.0, 4.0), ball_ns=NS, ball_betas=(), n_ref=64)
+    settings = Settings(False, {"seed": 0, **values})
+    rows = [
+        {**_row(b, 1.0, _law(b, 0.0, rng)), "config": {**_row(b, 1.0, [[1.0]])["config"], "seed": k}}
+        for k in (0, 1)
+        for b in values["betas"]
+    ]
+    for r in rows:
+        r["values"] = _law(r["config"]["qk"], 0.0, rng).tolist()
+    part = S.Scales()
+    lines = {c.claim: c for c in part.summarize(rows, settings).claims}
+    line = lines["$n^{-1/2}$ rate at every inverse temperature (Gaussian context)"]
+    assert "pooled over 2 independent draws (seeds 0, 1); each draw alone: seed 0: " in line.sizes, line.sizes
+    assert line.verdict == "holds" and "over 8 rows" in line.measured, line.measured
 
 
 def test_identity_line_is_a_code_check_that_can_fail():

@@ -158,3 +158,12 @@ def test_numpy_contexts_have_their_laws_moments():
     assert abs((g**2).sum(1).mean() - 1) < 0.03 and np.abs(g.mean(0)).max() < 0.03
     b = np.linalg.norm(T.contexts(rng, "ball", 64, 64, 3).reshape(-1, 3), axis=1)
     assert b.max() <= 1.0 and abs(b.mean() - 0.75) < 0.01 and abs((b**2).mean() - 0.6) < 0.01
+
+
+def test_a_model_text_names_each_check_so_no_verdict_reads_as_anothers():
+    """A model whose decay passes but whose quantiles lie beyond the band: the text says the decay check
+    held and the model is refuted by name, not a bare *refuted* right after the decay exponent."""
+    row = _model(ratio=(1.3, 1.25, 1.35))
+    text = T.model_text(row)
+    assert "(decay check: holds); this model: refuted at these sizes" in text, text
+    assert "limit check: refuted at these sizes" in text and "tail check: holds" in text, text

@@ -83,8 +83,13 @@ def test_the_line_is_withheld_below_the_stable_sizes():
     assert small.verdict == "inconclusive at these sizes" and "(holds)" in small.sizes
     # the covariance's line needs more than the default sizes
     assert T.bias_line("cov", data, dict(T.STABLE["mean"]), 10_000).verdict == "inconclusive at these sizes"
-    data = [T.per_horizon(_row(e, e, horizon=h)) for h in (0.1, 1.0)]
-    assert T.bias_line("cov", data, dict(T.STABLE["cov"]), 10_000).verdict == "refuted at these sizes"
+    # a reference whose error is exactly the floor model's (c·n_ref^β added in quadrature): its Δβ is
+    # the floor model's +0.049 > NEGLIGIBLE, yet nothing beyond it, so the line is refuted
+    floor = [T.per_horizon(_row(e, np.sqrt(e**2 + 10_000**-1.0), horizon=h)) for h in (0.1, 1.0)]
+    assert all(h["mean"]["delta"]["ci_low"] > T.NEGLIGIBLE for h in floor)
+    line = T.bias_line("cov", floor, dict(T.STABLE["cov"]), 10_000)
+    assert line.verdict == "refuted at these sizes", line.measured
+    assert "Δβ beyond the floor model at the smallest" in line.measured
 
 
 TINY = {"scale": 2.0, "seed": 3, "ns": [16, 32, 64], "contexts": 3, "seeds": 2, "n_ref": 128, "dim": 4, "rho": 0.5}

@@ -9,7 +9,7 @@ from cfm_experiments import draws as D
 from cfm_experiments.protocol import Claim, Declaration, Part, Settings, Summary
 
 HOLDS, REFUTED = "holds", "refuted at these sizes"
-UNDECIDED = "undecided: interval straddles the boundary"
+UNDECIDED = "undecided: the draws disagree"
 
 
 class Toy(Part):
@@ -74,7 +74,7 @@ def test_the_draws_are_the_part_at_consecutive_seeds():
         D.draw_settings(settings, 0)
 
 
-def test_draws_that_disagree_read_undecided_and_say_each_verdict():
+def test_draws_that_disagree_read_that_they_disagree_and_say_each_verdict():
     settings = Settings(False, {"seed": 0})
     part = _toy(2)
     summary = part.summarize(_rows(part, settings), settings)
@@ -107,3 +107,23 @@ def test_the_figures_show_the_first_draw(tmp_path):
     rows = _rows(part, settings)
     drawn = part.figures(rows, Summary(), tmp_path)
     assert [p.name for p in drawn] == ["seed2-x1", "seed2-x2"]
+
+
+def test_a_code_check_failing_in_a_later_draw_fails_the_command():
+    """``passed`` is every draw's: a check that fails only in the second draw fails the combined run."""
+    ok, failed = Summary(claims=(Claim("c", "m", HOLDS),)), Summary(claims=(Claim("c", "m", HOLDS),), passed=False)
+    assert D.combine([ok, ok], [0, 1]).passed
+    assert not D.combine([ok, failed], [0, 1]).passed
+    assert not D.combine([failed, ok], [0, 1]).passed
+
+
+def test_a_pooled_line_replaces_the_draws_line_and_says_each_draws_verdict():
+    first = Summary(claims=(Claim("c", "m0", HOLDS), Claim("d", "m", HOLDS)))
+    second = Summary(claims=(Claim("c", "m1", REFUTED), Claim("d", "m", HOLDS)))
+    pooled = (Claim("c", "pooled m", HOLDS, sizes="s"),)
+    c, d = D.combine([first, second], [3, 4], pooled).claims
+    assert c.verdict == HOLDS and c.measured == "pooled m"
+    assert (
+        c.sizes == "s; pooled over 2 independent draws (seeds 3, 4); each draw alone: seed 3: holds; seed 4: " + REFUTED
+    )
+    assert d.verdict == HOLDS and "their verdicts agree" in d.sizes

@@ -6,7 +6,7 @@ import pytest
 from _tail_rows import decaying as _decaying, model as _model
 
 from cfm_experiments.claims import tail_exponent as T
-from cfm_experiments.verdicts import HOLDS, NOT_MEASURED, REFUTED, tails as TR
+from cfm_experiments.verdicts import HOLDS, NOT_MEASURED, NOT_TESTED, REFUTED, tails as TR
 
 
 def test_the_decay_bound_follows_from_the_claim():
@@ -65,3 +65,61 @@ def test_decay_joins_the_medians_intervals_at_their_far_ends():
     assert d.value == pytest.approx(0.0, abs=1e-12)
     assert d.ci_low == pytest.approx(np.log(2 * 0.98 / 1.02) / np.log(4) - 0.5)
     assert d.ci_high == pytest.approx(np.log(2 * 1.02 / 0.98) / np.log(4) - 0.5)
+
+
+def test_a_gamma_bound_exactly_at_the_alternative_is_not_tested():
+    """A limit's γ whose bound (plus the tolerance) is exactly 1, the sub-exponential alternative: the
+    bound cannot tell the tails apart (*not tested*), though γ lies below it; a hair below 1 it can."""
+    tol = TR.gamma_tolerance(64, T.TAIL_DELTAS)
+    last = _model(gamma=0.6, gamma_lin=1.0 - tol)["sizes"][-1]
+    assert TR.gamma_bound(last, T.TAIL_DELTAS) == 1.0  # exactly (the test's premise)
+    assert TR.gamma_verdict(last, T.TAIL_DELTAS) == NOT_TESTED
+    below = _model(gamma=0.6, gamma_lin=1.0 - tol - 1e-6)["sizes"][-1]
+    assert TR.gamma_verdict(below, T.TAIL_DELTAS) == HOLDS
+
+
+def test_the_decay_check_is_two_sided_and_a_wider_span_refutes_a_slower_decay():
+    """The band from 16 to 64 is [−0.576, −0.389]: a median decaying like n^{-1} (too fast) is refuted as
+    n^{-0.3} is, −½ holds; n^{-0.4} passes from 16 to 64 and the span that refutes it starts past 64, the
+    bound there equal to −0.4."""
+    low, high = TR.decay_band(16, 64)
+    assert low == pytest.approx(-0.5 + np.log(1.125 / 1.25) / np.log(4)) and high == TR.decay_bound(16, 64)
+    assert TR.model_checks(_decaying(-1.0))["decay"] == REFUTED
+    assert TR.model_checks(_decaying(low - 0.01))["decay"] == REFUTED
+    assert TR.model_checks(_decaying(low + 0.01))["decay"] == HOLDS
+    assert TR.model_checks(_decaying(-0.4))["decay"] == HOLDS
+    span = TR.refuting_span(16, -0.4)
+    assert span > 64 and TR.decay_bound(16, span) == pytest.approx(-0.4)
+    assert TR.decay_bound(16, 1.01 * span) < -0.4 < TR.decay_bound(16, 0.99 * span)
+    assert TR.refuting_span(16, -0.5) == float("inf")
+
+
+def test_the_coefficient_is_a_stated_tolerance_and_the_data_show_their_own():
+    """The rule's coefficient is the constant, whatever the rows; the coefficient the rows show is
+    max |q_δ over the limit's − 1|·√n at the largest n (NaN when none is stored)."""
+    row = _model(ratio=(1.05, 1.0, 1.1))
+    assert TR.coefficient_seen(row) == pytest.approx(0.05 * 8)
+    assert TR.correction(64) == TR.COEFFICIENT / 8
+    row["sizes"][-1]["ratio"]["value"] = None
+    assert np.isnan(TR.coefficient_seen(row))
+
+
+def test_a_stored_row_with_null_fields_reads_not_measured():
+    """Each field a model's checks read, set to null or removed: no exception, and the check that
+    needs it does not hold."""
+    needs = {"gamma": ["tail"], "gamma_lin": ["tail"], "median_ci": ["decay"], "ratio": ["limit"]}
+    needs["n"] = ["tail", "decay", "limit"]
+    for key, checks_needing in needs.items():
+        for how in ("null", "removed"):
+            row = _model()
+            for s in row["sizes"]:
+                if how == "null":
+                    s[key] = None
+                else:
+                    del s[key]
+            checks = TR.model_checks(row)
+            assert all(checks[c] == NOT_MEASURED for c in checks_needing), (key, how, checks)
+            assert TR.model_verdict(row) == NOT_MEASURED, (key, how, checks)
+    row = _model()
+    row["deltas"] = None
+    assert TR.model_checks(row)["tail"] == NOT_MEASURED

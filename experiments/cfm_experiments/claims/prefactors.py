@@ -20,7 +20,7 @@ from ..declarations.claims import PREFACTORS
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_OBSERVED, claims as V
+from ..verdicts import claims as V, slopes as SL
 from .common import base_config, dim_of
 from .deviation import deviations
 from .sampling import param_count
@@ -104,7 +104,7 @@ class Prefactors(Part):
         if collapsed:
             claims.append(width_line(widths, collapsed))
         if rows:
-            claims.append(rate_line([r for r in rows if not r["config"].get("collapse")], seeds, top_n))
+            claims.append(rate_line([[r for r in rows if not r["config"].get("collapse")]], seeds, top_n))
         text = "\n".join(
             f"d={dim_of(r):3d} H={r['config']['heads']} m={r['config']['width']:3d} "
             f"{r['config'].get('vnorm', 'concat'):6s}{' collapsed' if r['config'].get('collapse') else ''}: "
@@ -112,6 +112,13 @@ class Prefactors(Part):
             for r in rows
         )
         return Summary(text=text, data=data, claims=tuple(claims))
+
+    def pooled(self, rows: list[list[dict]], settings: Settings) -> list[Claim]:
+        """The rate line, one slope pooled over every model of every draw."""
+        if not rows[0]:
+            return []
+        plain = [[r for r in draw if not r["config"].get("collapse")] for draw in rows]
+        return [rate_line(plain, settings["seeds"], max(settings["ns"]))]
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
         dims, concat, vsum, widths, _ = self.scans(rows)
@@ -169,20 +176,27 @@ def width_line(widths, collapsed) -> Claim:
 
 
 def rate_line(rows, seeds: int, top_n: int) -> Claim:
-    """Every model's slope, over all n and over the largest n: the share whose interval holds −1/2."""
-    fits = [slope_fit(r["config"]["ns"], r["values"]) for r in rows]
-    large = [large_n_slope(r["config"]["ns"], r["values"]) for r in rows]
-    ns = rows[0]["config"]["ns"]
-    K = len(fits)
-    inside = sum(f.contains(-0.5) for f in fits)
-    inside_large = sum(f.contains(-0.5) for f in large)
-    verdict = HOLDS if min(inside, inside_large) >= 0.8 * K else NOT_OBSERVED
-    verdict, sizes = V.judge(verdict, {"seeds": 32, "largest n": 1000}, {"seeds": seeds, "largest n": top_n})
+    """The n^{−½} rate over every model (``rows``: one list per draw): each model's slope over all n,
+    pooled over the models of every draw into one slope against the band of finite-n corrections
+    (:func:`~cfm_experiments.verdicts.slopes.slope_verdict`); the first draw's slopes over all n and
+    over the largest n, and how many of their intervals meet the band, beside it."""
+    every = [r for draw in rows for r in draw]
+    fits = [slope_fit(r["config"]["ns"], r["values"]) for r in every]
+    first = fits[: len(rows[0])]
+    large = [large_n_slope(r["config"]["ns"], r["values"]) for r in rows[0]]
+    ns = sorted(every[0]["config"]["ns"])
+    low, high = SL.band(ns)
+    K = len(first)
+    meets = sum(f.ci_low <= high and low <= f.ci_high for f in first)
+    meets_large = sum(f.ci_low <= high and low <= f.ci_high for f in large)
+    verdict, sizes = V.judge(
+        SL.slope_verdict(fits, ns), {"seeds": 32, "largest n": 1000}, {"seeds": seeds, "largest n": top_n}
+    )
     return Claim(
         claim="token deviation vs the exact infinite-context limit decays as $n^{-1/2}$ (sup over depth)",
-        measured=f"fitted slopes {min(f.slope for f in fits):+.3f} … {max(f.slope for f in fits):+.3f} over the {K} "
-        f"models of this part (n = {ns[0]} … {ns[-1]}); bootstrap 95 % CI contains −1/2 in {inside}/{K} "
-        f"(over n ≥ {sorted(ns)[-LARGE_N]}: {inside_large}/{K})",
+        measured=f"fitted slopes {min(f.slope for f in first):+.3f} … {max(f.slope for f in first):+.3f} over the "
+        f"{K} models of this part (n = {ns[0]} … {ns[-1]}); bootstrap 95 % CI meets the band in {meets}/{K} "
+        f"(over n ≥ {ns[-LARGE_N]}: {meets_large}/{K}); {SL.describe(fits, ns)}",
         verdict=verdict,
         figure="prefactors.png",
         sizes=sizes,

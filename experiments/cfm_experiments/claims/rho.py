@@ -12,7 +12,10 @@ Each model runs ``--rho-contexts`` contexts; its local slope is that of the mean
 (over its contexts) between the two largest n, set next to max(−1/2, −2/ρ²). Per bin the line
 gives the mean slope over the bin's models (bootstrap over models); the verdict regresses the
 measured slopes on the predicted ones across all models (paired bootstrap): the law holds when the
-slope of that regression contains 1 and its intercept 0.
+slope of that regression contains 1 (and excludes 0) and its intercept 0. When it misses the law,
+the bins say how (:func:`~cfm_experiments.verdicts.claims.law_rule`): a bin decaying slower than the
+law allows refutes it; bins only steeper than the law (the slow rate has not set in by these n,
+which a finite run cannot refute) read *not observed at these sizes*.
 
 One draw of 16 models a bin (80 models, 2 contexts each) does not give a verdict that another
 draw repeats: four base seeds read *refuted*, *refuted*, *not observed* and *holds*. The line
@@ -167,7 +170,7 @@ def regression(models) -> tuple[Interval, Interval]:
 def binned(models) -> list[dict]:
     """Per bin of :data:`RHO_BINS` with two models or more, in order: ``bin``, ``label``, ``models``,
     ``rho`` (their mean ρ), ``slope`` (the mean last local slope, bootstrap over models) and ``law``
-    (the prediction at the mean ρ)."""
+    (the mean of the law's slopes over the same models: what ``slope`` estimates if the law holds)."""
     out = []
     for b in range(len(RHO_BINS) - 1):
         sel = [m for m in models if m["bin"] == b]
@@ -181,19 +184,25 @@ def binned(models) -> list[dict]:
                     "models": len(sel),
                     "rho": rho,
                     "slope": slope,
-                    "law": float(predicted_slope(rho)),
+                    "law": float(np.mean(predicted_slope([m["rho"] for m in sel]))),
                 }
             )
     return out
 
 
+def law_bins(models) -> list[tuple[Interval, float]]:
+    """Per bin (:func:`binned`): its mean slope's interval and the law's mean slope there, as
+    :func:`~cfm_experiments.verdicts.claims.law_rule` reads them."""
+    return [(c["slope"], c["law"]) for c in binned(models)]
+
+
 def rho_line(models, have) -> Claim:
     """The pooled regression's verdict over every draw's models, each draw's own verdict beside it."""
     a, b = regression(models)
-    verdict = V.law_rule(a, b)
+    verdict = V.law_rule(a, b, law_bins(models))
     draws = sorted({m.get("draw", 0) for m in models})
-    fits = [regression([m for m in models if m.get("draw", 0) == k]) for k in draws]
-    own = [(V.law_rule(ak, bk), ak, bk) for ak, bk in fits]
+    each_draw = [[m for m in models if m.get("draw", 0) == k] for k in draws]
+    own = [(V.law_rule(*regression(ms), law_bins(ms)), *regression(ms)) for ms in each_draw]
     ns = models[0]["ns"]
     bins = "; ".join(
         f"{c['label']} ({c['models']} models, mean ρ {c['rho']:.2f}): "
@@ -268,6 +277,7 @@ __all__ = [
     "Rho",
     "binned",
     "buckets",
+    "law_bins",
     "per_model",
     "predicted_slope",
     "regression",

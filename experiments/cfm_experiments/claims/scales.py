@@ -6,7 +6,9 @@ radius R). The σ sweep and the ‖Q‖‖K‖ sweep at equal β check that iden
 algebra evaluated on the same random numbers). The growth of C/σ in β is fitted, log(C/σ) ≈ a + κβ,
 and compared with the bound's form: the softmax weights on the ball of radius R differ by at most
 e^{2β}, and every Lipschitz constant of the proof carries that factor (κ = 2). The slopes in n at
-each β are reported too; the ``rho`` part follows the Gaussian's slow rate at large β to n ≥ 10⁴.
+each β are reported too, and the n^{−½} line pools them, every β of every draw, into one slope
+judged against a band of finite-n corrections (:mod:`cfm_experiments.verdicts.slopes`; the
+:meth:`Scales.pooled` line); the ``rho`` part follows the Gaussian's slow rate at large β to n ≥ 10⁴.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..declarations.claims import SCALES
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import claims as V
+from ..verdicts import claims as V, slopes as SL
 from .common import base_config, select
 from .deviation import deviations
 from .statistics import LARGE_N, ci, growth, large_n_slope, log_prefactors, slope_fit
@@ -99,12 +101,8 @@ class Scales(Part):
         ):
             if len(group) >= 3:
                 claims.append(growth_line(group, what, {"seeds": 16, "betas": 4}, hv))
-        for group, what, hv, need in (
-            (gq, "Gaussian", have, {"seeds": 16, "largest n": 500, "betas": 4}),
-            (gb, "ball", have_ball, {"seeds": 16, "largest n": 400, "betas": 4}),
-        ):
-            if len(group) >= 2:
-                claims.append(rate_at_every_beta_line(group, what, need, hv))
+        for line in self.rate_lines([rows], settings):
+            claims.append(rate_at_every_beta_line(*line))
         lines = []
         for r in gq + [r for r in gs if r["config"]["scale"] != 1.0] + gb:
             f = slope_fit(r["config"]["ns"], r["values"])
@@ -114,6 +112,30 @@ class Scales(Part):
             )
         text = "\n".join(lines)
         return Summary(text=text, claims=tuple(claims))
+
+    @classmethod
+    def rate_lines(cls, rows: list[list[dict]], settings: Settings):
+        """Per rate line (Gaussian, ball) with two β or more in the first draw: (its group in each
+        draw of ``rows``, its name, the run's sizes, the sizes at which its verdict is stable)."""
+        have = {"seeds": settings["seeds"], "largest n": max(settings["ns"]), "betas": len(settings["betas"])}
+        have_ball = {
+            "seeds": settings["seeds"],
+            "largest n": max(settings["ball_ns"]),
+            "betas": len(settings["ball_betas"]),
+        }
+        grouped = [cls.groups(r) for r in rows]
+        out = []
+        for k, what, hv, need in (
+            (0, "Gaussian", have, {"seeds": 16, "largest n": 500, "betas": 4}),
+            (2, "ball", have_ball, {"seeds": 16, "largest n": 400, "betas": 4}),
+        ):
+            if len(grouped[0][k]) >= 2:
+                out.append(([g[k] for g in grouped], what, need, hv))
+        return out
+
+    def pooled(self, rows: list[list[dict]], settings: Settings) -> list[Claim]:
+        """The n^{−½} lines, one slope pooled over every β of every draw."""
+        return [rate_at_every_beta_line(*line) for line in self.rate_lines(rows, settings)]
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
         gq, gs, gb = self.groups(rows)
@@ -168,23 +190,29 @@ def growth_line(group, what, need, have) -> Claim:
     )
 
 
-def rate_at_every_beta_line(group, what, need, have) -> Claim:
-    """The slope over all n and over the :data:`LARGE_N` largest n at each β; the verdict reads the latter."""
-    fits = [
-        (beta(r), slope_fit(r["config"]["ns"], r["values"]), large_n_slope(r["config"]["ns"], r["values"]))
-        for r in group
-    ]
-    off = [b for b, _, g in fits if not g.contains(-0.5)]
-    ns = sorted(group[0]["config"]["ns"])
+def rate_at_every_beta_line(groups, what, need, have) -> Claim:
+    """The n^{−½} rate at every β: each β's slope over all n (and over the :data:`LARGE_N` largest, for
+    the reader) in the first of ``groups`` (one group of rows per draw); the verdict pools every β of
+    every draw into one slope against the band of finite-n corrections
+    (:func:`~cfm_experiments.verdicts.slopes.slope_verdict`: a β whose own slope lies beyond it, with
+    multiplicity accounted for, refutes the line)."""
+    rows = [r for group in groups for r in group]
+    fits = [slope_fit(r["config"]["ns"], r["values"]) for r in rows]
+    ns = sorted(rows[0]["config"]["ns"])
+    low, high = SL.band(ns)
+    first = groups[0]
+    shown = [(beta(r), f, large_n_slope(r["config"]["ns"], r["values"])) for r, f in zip(first, fits)]
+    off = [b for b, f, _ in shown if f.ci_high < low or f.ci_low > high]
     measured = f"slope over all n / over n ≥ {ns[-LARGE_N]}: " + "; ".join(
-        f"β={b:g}: {f:+.2f} / {g:+.2f}" for b, f, g in fits
+        f"β={b:g}: {f:+.2f} / {g:+.2f}" for b, f, g in shown
     )
     measured += (
-        f"; the large-n CI misses −1/2 at β = {', '.join(f'{b:g}' for b in off)}"
+        f"; the slope's CI lies outside the band at β = {', '.join(f'{b:g}' for b in off)}"
         if off
-        else "; every large-n CI contains −1/2"
+        else "; every slope's CI meets the band"
     )
-    verdict, sizes = V.judge(V.all_contain([g for _, _, g in fits], -0.5), need, have)
+    measured += f"; {SL.describe(fits, ns)}"
+    verdict, sizes = V.judge(SL.slope_verdict(fits, ns), need, have)
     return Claim(
         claim=f"$n^{{-1/2}}$ rate at every inverse temperature ({what} context)",
         measured=measured,

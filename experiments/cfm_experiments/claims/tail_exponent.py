@@ -45,7 +45,17 @@ from ..draws import redrawn
 from ..plotting import COLORS, figure, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import claims as V, worst
-from ..verdicts.tails import decay, decay_bound, gamma_of, limit_band, model_verdict
+from ..verdicts.tails import (
+    COEFFICIENT,
+    coefficient_seen,
+    decay,
+    decay_band,
+    gamma_of,
+    limit_band,
+    model_checks,
+    model_verdict,
+    refuting_span,
+)
 from .deviation import deviations_program, references, token_trajectory
 from .rho_models import rho_of
 from .sampling import DRAW_OPTIONS, fixed_norm_params, sample_law, transformer
@@ -261,17 +271,21 @@ def _delta(d: float) -> str:
 
 def model_text(row) -> str:
     """One model's part of the line: γ per n, the quantiles over the limit's at the largest n (their
-    range over δ and the span of their intervals), the decay exponent and the model's verdict."""
+    range over δ and the span of their intervals), the decay exponent, each check's verdict by name
+    and the model's (the worst of them), labelled so that no verdict reads as another check's."""
     sizes = sorted(row["sizes"], key=lambda s: s["n"])
     last, slope = sizes[-1], decay(sizes)
     r = last["ratio"]
+    checks = model_checks(row)
     return (
         f"ρ = {row['rho']:.2f}: γ = "
         + ", ".join(f"{ci(gamma_of(s), fmt='.2f')} (n = {s['n']})" for s in sizes)
-        + f", limit's {last['gamma_lin']:.2f}; $q_δ$ over the limit's at n = {last['n']}: "
-        f"{min(r['value']):.2f} … {max(r['value']):.2f} "
-        f"(intervals within [{min(r['ci_low']):.2f}, {max(r['ci_high']):.2f}]); "
-        f"median's exponent in n {'no two sizes' if slope is None else ci(slope, fmt='+.2f')}: {model_verdict(row)}"
+        + f", limit's {last['gamma_lin']:.2f} (tail check: {checks['tail']}); $q_δ$ over the limit's at "
+        f"n = {last['n']}: {min(r['value']):.2f} … {max(r['value']):.2f} "
+        f"(intervals within [{min(r['ci_low']):.2f}, {max(r['ci_high']):.2f}]; limit check: {checks['limit']}; "
+        f"coefficient seen {coefficient_seen(row):.2f}); "
+        f"median's exponent in n {'no two sizes' if slope is None else ci(slope, fmt='+.2f')} "
+        f"(decay check: {checks['decay']}); this model: {model_verdict(row)}"
     )
 
 
@@ -283,12 +297,15 @@ def exponent_line(rows, what, have) -> Claim:
     verdict, sizes = V.judge(worst(model_verdict(r) for r in rows), {"contexts per model": 25_000}, have)
     ns = sorted(s["n"] for s in rows[0]["sizes"])
     lo, hi = limit_band(ns[-1])
-    slowest = decay_bound(ns[0], ns[-1])
+    fastest, slowest = decay_band(ns[0], ns[-1])
+    span = refuting_span(ns[0], -0.4)
     return Claim(
         claim=r"the sup deviation has a sub-Gaussian tail, $q_\delta \propto \sqrt{\log(1/\delta)}$ "
         f"(exponent ½, as the linearised limiting Gaussian process), not a sub-exponential one (exponent 1), "
-        f"and is that limit's up to a relative correction $1/\\sqrt n$: it decays in n (exponent ≤ {slowest:.3f} "
-        f"from n = {ns[0]} to {ns[-1]}) and its quantiles are within [{lo:.3g}, {hi:.3g}] × the limit's at "
+        f"and is that limit's up to a relative correction $c/\\sqrt n$, c = {COEFFICIENT:g} (a stated tolerance): it "
+        f"decays in n (exponent in [{fastest:.3f}, {slowest:.3f}] from n = {ns[0]} to {ns[-1]}; a decay like "
+        f"$n^{{-0.4}}$ lies outside only from n = {ns[0]} to {span:.0f} on) and its quantiles are within "
+        f"[{lo:.3g}, {hi:.3g}] × the limit's at "
         f"n = {ns[-1]}, for every model: {what}",
         measured=f"{len(rows)} models, ρ at N(0, I/d); {rows[0]['config']['tail_samples']} contexts per model and n, "
         f"δ = {_delta(deltas[0])} … {_delta(deltas[-1])}, $\\log q_δ ≈ c + γ\\log\\log(1/δ)$: "

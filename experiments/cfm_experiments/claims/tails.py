@@ -19,7 +19,7 @@ from ..declarations.claims import TAILS
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import HOLDS, NOT_OBSERVED, claims as V
+from ..verdicts import NOT_OBSERVED, claims as V, slopes as SL, worst
 from .common import base_config
 from .deviation import deviations
 from .statistics import ci, tail_fits
@@ -51,14 +51,7 @@ class Tails(Part):
         for r in rows:
             f = tail_fits(r["config"]["ns"], r["values"])
             data = f
-            claims.append(
-                tails_line(
-                    r,
-                    f,
-                    {"contexts": 256, "largest n": 500},
-                    {"contexts": r["config"]["seeds"], "largest n": max(r["config"]["ns"])},
-                )
-            )
+            claims.append(tails_line(r, [f], *sizes_of(r)))
         text = ""
         if rows:
             f = data
@@ -67,6 +60,13 @@ class Tails(Part):
                 for k, n in enumerate(f["ns"])
             )
         return Summary(text=text, data={"fits": data}, claims=tuple(claims))
+
+    def pooled(self, rows: list[list[dict]], settings: Settings) -> list[Claim]:
+        """The line, every δ's slope of every draw pooled into one (the δ of one draw correlated)."""
+        if not rows[0] or not all(rows):
+            return []
+        fits = [tail_fits(draw[0]["config"]["ns"], draw[0]["values"]) for draw in rows]
+        return [tails_line(rows[0][0], fits, *sizes_of(rows[0][0]))]
 
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
         return [save(tails_figure(rows[0], summary.data["fits"]), out / "tails.png")] if rows else []
@@ -77,8 +77,20 @@ def _at(entry: dict, k: int) -> str:
     return ci(entry["value"][k], entry["ci_low"][k], entry["ci_high"][k])
 
 
-def tails_line(row, f, need, have) -> Claim:
-    """Every quantile's slope in n against −1/2; the affine fit and its curvature beside it."""
+def sizes_of(row) -> tuple[dict, dict]:
+    """(the sizes from which the line's verdict is stable, the row's sizes)."""
+    return {"contexts": 256, "largest n": 500}, {
+        "contexts": row["config"]["seeds"],
+        "largest n": max(row["config"]["ns"]),
+    }
+
+
+def tails_line(row, fits, need, have) -> Claim:
+    """Every quantile's slope in n (``fits``: :func:`~.statistics.tail_fits` of each draw) pooled into
+    one slope against the band of finite-n corrections (the δ of one draw are statistics of the same
+    contexts: ``correlated``), and the quantiles ordered in δ in every draw; the first draw's affine
+    fit and its curvature beside it."""
+    f = fits[0]
     cur, co, sl, ic = f["curvature"], f["coefficient"], f["slopes"], f["intercept"]
     K = len(f["ns"])
     n_affine = sum(lo <= 0 <= hi for lo, hi in zip(cur["ci_low"], cur["ci_high"]))
@@ -93,8 +105,14 @@ def tails_line(row, f, need, have) -> Claim:
         f"a = {_at(ic, -1)}, b = {_at(co, -1)}; "
         f"curvature CI contains 0 at {n_affine}/{K} n (no power against a log(1/δ) tail at δ ≥ 0.01)"
     )
-    half = all(lo <= -0.5 <= hi for lo, hi in zip(sl["ci_low"], sl["ci_high"]))
-    verdict, sizes = V.judge(HOLDS if half and f["ordered"] else NOT_OBSERVED, need, have)
+    every = [
+        {"slope": v, "ci_low": lo, "ci_high": hi}
+        for g in fits
+        for v, lo, hi in zip(g["slopes"]["value"], g["slopes"]["ci_low"], g["slopes"]["ci_high"])
+    ]
+    measured += f"; {SL.describe(every, f['ns'], correlated=True)}"
+    rate = SL.slope_verdict(every, f["ns"], correlated=True)
+    verdict, sizes = V.judge(worst([rate, *(NOT_OBSERVED for g in fits if not g["ordered"])]), need, have)
     return Claim(
         claim="every tail quantile $q_δ$ (δ ≥ 0.01) of the sup deviation decays like $n^{-1/2}$ (the n-part of "
         r"the high-probability form $C\sqrt{\log(1/\delta)/n}$)",
@@ -134,4 +152,4 @@ def tails_figure(row, f):
     return fig
 
 
-__all__ = ["Tails", "tails_figure", "tails_line"]
+__all__ = ["Tails", "sizes_of", "tails_figure", "tails_line"]

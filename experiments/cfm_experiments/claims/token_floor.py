@@ -16,7 +16,8 @@ numbers follow the prediction, the reference adds its own error and nothing else
 
 :func:`paired` fits both references on the same contexts, per seed, and gives Δβ = β_MC − β_exact
 and the prefactor ratio c_MC/c_exact with Student-t intervals over seeds
-(:func:`cfm_jax.stats.mean_ci`).
+(:func:`cfm_jax.stats.mean_ci`). :func:`beyond_floor` is what the claim line judges: the measured Δβ
+minus the floor model's, an effect of the reference that its own error's addition does not explain.
 """
 
 from __future__ import annotations
@@ -53,4 +54,20 @@ def floor_model(ns, slope: float, n_ref: int) -> dict:
     return {"delta": float(b - slope), "ratio": float(np.exp(a)), "error_ratio": np.exp(mc - exact).tolist()}
 
 
-__all__ = ["floor_model", "paired"]
+def beyond_floor(delta, exact_fit, ns, n_ref: int) -> dict:
+    """The measured Δβ (``delta``: value and interval) minus the floor model's Δβ, with an interval
+    that holds both uncertainties: the floor model's Δβ taken at the exact reference's slope, at both
+    edges of its interval (``exact_fit``), and the widest difference kept. ``null`` (None) where a
+    number is missing (how a row stores NaN)."""
+    nan = float("nan")
+    num = lambda x: nan if x is None else float(x)  # noqa: E731
+    value, lo, hi = (num(delta.get(k)) for k in ("value", "ci_low", "ci_high"))
+    slopes = [num(exact_fit.get(k)) for k in ("slope", "ci_low", "ci_high")]
+    if not all(map(math.isfinite, slopes)):
+        return {"value": None, "ci_low": None, "ci_high": None, "floor": None}
+    floors = [floor_model(ns, s, n_ref)["delta"] for s in slopes]
+    out = {"value": value - floors[0], "ci_low": lo - max(floors), "ci_high": hi - min(floors), "floor": floors[0]}
+    return {k: v if math.isfinite(v) else None for k, v in out.items()}
+
+
+__all__ = ["beyond_floor", "floor_model", "paired"]

@@ -18,8 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from cfm_jax.stats import Interval, RateFit
-
 from .vocabulary import (
     BELOW_STABLE_SIZES,
     DIFFERENT,
@@ -32,7 +30,9 @@ from .vocabulary import (
     against_band,
     against_claim,
     code_check,
+    edges,
     measured,
+    real,
 )
 
 
@@ -40,11 +40,16 @@ def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, (int, float)) else str(v)
 
 
-def judge(verdict: Verdict, need: Mapping[str, float], have: Mapping[str, float]) -> tuple[Verdict, str]:
+def judge(verdict: Verdict, need: Mapping[str, float], have: Mapping[str, object]) -> tuple[Verdict, str]:
     """``(verdict, sizes)``: the rule's verdict when every size in ``have`` reaches ``need``
-    (name → least value), else *inconclusive at these sizes*; ``sizes`` states both."""
+    (name → least value), else *inconclusive at these sizes*; ``sizes`` states both. A size of the
+    run that is missing, ``null``, NaN or not a number has not reached anything; a NaN size needed is
+    refused (the rule's own constant)."""
     verdict = Verdict(verdict)
-    missing = {k: v for k, v in need.items() if have.get(k, 0) < v}
+    for k, v in need.items():
+        if math.isnan(real(v)):
+            raise ValueError(f"judge: the size needed for {k!r} must be a number, got {v!r}.")
+    missing = {k: v for k, v in need.items() if not real(have.get(k)) >= v}
     stable = ", ".join(f"{k} ≥ {_fmt(v)}" for k, v in need.items())
     run = ", ".join(f"{k} {_fmt(have[k])}" for k in need if k in have)
     if missing:
@@ -59,76 +64,103 @@ GROWTH_RESOLUTION = 0.5
 NO_DECAY = 0.0
 
 
-def _usable(fits: Sequence[Interval | RateFit]) -> bool:
-    return bool(fits) and all(measured(f.ci_low, f.ci_high) for f in fits)
+def _usable(fits: Sequence) -> bool:
+    return bool(fits) and all(measured(*edges(f)) for f in fits)
 
 
-def independence(gamma: Interval, resolution: float = GROWTH_RESOLUTION) -> Verdict:
+def independence(gamma, resolution: float = GROWTH_RESOLUTION) -> Verdict:
     """C ∝ x^γ and the claim "C does not grow with x": the interval reaches 0 or lies below it and
     excludes the growth ``resolution`` (C ∝ √x by default) → *holds*; lies above 0 → *refuted*;
     reaches both 0 and ``resolution`` → *undecided*; no interval → *not measured*."""
-    return against_claim(gamma.ci_low, gamma.ci_high, 0.0, resolution)
+    return against_claim(*edges(gamma), 0.0, resolution)
 
 
-def bounded_growth(kappa: Interval, bound: float) -> Verdict:
+def bounded_growth(kappa, bound: float) -> Verdict:
     """log C ≈ a + κβ against a bound's exponent ``bound`` > 0: the interval lies below it → *holds
     with a different constant* (slower than the bound says); contains it and excludes both no growth
     (0) and twice the bound's exponent → *holds*; contains it and reaches either → *undecided*;
     above it → *refuted*; no interval → *not measured*."""
-    if not measured(kappa.ci_low, kappa.ci_high):
+    if math.isnan(real(bound)):
+        raise ValueError(f"`bound` must be a number, got {bound!r}.")
+    lo, hi = edges(kappa)
+    if not measured(lo, hi):
         return NOT_MEASURED
-    if kappa.ci_high < bound:
+    if hi < bound:
         return DIFFERENT
-    if kappa.ci_low > bound:
+    if lo > bound:
         return REFUTED
-    return HOLDS if kappa.ci_low > 0 and kappa.ci_high < 2 * bound else UNDECIDED
+    return HOLDS if lo > 0 and hi < 2 * bound else UNDECIDED
 
 
-def rate(
-    fits: Sequence[Interval | RateFit], target: float, share: float = 0.8, alternative: float = NO_DECAY
-) -> Verdict:
+def _contains(fit, x: float) -> bool:
+    lo, hi = edges(fit)
+    return lo <= x <= hi
+
+
+def rate(fits: Sequence, target: float, share: float = 0.8, alternative: float = NO_DECAY) -> Verdict:
     """Slopes of several models: *holds* when at least ``share`` of their intervals contain
     ``target`` and exclude ``alternative`` (no decay), else *not observed*; any interval NaN or
     infinite, or none → *not measured*."""
     if not _usable(fits):
         return NOT_MEASURED
-    inside = sum(f.contains(target) and not f.contains(alternative) for f in fits)
+    inside = sum(_contains(f, target) and not _contains(f, alternative) for f in fits)
     return HOLDS if inside >= share * len(fits) else NOT_OBSERVED
 
 
-def all_contain(fits: Sequence[Interval | RateFit], target: float, alternative: float = NO_DECAY) -> Verdict:
+def all_contain(fits: Sequence, target: float, alternative: float = NO_DECAY) -> Verdict:
     """*holds* when every interval contains ``target`` and excludes ``alternative`` (no decay), else
     *not observed at these sizes*; any interval NaN or infinite, or none → *not measured*."""
     return rate(fits, target, share=1.0, alternative=alternative)
 
 
-def at_most(gamma: Interval, limit: float, alternative: float | None = None) -> Verdict:
+def at_most(gamma, limit: float, alternative: float | None = None) -> Verdict:
     """The claim "γ ≤ limit": the interval lies at or below ``limit`` → *holds*; above it →
     *refuted*; across it → *undecided*, unless an ``alternative`` above ``limit`` is named (the value
     the claim denies): then an interval that reaches ``limit`` and excludes ``alternative`` also
     *holds* (it is the claimed value, measured). No interval → *not measured*."""
-    return against_claim(gamma.ci_low, gamma.ci_high, limit, limit if alternative is None else alternative)
+    return against_claim(*edges(gamma), limit, limit if alternative is None else alternative)
 
 
-def law_rule(a: Interval, b: Interval) -> Verdict:
-    """The ρ line's regression measured ≈ a + b·law against the law (b = 1, a = 0): an interval of b that
-    misses 1 → *refuted*; one that contains 1 and reaches 0 (no dependence on the law: it cannot
-    tell the law from no transition) → *undecided*; b containing 1 only, with a containing 0 →
-    *holds*, with a missing 0 → *not observed*; a NaN, infinite or reversed interval → *not measured*."""
-    edges = (a.ci_low, a.ci_high, b.ci_low, b.ci_high)
-    if not all(math.isfinite(e) for e in edges) or a.ci_low > a.ci_high or b.ci_low > b.ci_high:
+def law_rule(a, b, bins: Sequence[tuple[object, float]]) -> Verdict:
+    """The ρ line's law, a local rate max(−½, −2/ρ²) at large n, from the regression measured ≈ a + b·law
+    across models (the law: b = 1, a = 0) and each ρ bin's mean slope against the law's mean slope over
+    the bin's models (``bins``: pairs (interval, law's slope)):
+
+    - b containing 1 and excluding 0, with a containing 0 → *holds*;
+    - b containing both 1 and 0 (it cannot tell the law from no dependence on it) → *undecided*;
+    - the law missed (b excludes 1 or a excludes 0): a bin whose slope lies wholly above the law's (a
+      decay slower than the law allows) → *refuted*; else a bin wholly below it (steeper: the slow rate
+      the law predicts has not set in by these n, which a finite run cannot refute) → *not observed
+      at these sizes*; no bin wholly off the law (the bins' intervals reach it) → *undecided*;
+    - a NaN, ``null``, infinite or reversed interval of a or b, or no bin, or a bin without its
+      interval or its law → *not measured*."""
+    (alo, ahi), (blo, bhi) = edges(a), edges(b)
+    if not (measured(alo, ahi) and measured(blo, bhi)) or not bins:
         return NOT_MEASURED
-    if not b.ci_low <= 1.0 <= b.ci_high:
+    off = [against_band(*edges(iv), law, law) for iv, law in bins if math.isfinite(real(law))]
+    if len(off) < len(bins) or NOT_MEASURED in off:
+        return NOT_MEASURED
+    if blo <= 1.0 <= bhi:
+        if blo <= 0.0:
+            return UNDECIDED
+        if alo <= 0.0 <= ahi:
+            return HOLDS
+    above = [edges(iv)[0] > law for iv, law in bins]
+    below = [edges(iv)[1] < law for iv, law in bins]
+    if any(above):
         return REFUTED
-    if b.ci_low <= 0.0:
-        return UNDECIDED
-    return HOLDS if a.ci_low <= 0.0 <= a.ci_high else NOT_OBSERVED
+    return NOT_OBSERVED if any(below) else UNDECIDED
 
 
-def bias_verdict(deltas: Sequence[Mapping], tol: float) -> Verdict:
-    """token_sample's claim "the reference biases the slope by more than ``tol`` at every horizon": every Δβ
-    interval outside ±tol → *holds*; one inside → *refuted*; else *undecided*; none → *not measured*."""
-    each = [against_band(d["ci_low"], d["ci_high"], -tol, tol) for d in deltas]
+def bias_verdict(deltas: Sequence, tol: float) -> Verdict:
+    """token_sample's claim "the reference biases the slope by more than ``tol`` at every horizon", read
+    from each horizon's effect beyond what the floor model predicts (an interval per horizon, as
+    :func:`~cfm_experiments.claims.token_sample.beyond_floor` gives it): every interval outside
+    ±tol → *holds*; one inside → *refuted*; else *undecided*; none, or one NaN, ``null`` or missing →
+    *not measured*."""
+    if math.isnan(real(tol)) or real(tol) < 0:
+        raise ValueError(f"`tol` must be a number >= 0, got {tol!r}.")
+    each = [against_band(*edges(d), -tol, tol) for d in deltas]
     if not each or NOT_MEASURED in each:
         return NOT_MEASURED
     if HOLDS in each:  # a negligible change at some horizon

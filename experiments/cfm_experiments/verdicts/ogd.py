@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from cfm_jax.stats import Interval, RateFit
+from cfm_jax.stats import Interval
 
 from .vocabulary import (
     DIFFERENT,
@@ -28,8 +28,17 @@ from .vocabulary import (
     Verdict,
     against_band,
     against_claim,
+    edges,
     measured,
+    real,
 )
+
+
+def _read(x) -> Interval:
+    """An interval as a rule here reads it: from an Interval, a RateFit or a stored mapping (``null``
+    or missing numbers NaN, :func:`~.vocabulary.edges`); only its edges matter."""
+    return Interval(float("nan"), *edges(x))
+
 
 #: where the growth exponent's sign change must fall, in units of λ_c = 2C: from C, where the
 #: bound's step factor 1 + η(C − λ) stops expanding, to 2λ_c, the threshold of a C that the
@@ -37,12 +46,13 @@ from .vocabulary import (
 THRESHOLD_BAND = (0.5, 2.0)
 
 
-def slope_verdict(fit: RateFit, claim: float) -> Verdict:
+def slope_verdict(fit, claim: float) -> Verdict:
     """A decay exponent against the bound's ``claim`` (e.g. −1/2): at least as steep (the CI reaches
     the claim or lies below it) and excluding 0 (no decay) holds; a decay whose CI lies between the
     claim and 0 is not observed at these sizes (slower, maybe pre-asymptotic); a CI reaching 0 that
     excludes even half the claimed decay is refuted; a CI reaching both the claim and 0 is
     undecided; no interval (NaN or infinite) is not measured."""
+    fit = _read(fit)
     if not measured(fit.ci_low, fit.ci_high):
         return NOT_MEASURED
     if fit.ci_high < 0:
@@ -54,20 +64,23 @@ def slope_verdict(fit: RateFit, claim: float) -> Verdict:
 RANDOM_WALK = 0.5
 
 
-def bounded(fits: Sequence[RateFit]) -> bool:
+def bounded(fits: Sequence) -> bool:
     """Bounded: every n's growth-exponent CI reaches 0 or lies below it, and excludes a random walk's ½."""
+    fits = [_read(f) for f in fits]
     return bool(fits) and all(against_claim(f.ci_low, f.ci_high, 0.0, RANDOM_WALK) == HOLDS for f in fits)
 
 
-def growing(fits: Sequence[RateFit]) -> bool:
+def growing(fits: Sequence) -> bool:
     """Growing: every n's growth-exponent CI is finite and lies above 0."""
+    fits = [_read(f) for f in fits]
     return bool(fits) and all(measured(f.ci_low, f.ci_high) and f.ci_low > 0.0 for f in fits)
 
 
-def sign_verdict(fits: Sequence[RateFit], *, positive: Verdict, negative: Verdict) -> Verdict:
+def sign_verdict(fits: Sequence, *, positive: Verdict, negative: Verdict) -> Verdict:
     """``positive`` when every n grows (:func:`growing`), ``negative`` when every n is bounded
     (:func:`bounded`), undecided when the sizes disagree or a CI reaches both 0 and ½; any CI NaN or
     infinite, or none, not measured."""
+    fits = [_read(f) for f in fits]
     if not fits or not all(measured(f.ci_low, f.ci_high) for f in fits):
         return NOT_MEASURED
     if growing(fits):
@@ -75,18 +88,20 @@ def sign_verdict(fits: Sequence[RateFit], *, positive: Verdict, negative: Verdic
     return negative if bounded(fits) else UNDECIDED
 
 
-def at_most_half(fits: Sequence[RateFit]) -> list[Verdict]:
+def at_most_half(fits: Sequence) -> list[Verdict]:
     """Per n, the d-exponent against the claim "≤ ½" (the band (−∞, ½]): its CI wholly at or below
     ½ holds, wholly above refuted, across ½ undecided."""
+    fits = [_read(f) for f in fits]
     return [against_band(f.ci_low, f.ci_high, high=0.5) for f in fits]
 
 
 Sign = Literal[-1, 0, 1]
 
 
-def sign(fits: Sequence[RateFit]) -> Sign:
+def sign(fits: Sequence) -> Sign:
     """The sign of a growth exponent fitted at several n: +1 when every CI lies above 0, −1 when
     every CI lies below 0, else 0 (not known: also a NaN or infinite CI, or none)."""
+    fits = [_read(f) for f in fits]
     if not fits or not all(measured(f.ci_low, f.ci_high) for f in fits):
         return 0
     if all(f.ci_low > 0 for f in fits):
@@ -118,7 +133,7 @@ class Threshold:
         the band; no sign located at all (every ridge's sign unknown: both sides unbounded) is
         undecided; NaN edges or reversed ones are not measured."""
         low, high = band
-        if np.isnan(self.low) or np.isnan(self.high) or self.low > self.high:
+        if np.isnan(real(self.low)) or np.isnan(real(self.high)) or self.low > self.high:
             return NOT_MEASURED
         if np.isfinite(self.low) and np.isfinite(self.high):
             return against_band(self.low, self.high, low, high)
@@ -137,7 +152,7 @@ GROWTH = 2.0
 ESTIMATE_FACTOR = 2.0
 
 
-def rate_verdict(q: Interval) -> Verdict:
+def rate_verdict(q) -> Verdict:
     """The growth rate over the bound's log(1 + η(C − λ)) (per seed, CI over seeds). Growth (CI above
     0) reaching [½, 1] holds — the bound's factor, up to the factor 2 of an estimated C —; growth
     wholly below ½ or wholly between 1 and :data:`ESTIMATE_FACTOR` is a different constant; growth
@@ -145,6 +160,7 @@ def rate_verdict(q: Interval) -> Verdict:
     explain), or a deviation that decays (CI below 0), is refuted; growth reaching both the bound's
     rate and that factor is undecided; no growth with ½ excluded is not observed; else undecided;
     no interval (NaN or infinite) is not measured."""
+    q = _read(q)
     if not measured(q.ci_low, q.ci_high):
         return NOT_MEASURED
     if q.ci_low > ESTIMATE_FACTOR or q.ci_high < 0:
@@ -156,10 +172,11 @@ def rate_verdict(q: Interval) -> Verdict:
     return NOT_OBSERVED if q.ci_high < 0.5 else UNDECIDED
 
 
-def growth_verdict(g: Interval, ftle: Interval) -> Verdict:
+def growth_verdict(g, ftle) -> Verdict:
     """Still growing: the late growth factor G (last over second quarter) above 1 and the map
     expanding along the path (FTLE above 0) holds; less than a doubling with a contracting map is
     not observed; else undecided (CIs over seeds); either interval NaN or infinite: not measured."""
+    g, ftle = _read(g), _read(ftle)
     if not (measured(g.ci_low, g.ci_high) and measured(ftle.ci_low, ftle.ci_high)):
         return NOT_MEASURED
     if g.ci_low > 1 and ftle.ci_low > 0:
@@ -167,10 +184,11 @@ def growth_verdict(g: Interval, ftle: Interval) -> Verdict:
     return NOT_OBSERVED if g.ci_high < GROWTH and ftle.ci_high <= 0 else UNDECIDED
 
 
-def bounded_verdict(late: Sequence[Interval]) -> Verdict:
+def bounded_verdict(late: Sequence) -> Verdict:
     """Bounded above the threshold, from each λ's late growth factor G (last over second quarter):
     every interval below :data:`GROWTH` (less than a doubling) holds; one wholly above it refutes;
     else undecided; any interval NaN or infinite, or none, not measured."""
+    late = [_read(x) for x in late]
     if not late or not all(measured(x.ci_low, x.ci_high) for x in late):
         return NOT_MEASURED
     if any(x.ci_low > GROWTH for x in late):
@@ -186,6 +204,7 @@ def bound_ratio_verdict(ratio: float, loose_ratio: float) -> Verdict:
     (the data sit beyond what an estimated constant can explain) refuted; NaN or infinite
     ratios (no bound measured) not measured. A maximum over every seed, not an interval: the
     bound is claimed for every trajectory."""
+    ratio, loose_ratio = real(ratio), real(loose_ratio)
     if not (math.isfinite(ratio) and math.isfinite(loose_ratio)) or ratio < 0 or loose_ratio < 0:
         return NOT_MEASURED
     if ratio <= 1:

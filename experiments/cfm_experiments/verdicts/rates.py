@@ -10,28 +10,37 @@ Verdict of a claim, from its fits (one per row, :func:`~cfm_experiments.rates.fi
 - **holds**: every counted fit agrees; **not observed at these sizes**: some counted fit does
   not (a finite-n fit cannot refute an asymptotic rate); **not measured: no usable rows**: no fit
   counts. The measured text lists every fit, and the ones not counted with the reason.
+
+A fit is read as a JSON row stores it: a ``null`` or missing CI, flag or band does not count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from .vocabulary import HOLDS, NOT_MEASURED, NOT_OBSERVED, Verdict, measured
-
-
-def counts(fit: dict) -> bool:
-    """Whether a fit enters its claim's verdict: not floor-limited, a finite CI, and one that excludes 0."""
-    lo, hi = float(fit["ci_low"]), float(fit["ci_high"])
-    return bool(fit["meaningful"]) and measured(lo, hi) and (hi < 0 or lo > 0)
+from .vocabulary import HOLDS, NOT_MEASURED, NOT_OBSERVED, Verdict, edges, measured
 
 
-def agrees(fit: dict) -> bool:
-    """Whether a fit's 95 % CI meets the exponents its claim allows (``expected_band``)."""
-    lo, hi = fit["expected_band"]
-    return bool(fit["ci_low"] <= hi and lo <= fit["ci_high"])
+def counts(fit: Mapping) -> bool:
+    """Whether a fit enters its claim's verdict: not floor-limited (``meaningful`` true), a finite CI
+    that excludes 0, and a finite band of allowed exponents to meet."""
+    lo, hi = edges(fit)
+    return (
+        fit.get("meaningful") is True
+        and measured(lo, hi)
+        and (hi < 0 or lo > 0)
+        and measured(*edges(fit.get("expected_band")))
+    )
 
 
-def verdict(fits: Sequence[dict]) -> Verdict:
+def agrees(fit: Mapping) -> bool:
+    """Whether a fit's 95 % CI meets the exponents its claim allows (``expected_band``); no CI or
+    band (``null``) meets nothing."""
+    (lo, hi), (ci_low, ci_high) = edges(fit.get("expected_band")), edges(fit)
+    return bool(ci_low <= hi and lo <= ci_high)
+
+
+def verdict(fits: Sequence[Mapping]) -> Verdict:
     """The verdict of one claim from its fits (module docstring)."""
     counted = [f for f in fits if counts(f)]
     if not counted:

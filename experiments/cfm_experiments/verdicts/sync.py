@@ -22,16 +22,16 @@ from __future__ import annotations
 
 from scipy import stats
 
-from .vocabulary import HOLDS, REFUTED, Verdict, against_claim
+from .vocabulary import HOLDS, NOT_MEASURED, REFUTED, Verdict, against_claim
 
 #: the significance at which a set of intervals missing a claimed value refutes it.
 ALPHA = 0.01
 
 
-def order_verdict(ci_low: float, ci_high: float, order: float) -> Verdict:
+def order_verdict(ci_low, ci_high, order: float) -> Verdict:
     """The verdict on ``error = O(x^{-order})`` from the 95 % interval of the fitted slope: reaching
     −order or below it and excluding 0 (no convergence) holds; wholly above −order refuted; reaching
-    both −order and 0 undecided; no interval (NaN or infinite) not measured."""
+    both −order and 0 undecided; no interval (NaN, ``null`` or infinite) not measured."""
     return against_claim(ci_low, ci_high, -order, 0.0)
 
 
@@ -46,9 +46,14 @@ def coverage_verdict(below: int, above: int, n: int, level: float = 0.95) -> Ver
     """The verdict on a value claimed in ``n`` cells whose ``level`` intervals miss it ``below``
     times lying wholly below it and ``above`` times wholly above (module docstring): the total and
     each side's count must both be what a true claim produces with probability at least
-    :data:`ALPHA`; a side's misses are Binomial(n, (1 − level)/2), as for a two-sided interval."""
+    :data:`ALPHA`; a side's misses are Binomial(n, (1 − level)/2), as for a two-sided interval. No
+    cell (``n`` = 0) is *not measured*: an empty measurement never holds."""
     if min(below, above) < 0:
         raise ValueError(f"`below` and `above` must be >= 0, got {below} and {above}.")
+    if n < 0 or below + above > n:
+        raise ValueError(f"`n` must be >= below + above >= 0, got n = {n} ({below} + {above} misses).")
+    if n == 0:
+        return NOT_MEASURED
     total = miss_probability(below + above, n, level)
     side = (1 + level) / 2  # one side of a two-sided `level` interval misses with (1 − level)/2
     one_sided = min(miss_probability(below, n, side), miss_probability(above, n, side))

@@ -25,7 +25,7 @@ from cfm_jax.stats import Interval, RateFit
 
 from ..claims import token_sample
 from ..claims.tail_exponent import TAIL_DELTAS
-from . import claims as claim_rules, ogd as ogd_rules, sync as sync_rules, tails as tail
+from . import claims as claim_rules, ogd as ogd_rules, slopes as slope_rules, sync as sync_rules, tails as tail
 from .rates import verdict as rates_verdict
 from .vocabulary import HOLDS, REFUTED, Verdict, against_band, against_claim, agree, code_check, worst
 
@@ -131,7 +131,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "claims.law_rule (b against 1, 0 the alternative)",
         claim_rules.law_rule,
-        lambda lo, hi: claim_rules.law_rule(_iv(-0.05, 0.05), _iv(lo, hi)),
+        lambda lo, hi: claim_rules.law_rule(_iv(-0.05, 0.05), _iv(lo, hi), [(_iv(-0.52, -0.48), -0.5)]),
         1.0,
         0.0,
     ),
@@ -222,6 +222,13 @@ RULES: tuple[Rule, ...] = (
         0.0,
     ),
     Rule(
+        "tail.model_checks (decay)",
+        tail.model_checks,
+        lambda lo, hi: worst(tail.model_checks(_tail_row(slope=(lo, hi))).values()),
+        -0.5,
+        0.0,
+    ),
+    Rule(
         "tail.near_limit",
         tail.near_limit,
         lambda lo, hi: worst(tail.near_limit(_tail_row(ratio=(lo, hi))["sizes"][-1])),
@@ -262,6 +269,20 @@ RULES: tuple[Rule, ...] = (
         lambda lo, hi: rates_verdict([_rates_fit(lo, hi)] * 3),
         -0.5,
         0.0,
+    ),
+    Rule(
+        "slopes.slope_verdict",
+        slope_rules.slope_verdict,
+        lambda lo, hi: slope_rules.slope_verdict([_fit(lo, hi)], (10, 100, 1000)),  # one row: its interval pooled
+        -0.5,
+        0.0,
+    ),
+    Rule(
+        "slopes.slope_verdict (correlated) vs twice the rate",
+        slope_rules.slope_verdict,
+        lambda lo, hi: slope_rules.slope_verdict([_fit(lo, hi)] * 3, (10, 100, 1000), correlated=True),
+        -0.5,
+        -1.0,
     ),
     Rule(
         "sync.order_verdict",

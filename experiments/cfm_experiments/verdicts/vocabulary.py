@@ -3,20 +3,26 @@
 A claim line concludes with one :class:`Verdict`. Three are statements about the claim
 (*holds*, *holds with a different constant*, *refuted at these sizes*), one a finite-size
 statement (*not observed at these sizes*: a finite run cannot refute an asymptotic claim), two
-check the implementation (*code check passed* / *failed*), and four **withhold** the verdict,
+check the implementation (*code check passed* / *failed*), and five **withhold** the verdict,
 each named for its reason:
 
 - *inconclusive at these sizes*: the run is below the sizes at which the rule's verdict is stable
   (:func:`cfm_experiments.verdicts.claims.judge`), and only that;
 - *undecided: interval straddles the boundary*: an interval reaches both sides of the claim's
-  boundary (or the sizes' intervals disagree, or two independent draws read different verdicts:
-  :func:`agree`), so a larger run could go either way;
+  boundary (or the sizes' intervals disagree), so a larger run could go either way;
+- *undecided: the draws disagree*: independent draws of the line read different verdicts
+  (:func:`agree`), so a new draw could overturn either;
 - *not tested: the claimed regime is not reached*: the run never puts the claim to the test
   (e.g. a ridge so far above its threshold that the student collapses);
 - *not measured: no usable rows*: nothing the rule can use was measured (no row, no interval,
   every fit floor-limited).
 
-:func:`against_band` and :func:`against_claim` read an interval against a claimed band or value;
+Every rule reads what a row stores: an interval is an :class:`~cfm_jax.stats.Interval` or
+:class:`~cfm_jax.stats.RateFit`, or the mapping a JSON row holds, where a NaN or infinite number is
+``null`` and a key may be missing (:func:`edges`: NaN for either). Such an interval, like a NaN one,
+reads *not measured*; an empty measurement never *holds*. :func:`against_band` and
+:func:`against_claim` read an interval against a claimed band or value (a NaN claim or band is
+refused: it is a rule's constant, or derived from rows by a rule that reads *not measured* first);
 :mod:`cfm_experiments.rendering` writes the claim lines.
 """
 
@@ -24,7 +30,10 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Sequence
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+
+from cfm_jax.stats import Interval, RateFit
 
 
 class Verdict(enum.StrEnum):
@@ -36,6 +45,7 @@ class Verdict(enum.StrEnum):
     REFUTED = "refuted at these sizes"
     BELOW_STABLE_SIZES = "inconclusive at these sizes"
     UNDECIDED = "undecided: interval straddles the boundary"
+    DRAWS_DISAGREE = "undecided: the draws disagree"
     NOT_TESTED = "not tested: the claimed regime is not reached"
     NOT_MEASURED = "not measured: no usable rows"
     CODE_PASSED = "code check passed"
@@ -43,7 +53,7 @@ class Verdict(enum.StrEnum):
 
     @property
     def withheld(self) -> bool:
-        """Whether the verdict is withheld (one of the four named reasons)."""
+        """Whether the verdict is withheld (one of the five named reasons)."""
         return self in WITHHELD
 
 
@@ -53,12 +63,13 @@ NOT_OBSERVED = Verdict.NOT_OBSERVED
 REFUTED = Verdict.REFUTED
 BELOW_STABLE_SIZES = Verdict.BELOW_STABLE_SIZES
 UNDECIDED = Verdict.UNDECIDED
+DRAWS_DISAGREE = Verdict.DRAWS_DISAGREE
 NOT_TESTED = Verdict.NOT_TESTED
 NOT_MEASURED = Verdict.NOT_MEASURED
 CODE_PASSED = Verdict.CODE_PASSED
 CODE_FAILED = Verdict.CODE_FAILED
 
-WITHHELD = frozenset({BELOW_STABLE_SIZES, UNDECIDED, NOT_TESTED, NOT_MEASURED})
+WITHHELD = frozenset({BELOW_STABLE_SIZES, UNDECIDED, DRAWS_DISAGREE, NOT_TESTED, NOT_MEASURED})
 #: every verdict's text.
 VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
 #: from the weakest to the strongest statement: the worst of several verdicts is the first.
@@ -68,6 +79,7 @@ ORDER: tuple[Verdict, ...] = (
     NOT_OBSERVED,
     NOT_MEASURED,
     NOT_TESTED,
+    DRAWS_DISAGREE,
     UNDECIDED,
     BELOW_STABLE_SIZES,
     DIFFERENT,
@@ -84,14 +96,14 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
 def agree(verdicts: Sequence[Verdict]) -> Verdict:
     """The verdict of independent draws of one line (:mod:`cfm_experiments.draws`): their common
     verdict when every draw reads the same, a failed code check when any draw's failed, else
-    *undecided* (a verdict a new draw overturns is no verdict: never *holds*, *holds with a different
-    constant* nor *refuted*); no draw → *not measured*."""
+    *undecided: the draws disagree* (a verdict a new draw overturns is no verdict: never *holds*,
+    *holds with a different constant* nor *refuted*); no draw → *not measured*."""
     verdicts = [Verdict(v) for v in verdicts]
     if not verdicts:
         return NOT_MEASURED
     if len(set(verdicts)) == 1:
         return verdicts[0]
-    return CODE_FAILED if CODE_FAILED in verdicts else UNDECIDED
+    return CODE_FAILED if CODE_FAILED in verdicts else DRAWS_DISAGREE
 
 
 def code_check(passed: bool) -> Verdict:
@@ -99,17 +111,52 @@ def code_check(passed: bool) -> Verdict:
     return CODE_PASSED if passed else CODE_FAILED
 
 
-def measured(ci_low: float, ci_high: float) -> bool:
+def real(x) -> float:
+    """A number as a row stores it, as a float: ``null`` (None), a missing value, a bool or anything
+    that is not a real number is NaN (nothing a rule can use)."""
+    if x is None or isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return float("nan")
+    return float(x)
+
+
+def edges(interval) -> tuple[float, float]:
+    """``(ci_low, ci_high)`` of what a rule reads as an interval: an :class:`~cfm_jax.stats.Interval`
+    or :class:`~cfm_jax.stats.RateFit`, a mapping as a JSON row stores one (``null`` or a missing key
+    is NaN), a pair ``(low, high)``, or None (NaN, NaN)."""
+    if isinstance(interval, (Interval, RateFit)):
+        return real(interval.ci_low), real(interval.ci_high)
+    if isinstance(interval, Mapping):
+        return real(interval.get("ci_low")), real(interval.get("ci_high"))
+    if isinstance(interval, Sequence) and not isinstance(interval, str) and len(interval) == 2:
+        return real(interval[0]), real(interval[1])
+    return float("nan"), float("nan")
+
+
+def measured(ci_low, ci_high) -> bool:
     """Whether ``[ci_low, ci_high]`` is an interval a rule can use: both edges finite and ordered (a
-    NaN, an infinite edge or a reversed pair carries no information)."""
-    return math.isfinite(ci_low) and math.isfinite(ci_high) and ci_low <= ci_high
+    NaN, ``null``, an infinite edge or a reversed pair carries no information)."""
+    lo, hi = real(ci_low), real(ci_high)
+    return math.isfinite(lo) and math.isfinite(hi) and lo <= hi
 
 
-def against_band(ci_low: float, ci_high: float, low: float = -float("inf"), high: float = float("inf")) -> Verdict:
-    """An interval against the claimed band ``[low, high]``: inside it *holds*, wholly outside it
-    *refuted*, across an edge *undecided*; no interval (:func:`measured`) is *not measured*."""
+def _claimed(name: str, value) -> float:
+    """A claimed value or band edge, refused when NaN (it is the rule's: a NaN claim holds nothing)."""
+    v = real(value)
+    if math.isnan(v):
+        raise ValueError(f"`{name}` must be a number (a claimed value or band edge), got {value!r}.")
+    return v
+
+
+def against_band(ci_low, ci_high, low: float = -float("inf"), high: float = float("inf")) -> Verdict:
+    """An interval against the claimed band ``[low, high]`` (its edges belong to it): inside it
+    *holds*, wholly outside it *refuted*, touching or across an edge from outside *undecided*; no
+    interval (:func:`measured`) is *not measured*; a NaN edge is refused."""
+    low, high = _claimed("low", low), _claimed("high", high)
+    if low > high:
+        raise ValueError(f"the band [`low`, `high`] is reversed: [{low}, {high}].")
     if not measured(ci_low, ci_high):
         return NOT_MEASURED
+    ci_low, ci_high = real(ci_low), real(ci_high)
     if low <= ci_low and ci_high <= high:
         return HOLDS
     if ci_high < low or ci_low > high:
@@ -117,17 +164,17 @@ def against_band(ci_low: float, ci_high: float, low: float = -float("inf"), high
     return UNDECIDED
 
 
-def against_claim(
-    ci_low: float, ci_high: float, claim: float, alternative: float, beyond: Verdict = REFUTED
-) -> Verdict:
+def against_claim(ci_low, ci_high, claim: float, alternative: float, beyond: Verdict = REFUTED) -> Verdict:
     """An interval against a claimed value ``claim`` and the ``alternative`` the claim denies (on one
     side of it): an interval wholly beyond ``claim`` on the alternative's side reads ``beyond``
     (*refuted*, or *not observed* for a finite-size statement); one that reaches ``claim`` (or lies
     on its far side) and excludes ``alternative`` *holds*; one that reaches both *undecided*; no
     interval (:func:`measured`) *not measured*. With ``alternative == claim`` it is the one-sided
-    bound: only an interval wholly on the claim's side holds."""
+    bound: only an interval wholly on the claim's side holds. A NaN claim or alternative is refused."""
+    claim, alternative = _claimed("claim", claim), _claimed("alternative", alternative)
     if not measured(ci_low, ci_high):
         return NOT_MEASURED
+    ci_low, ci_high = real(ci_low), real(ci_high)
     if alternative < claim:  # mirror: the alternative above the claim
         ci_low, ci_high, claim, alternative = -ci_high, -ci_low, -claim, -alternative
     if ci_low > claim:
@@ -142,6 +189,7 @@ __all__ = [
     "CODE_FAILED",
     "CODE_PASSED",
     "DIFFERENT",
+    "DRAWS_DISAGREE",
     "HOLDS",
     "NOT_MEASURED",
     "NOT_OBSERVED",
@@ -156,6 +204,8 @@ __all__ = [
     "against_claim",
     "agree",
     "code_check",
+    "edges",
     "measured",
+    "real",
     "worst",
 ]
