@@ -94,7 +94,8 @@ def test_spec_validation_names_the_field():
         chaos.validate_spec(chaos.ChaosSpec(ns=(4, 8.5), n_ref=16))
     with pytest.raises(ValueError, match="`grad_phi_max_n` must be None or an integer"):
         chaos.validate_spec(chaos.ChaosSpec(**dict(_EXACT_REF, grad_phi_max_n=2.5), reference="gaussian"))
-    chaos.validate_spec(chaos.ChaosSpec(ns=(np.int64(4), 8), n_ref=np.int64(16), w1_size=np.int32(8)))
+    spec = chaos.ChaosSpec(ns=(np.int64(4), 8), n_ref=np.int64(16), w1_size=np.int32(8))  # pyright: ignore[reportArgumentType]
+    chaos.validate_spec(spec)
     for eps in (0.0, -0.01, float("inf")):
         with pytest.raises(ValueError, match="`relative_epsilon`"):
             chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=eps))

@@ -131,7 +131,7 @@ class ChaosSpec:
 def _is_count(value, low: int = 1) -> bool:
     """Whether ``value`` is an integer (Python or NumPy, not a bool) >= ``low``: checked as it is used,
     never as ``int(value)`` (2.5 would pass as 2 and reach a shape as 2.5)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= low
 
 
 def _sizes(name: str, value, *, optional: bool = False) -> None:
