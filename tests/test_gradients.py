@@ -126,6 +126,41 @@ def test_no_target_tokens_are_refused_naming_them():
     assert total == 0.0 and all(np.all(g == 0) for g in jax.tree.leaves(eqx.filter(grads, eqx.is_inexact_array)))
 
 
+def test_complex_or_nan_targets_are_refused_naming_y():
+    """A complex ``y`` is refused by name for the default loss (½‖x1 − y‖² would be complex, and
+    jax.grad's "grad requires real-valued outputs" names nothing); a custom loss that is not a real
+    scalar names ``loss`` (and ``y`` when it is complex); a NaN ``y`` is refused whatever the loss,
+    eagerly and under jit, and throw=False leaves that check out."""
+    model, x0, ctx, y = _problem(0)
+    for entry in (cfm_jax.loss_and_grad, cfm_jax.adjoint_trajectories, cfm_jax.token_adjoint):
+        with pytest.raises(ValueError, match="`y` must be real"):
+            entry(model, x0, ctx, y + 0j)
+    complex_loss = lambda x1, t: jnp.sum(x1 - t)  # noqa: E731
+    with pytest.raises(ValueError, match=r"`loss\(x1, y\)` must return a real scalar.*`y` is complex"):
+        cfm_jax.loss_and_grad(model, x0, ctx, y + 0j, loss=complex_loss)
+    with pytest.raises(ValueError, match=r"`loss\(x1, y\)` must return a real scalar, got shape \(2,\)"):
+        cfm_jax.adjoint_trajectories(model, x0, ctx, y, loss=lambda x1, t: jnp.sum(x1 - t, -1))
+    custom = lambda x1, t: jnp.sum(jnp.abs(x1 - t["y"]))  # noqa: E731  # y any pytree
+    bad = {"y": y.at[1, 0].set(jnp.nan)}
+    for entry in (cfm_jax.loss_and_grad, cfm_jax.adjoint_trajectories, cfm_jax.token_adjoint):
+        with pytest.raises(eqx.EquinoxRuntimeError, match="`y` contains non-finite"):
+            entry(model, x0, ctx, bad, loss=custom)
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="`y` contains non-finite"):
+        jax.block_until_ready(jax.jit(lambda t: cfm_jax.loss_and_grad(model, x0, ctx, t, loss=custom)[0])(bad))
+    assert np.isnan(np.asarray(cfm_jax.loss_and_grad(model, x0, ctx, bad, loss=custom, throw=False)[0]))
+    value, _ = cfm_jax.loss_and_grad(model, x0, ctx, {"y": y}, loss=custom)
+    assert np.isfinite(np.asarray(value))
+
+
+def test_the_default_loss_is_half_the_mean_squared_error():
+    """``loss_and_grad``'s loss is ½‖x1 − y‖² averaged over the tokens (its docstring, docs/gradients.md
+    and the README's example say so): half of ``jnp.mean(jnp.sum((x1 - y) ** 2, -1))``."""
+    model, x0, ctx, y = _problem(0)
+    x1 = cfm_jax.forward(model, x0, ctx).x1
+    value, _ = cfm_jax.loss_and_grad(model, x0, ctx, y)
+    np.testing.assert_allclose(value, 0.5 * jnp.mean(jnp.sum((x1 - y) ** 2, -1)), rtol=1e-13)
+
+
 def test_weight_gradient_is_the_centred_first_variation():
     """∂L/∂w_j = φ_0(z_j) (probes at the particles), Σ_j w_j ∂L/∂w_j = 0 (softmax attention is
     invariant to scaling all weights), and jax.grad in w through forward agrees with both."""
