@@ -349,3 +349,32 @@ def test_adjoint_trajectories_reports_the_solves_result():
     assert sol.result == diffrax.RESULTS.max_steps_reached
     sol = cfm_jax.adjoint_trajectories(model, x0, z, y, **options, **loose)
     assert sol.result == diffrax.RESULTS.successful
+
+
+def test_adjoint_trajectories_reports_a_failed_backward_solve():
+    """A forward that succeeds and an adaptive backward (``ContinuousAdjoint``'s own tight controller)
+    that reaches ``max_steps``: the backward's failure is raised by default and reported in ``result``
+    with ``throw=False`` (the forward's success does not hide it); a loose backward reports success."""
+    key_m, key_x, key_z, key_y = jax.random.split(jax.random.key(3), 4)
+    model = cfm_jax.Transformer.init(key_m, dim=3, heads=1, mlp_width=4, layers=2)
+    x0, z, y = (jax.random.normal(k, s) for k, s in ((key_x, (2, 3)), (key_z, (6, 3)), (key_y, (2, 3))))
+
+    def run(backward_tol, throw):
+        adjoint = cfm_jax.ContinuousAdjoint(
+            solver=diffrax.Tsit5(),
+            stepsize_controller=diffrax.PIDController(rtol=backward_tol, atol=backward_tol),
+        )
+        controller = diffrax.PIDController(rtol=1e-3, atol=1e-3)
+        options: dict[str, Any] = dict(solver=diffrax.Tsit5(), stepsize_controller=controller, max_steps=8)
+        return cfm_jax.adjoint_trajectories(model, x0, z, y, adjoint=adjoint, throw=throw, **options)
+
+    tight, loose = jnp.asarray(1e-12), jnp.asarray(1e-2)  # traced: one program for both
+    assert cfm_jax.forward(
+        model, x0, z, solver=diffrax.Tsit5(), stepsize_controller=diffrax.PIDController(rtol=1e-3, atol=1e-3),
+        max_steps=8,
+    ).result == diffrax.RESULTS.successful  # fmt: skip
+    assert run(tight, throw=False).result == diffrax.RESULTS.max_steps_reached
+    with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
+        run(tight, throw=True)
+    sol = run(loose, throw=False)
+    assert sol.result == diffrax.RESULTS.successful and np.isfinite(np.asarray(sol.ps)).all()
