@@ -515,12 +515,12 @@ def test_numpy_bools_are_static_like_python_bools(tiny):
     x0, ctx = jnp.ones((1, 2)), cfm_jax.EmpiricalMeasure(jnp.arange(8.0).reshape(4, 2) / 8)
     plain = forward(tiny, x0, ctx, throw=False)
     with count_compilations() as count:
-        numpy = forward(tiny, x0, ctx, throw=np.bool_(False))
+        numpy = forward(tiny, x0, ctx, throw=np.bool_(False))  # pyright: ignore[reportArgumentType]
     np.testing.assert_array_equal(numpy.x1, plain.x1)
     assert count() == 0
     with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
-        forward(tiny, x0.at[0, 0].set(jnp.nan), ctx, throw=np.bool_(True))
-    value, _ = cfm_jax.loss_and_grad(tiny, x0, ctx, jnp.zeros((1, 2)), throw=np.bool_(True))
+        forward(tiny, x0.at[0, 0].set(jnp.nan), ctx, throw=np.bool_(True))  # pyright: ignore[reportArgumentType]
+    value, _ = cfm_jax.loss_and_grad(tiny, x0, ctx, jnp.zeros((1, 2)), throw=np.bool_(True))  # pyright: ignore[reportArgumentType]
     assert np.isfinite(float(value))
 
 
