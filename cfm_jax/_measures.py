@@ -10,8 +10,9 @@ constructor) is still checked when it reaches ``forward``.
 One rule for the weights, everywhere (the constructor, ``checked`` inside compiled code, the
 docs): finite, **non-negative**, summing to one within a tolerance of the dtype
 (:func:`weight_sum_tolerance`). Atoms of weight exactly zero are allowed and carry no mass: the
-attention fields ignore them (log-weight −∞), the hand adjoints give them zero weight gradient, and
-:meth:`EmpiricalMeasure.pad_to` uses them to pad contexts to a common size.
+attention fields mask them out, and :meth:`EmpiricalMeasure.pad_to` uses them to pad contexts to a
+common size. Their weight gradient is the one-sided derivative ∂L/∂w_j = φ_0(z_j) (the first
+variation at the atom), finite, by the hand adjoints and autodiff alike (docs/theory.md).
 """
 
 from __future__ import annotations
@@ -122,7 +123,9 @@ class EmpiricalMeasure(eqx.Module):
 
         Atoms of weight exactly 0 carry no mass: the flow, the attention fields, the hand
         adjoints and autodiff all give the unpadded results (to round-off) on the first n
-        atoms, and the padded atoms move passively. Padding a family of contexts to one size
+        atoms, and the padded atoms move passively. A gradient in the padded measure is finite:
+        0 in the padded points, and in their weights the one-sided derivative (the mass an atom
+        there would add, module docstring). Padding a family of contexts to one size
         lets a sweep compile once instead of once per n.
         """
         n = self.size

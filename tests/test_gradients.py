@@ -378,3 +378,64 @@ def test_adjoint_trajectories_reports_a_failed_backward_solve():
         run(tight, throw=True)
     sol = run(loose, throw=False)
     assert sol.result == diffrax.RESULTS.successful and np.isfinite(np.asarray(sol.ps)).all()
+
+
+#: every way forward is differentiated, with the solve options under which it is exact: the hand
+#: adjoints, autodiff through the loop; the continuous adjoint with a 5th-order solver (its error
+#: against the scheme's derivative is then far below the tolerance)
+WEIGHT_STRATEGIES = {
+    "discrete": (cfm_jax.DiscreteAdjoint(), {}),
+    "continuous": (cfm_jax.ContinuousAdjoint(), {"solver": diffrax.Tsit5(), "steps": 16}),
+    "recursive_checkpoint": (AUTODIFF, {}),
+    "direct": (diffrax.DirectAdjoint(), {}),
+}
+#: the attention paths: dense XLA, query blocks with streamed keys (a leading block of zero weights),
+#: and the fused kernel (its VJP gives ∂/∂log w, completed at the zero weights by the field)
+WEIGHT_FIELDS = {
+    "dense": lambda m: m,
+    "streamed": lambda m: m.with_chunking(2, 2),
+    "pallas": lambda m: m.with_kernel(cfm_jax.PallasAttention(block_q=16, block_k=16)),
+}
+
+
+@pytest.mark.parametrize("strategy", WEIGHT_STRATEGIES)
+@pytest.mark.parametrize("path", WEIGHT_FIELDS)
+def test_weight_gradients_at_zero_weights_are_the_one_sided_derivative(strategy, path):
+    """∂L/∂w at a weight of 0 is finite and is the one-sided derivative (e^{u·z_j − lse} s_j, the limit
+    of α_j s_j / w_j, computed without dividing), by every strategy and attention path, for an unchecked
+    context with zero weights and for one padded by ``pad_to`` (``eqx.filter_grad`` over the whole
+    measure: no NaN leaf, the padded atoms' points get 0). Against second-order one-sided finite
+    differences of the same solve, at the positive weights too (autodiff once gave NaN, the hand
+    adjoints 0, at the zero ones)."""
+    if path == "pallas" and strategy in ("continuous", "direct"):
+        pytest.skip("the fused kernel is exercised through the discrete adjoint and autodiff")
+    adjoint, options = WEIGHT_STRATEGIES[strategy]
+    _, x0, ctx, y = _problem(5, d=3, n=5, B=2, layers=2)
+    # the default scales: O(1) logits, so that second-order differences of step 1e-6 resolve 1e-6
+    model = cfm_jax.Transformer.init(jax.random.key(5), 3, heads=2, mlp_width=4, layers=2, dtype=jnp.float64)
+    model = WEIGHT_FIELDS[path](model)
+
+    def loss(measure):  # throw=False: the perturbed weights do not sum to one
+        x1 = cfm_jax.forward(model, x0, measure, adjoint=adjoint, throw=False, **options).x1
+        return jnp.sum(jnp.sin(x1) * y)
+
+    def one_sided(measure, j, eps=1e-6):
+        at = lambda t: float(loss(measure.with_weights(measure.weights.at[j].add(t))))  # noqa: E731
+        return (-at(2 * eps) + 4 * at(eps) - 3 * at(0.0)) / (2 * eps)
+
+    patterns = {
+        "trailing": jnp.array([0.5, 0.3, 0.2, 0.0, 0.0]),
+        "leading": jnp.array([0.0, 0.0, 0.5, 0.3, 0.2]),
+    }
+    contexts = {name: cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w) for name, w in patterns.items()}
+    contexts["padded"] = cfm_jax.EmpiricalMeasure(ctx.points[:3], jnp.array([0.5, 0.3, 0.2])).pad_to(5)
+    for name, measure in contexts.items():
+        grads = eqx.filter_grad(loss)(measure)
+        leaves = jax.tree.leaves(grads)
+        assert all(np.isfinite(np.asarray(g)).all() for g in leaves), (name, grads)
+        fd = np.array([one_sided(measure, j) for j in range(5)])
+        zero = np.asarray(measure.weights) == 0
+        assert np.abs(fd[zero]).min() > 1e-3  # the derivative at a zero weight is not 0
+        np.testing.assert_allclose(grads.weights, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max(), err_msg=name)
+        if name == "padded":
+            assert not np.any(np.asarray(grads.points)[3:])  # a massless atom moves nothing
