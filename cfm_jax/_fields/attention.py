@@ -40,6 +40,7 @@ from jaxtyping import Array, Float
 from .._arguments import python_scalar
 from .base import AbstractField, AbstractGaussianField, AbstractSumField, LocalVJP, complete_params
 from .kernels import MASK_VALUE, AbstractAttentionKernel, PallasAttention
+from .weights import clip_exponent, kernel_means, split_weights, zero_weight_terms
 
 #: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking (CPU).
 AUTO_DENSE_LIMIT = 1 << 22
@@ -58,31 +59,6 @@ def attention_matrix(Q: Float[Array, "H d d"], K: Float[Array, "H d d"]) -> Floa
     return jnp.einsum("hed,hef->hdf", Q, K)
 
 
-def _clip(dtype) -> float:
-    """The largest exponent taken for an atom of weight zero: half the overflow threshold, so that
-    its ``exp`` times an O(1) factor stays finite (its derivative is e^{u·z − top}; past e^{clip} it
-    is unrepresentable anyway)."""
-    return 0.5 * float(np.log(np.finfo(dtype).max))
-
-
-def split_weights(*, weights=None, log_weights=None):
-    """``(ell (n,), f (n,))`` with $w_j = f_j e^{ℓ_j}$, the form the XLA path computes with.
-
-    Positive atoms: ``ell = log w``, ``f = 1`` (held constant); zero-weight atoms: ``ell = 0``,
-    ``f = w = 0`` whose derivative is 1, so that autodiff gives the finite one-sided derivative
-    $∂/∂w_j = e^{u·z_j − lse}(…)$ at a zero weight with no division (the log of a zero
-    weight is never taken). From ``log_weights`` (the kernel interface) a zero weight is a log
-    weight at or below the mask (−inf), and ``f`` is a constant 0/1.
-    """
-    if weights is not None:
-        pos = weights > 0
-        ell = jnp.where(pos, jnp.log(jnp.where(pos, weights, 1)), 0)
-        return ell, jnp.where(pos, jnp.ones_like(weights), weights)
-    assert log_weights is not None
-    pos = log_weights > MASK_VALUE
-    return jnp.where(pos, log_weights, 0), pos.astype(log_weights.dtype)
-
-
 def _dense_means(u, keys, ell, f):
     """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,)), weights
     w_j = f_j e^{ℓ_j} (:func:`split_weights`)."""
@@ -90,7 +66,7 @@ def _dense_means(u, keys, ell, f):
     # the stabiliser is the largest logit of a positive weight: a zero-weight atom gets the finite
     # mask, so that a large logit of a massless atom cannot underflow every positive one
     top = jax.lax.stop_gradient(jnp.max(jnp.where(f[None, :] > 0, logits, MASK_VALUE), axis=-1, keepdims=True))
-    p = jnp.exp(jnp.minimum(logits - top, _clip(u.dtype)))  # w_j e^{u·z_j − top} / f_j
+    p = jnp.exp(jnp.minimum(logits - top, clip_exponent(u.dtype)))  # w_j e^{u·z_j − top} / f_j
     total = p @ f[:, None]
     return (p @ (keys * f[:, None])) / total, (top + jnp.log(total))[:, 0]
 
@@ -114,7 +90,7 @@ def _streamed_means(u, keys, ell, f, key_chunk):
     # in w are then wiped by the rescaling exp(mask − max) = 0)
     heaviest = jnp.argmax(jnp.where(f > 0, ell, -jnp.inf))
     start = jax.lax.stop_gradient(u @ keys[heaviest] + ell[heaviest])
-    clip = _clip(u.dtype)
+    clip = clip_exponent(u.dtype)
 
     def step(carry, blk):
         run_max, run_sum, run_acc = carry
@@ -242,8 +218,8 @@ def _local_block(q, c, act, z, ell, f, A, Vh, targets):
     u = jnp.einsum("rd,hdf->hrf", q, A)  # u_h(q) = A_hᵀ q
     logits = jnp.einsum("hrf,nf->hrn", u, z) + ell[None, None, :]
     # the maximum over positive weights (_dense_means); P̃ = e^{logit − top} is finite at zero weights too
-    top = jnp.max(jnp.where(f > 0, logits, MASK_VALUE), axis=-1, keepdims=True)
-    P = jnp.exp(jnp.minimum(logits - top, _clip(q.dtype)))  # α Z e^{−top} / f; 1/Z folded into (r, d) arrays
+    top = jnp.max(jnp.where(f[None, None, :] > 0, logits, MASK_VALUE), axis=-1, keepdims=True)
+    P = jnp.exp(jnp.minimum(logits - top, clip_exponent(q.dtype)))  # α Z e^{−top} / f; 1/Z folded into (r, d) arrays
     zf = z * f[:, None]  # the zero weights' atoms out of the sums over μ
     iZ = 1.0 / jnp.einsum("hrn,n->hr", P, f)[..., None]
     m = jnp.einsum("hrn,nd->hrd", P, zf) * iZ
@@ -263,7 +239,7 @@ def _local_block(q, c, act, z, ell, f, A, Vh, targets):
     # of u for the log-weight term). XLA:CPU is ~2x slower on the transposed (r, n)ᵀ·(r, d) form.
     us = jnp.concatenate([u * scale, jnp.broadcast_to(scale, scale.shape[:-1] + (1,))], axis=-1)
     uR = jnp.einsum("hrd,hrn->dn", us, R)
-    dzw = (jnp.einsum("hrd,hrn->dn", v * scale, P) + uR[:-1]) * f  # a zero weight's atom: no force
+    dzw = (jnp.einsum("hrd,hrn->dn", v * scale, P) + uR[:-1]) * f[None, :]  # a zero weight's atom: no force
     dlogw = uR[-1]
     dA = jnp.einsum("rd,hrf->hdf", q, g * mask)
     dV = jnp.einsum("re,hrd->hed", ca, m)
@@ -401,7 +377,7 @@ class AttentionField(AbstractGaussianField):
         if isinstance(kernel, XLAAttention):  # autodiff through the weights themselves
             means, _ = kernel.weighted_means(x, measure.points, measure.weights, A)
         else:
-            means = _kernel_means(kernel, x, measure.points, measure.weights, A)
+            means = kernel_means(kernel, x, measure.points, measure.weights, A)
         return jnp.einsum("hed,hqd->qe", params["V"], means)
 
     def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
@@ -424,7 +400,7 @@ class AttentionField(AbstractGaussianField):
                 queries, cot, act, z, jnp.log(w), A, Vh, targets
             )
             vk = jnp.einsum("re,hed->hrd", cot if act is None else cot * act[:, None], Vh)
-            dw = jnp.where(pos, dlogw / jnp.where(pos, w, 1), _zero_weight_terms(kernel, queries, z, w, A, vk))
+            dw = jnp.where(pos, dlogw / jnp.where(pos, w, 1), zero_weight_terms(kernel, queries, z, w, A, vk))
         dQ = jnp.einsum("hef,hdf->hed", Km, dA)  # K_h (∂/∂A_h)ᵀ
         dK = jnp.einsum("hed,hdf->hef", Qm, dA)  # Q_h ∂/∂A_h
         dparams = complete_params({"Q": dQ, "K": dK, "V": dV}, params)
@@ -442,46 +418,6 @@ class AttentionField(AbstractGaussianField):
         c = jnp.einsum("hed,d->e", Vh, mean)
         M = jnp.einsum("hed,df,hgf->eg", Vh, cov, A)
         return c, M
-
-
-def _zero_weight_terms(kernel: AbstractAttentionKernel, q, z, w, A, key_cot, means_lse=None):
-    """``(n,)`` $Σ_{h,r} e^{u_{hr}·z_j − lse_{hr}} (z_j − m_{hr})·c_{hr}$ at the zero weights (0 at
-    the others): $∂/∂w_j$ there, for a kernel whose VJP gives ∂/∂log w only (0 at a zero weight). One more
-    forward and key pass of the kernel, with the log-weights swapped so that only the zero weights count;
-    the kernel's VJP must use the means and log-sum-exp it is given (the interface's contract). Skipped
-    (a ``lax.cond``) when no weight is zero. ``means_lse``: the kernel's means, when known."""
-
-    def terms():
-        m, lse = kernel.means(q, z, jnp.log(w), A) if means_lse is None else means_lse
-        swapped = jnp.where(w > 0, -jnp.inf, 0.0).astype(w.dtype)
-        return kernel.means_vjp(q, z, swapped, A, m, lse, jnp.zeros_like(key_cot), key_cot)[2].astype(w.dtype)
-
-    return jax.lax.cond(jnp.any(w == 0), terms, lambda: jnp.zeros_like(w))
-
-
-def _kernel_means(kernel: AbstractAttentionKernel, x, z, w, A):
-    """``kernel.means`` differentiable in the weights with the finite one-sided derivative at a zero
-    weight (:func:`_zero_weight_terms`): a custom VJP over the kernel's own (reverse-only kernels)."""
-
-    @jax.custom_vjp
-    def means(x, z, w, A):
-        return kernel.means(x, z, jnp.log(w), A)[0]
-
-    def fwd(x, z, w, A):
-        m, lse = kernel.means(x, z, jnp.log(w), A)
-        return m, (x, z, w, A, m, lse)
-
-    def bwd(res, cot):
-        x, z, w, A, m, lse = res
-        g, dz, dlogw = kernel.means_vjp(x, z, jnp.log(w), A, m, lse, cot, cot)
-        pos = w > 0
-        dw = jnp.where(pos, dlogw / jnp.where(pos, w, 1), _zero_weight_terms(kernel, x, z, w, A, cot, (m, lse)))
-        dx = jnp.einsum("hrf,hdf->rd", g, A)  # u_h = A_hᵀ x
-        dA = jnp.einsum("rd,hrf->hdf", x, g)
-        return dx.astype(x.dtype), dz.astype(z.dtype), dw.astype(w.dtype), dA.astype(A.dtype)
-
-    means.defvjp(fwd, bwd)
-    return means(x, z, w, A)
 
 
 def reverse_only_attention(field: AbstractField) -> bool:
