@@ -4,7 +4,8 @@ A package lists its deprecated names in a table ``{old name: Deprecated(...)}`` 
 from its module ``__getattr__`` (PEP 562) through :func:`deprecated_attribute`; they are not in
 its ``__all__`` nor in its API pages. The value is looked up on every access (never cached in the
 module), so every use warns, with the warning pointing at the line that used the old name: the first
-frame outside cfm_jax and equinox (which wraps a Module's properties).
+frame outside cfm_jax and equinox (which wraps a Module's properties). ``from package import old`` reads
+the attribute twice (the import system's ``hasattr`` probe, then the binding): only the binding warns.
 """
 
 from __future__ import annotations
@@ -38,13 +39,24 @@ def _user_level() -> int:
     return level
 
 
+def _import_probe() -> bool:
+    """Whether the first frame outside cfm_jax is the import system's ``hasattr`` probe of a
+    ``from package import name`` (``_handle_fromlist``), which the binding of the name follows."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "cfm_jax":
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_name == "_handle_fromlist" and "importlib" in frame.f_code.co_filename
+
+
 def deprecated_attribute(owner: str, old: str, entry: Deprecated) -> Any:
-    """The value of the deprecated ``owner.old``, after a ``DeprecationWarning`` naming its replacement."""
-    warnings.warn(
-        f"{owner}.{old} is deprecated and will be removed in the next release: use {entry.use}.",
-        DeprecationWarning,
-        stacklevel=_user_level(),
-    )
+    """The value of the deprecated ``owner.old``, after a ``DeprecationWarning`` naming its replacement
+    (once per use: not for the import system's probe before ``from owner import old`` binds it)."""
+    if not _import_probe():
+        warnings.warn(
+            f"{owner}.{old} is deprecated and will be removed in the next release: use {entry.use}.",
+            DeprecationWarning,
+            stacklevel=_user_level(),
+        )
     return getattr(importlib.import_module(entry.module), entry.name)
 
 

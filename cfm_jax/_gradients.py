@@ -93,11 +93,14 @@ def mean_squared_loss(x1, y):
 
 def _check_loss(loss, x0, y, throw: bool = True):
     """``(loss, y)``: a callable loss (the default :func:`mean_squared_loss`) and ``y``, checked; for the
-    default loss ``y`` must have the shape of ``x0`` and, with ``throw``, finite values (inside jit)."""
+    default loss ``y`` must be real and have the shape of ``x0``; whatever the loss, with ``throw``,
+    the floating entries of ``y`` (its array leaves) must be finite (inside jit too)."""
     if loss is not None and not callable(loss):
         raise ValueError(f"`loss` must be None or a callable loss(x1, y) -> scalar, got {loss!r}.")
     if loss is None:
         y = as_array("y", y)
+        if jnp.iscomplexobj(y):  # the loss would be complex: jax.grad's error names no argument
+            raise ValueError(f"`y` must be real for the default loss ½‖x1 − y‖², got dtype {y.dtype}.")
         if y.shape != jnp.shape(x0):
             raise ValueError(f"`y` must have the shape of `x0` {jnp.shape(x0)} for the default loss, got {y.shape}.")
         if y.ndim == 2 and y.shape[0] == 0:
@@ -105,8 +108,22 @@ def _check_loss(loss, x0, y, throw: bool = True):
                 f"`x0` and `y` hold no target tokens (shape {y.shape}): the default loss is their batch mean, "
                 "undefined for B = 0."
             )
-        y = finite("y", y) if throw else y
+    if throw:  # a NaN target makes a NaN loss with any loss
+        y = jax.tree.map(lambda a: finite("y", a) if eqx.is_inexact_array(a) else a, y)
     return mean_squared_loss if loss is None else loss, y
+
+
+def _real_scalar_loss(value, y):
+    """``value`` (the loss) if it is a real scalar, else a ``ValueError`` naming ``loss`` (and ``y`` when it
+    is complex): ``jax.grad``'s own error ("grad requires real-valued outputs") names neither."""
+    if jnp.ndim(value) != 0 or not jnp.issubdtype(jnp.result_type(value), jnp.floating):
+        complex_y = any(jnp.iscomplexobj(a) for a in jax.tree.leaves(y) if eqx.is_array(a))
+        hint = " (`y` is complex)" if complex_y else ""
+        raise ValueError(
+            f"`loss(x1, y)` must return a real scalar, got shape {jnp.shape(value)} and dtype "
+            f"{jnp.result_type(value)}{hint}."
+        )
+    return value
 
 
 @options_checked_first
@@ -120,8 +137,11 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
     fails (``max_steps`` reached); ``False`` leaves the checks out and, since the failure that
     ``forward`` would report in ``FlowSolution.result`` has nowhere to go here, returns a NaN loss
     and NaN gradients for a failed solve, never its numbers.
-    ``loss(x1, y) -> scalar`` defaults to $½‖x_1 − y‖^2$ averaged over the batch. Returns
-    ``(loss, grads)``, ``grads`` model-shaped ($∂L/∂θ_l$ per layer).
+    ``loss(x1, y) -> real scalar`` defaults to [`mean_squared_loss`][cfm_jax.mean_squared_loss],
+    $½‖x_1 − y‖^2$ averaged over the batch (the ½ included: half the mean squared error
+    ``jnp.mean(jnp.sum((x1 - y) ** 2, -1))``); ``y`` is then real and shaped like ``x0``. Whatever the
+    loss, ``y``'s floating entries are checked finite (with ``throw``). Returns ``(loss, grads)``,
+    ``grads`` model-shaped ($∂L/∂θ_l$ per layer).
     """
     loss, y = _check_loss(loss, x0, y, throw)
     if throw:  # forward's input checks, made once here: the solve below runs with throw=False
@@ -129,7 +149,7 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
 
     def value(m):
         sol = forward(m, x0, context, throw=False, **options)  # pyright: ignore[reportArgumentType]  (a measure)
-        return loss(sol.x1, y), sol.result
+        return _real_scalar_loss(loss(sol.x1, y), y), sol.result
 
     (val, result), grads = eqx.filter_value_and_grad(value, has_aux=True)(model)
     if throw:
@@ -209,7 +229,7 @@ def adjoint_trajectories(
     carried = EmpiricalContext(p.context.weights, start)
     y0 = (*p.y0, zeta)
     sol, residuals = adjoint.run_forward(p.model, carried, y0, spec, store=True)
-    value, ct_x1 = jax.value_and_grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
+    value, ct_x1 = jax.value_and_grad(lambda xx: _real_scalar_loss(loss(xx[0] if p.single else xx, y), y))(sol.x1)
     res = adjoint.run_backward(p.model, carried, y0, spec, residuals, Cotangents(x1=ct_x1), trajectories=True)
     assert res.traj is not None
     ss, xs, zs, ps, a = res.traj
@@ -290,7 +310,7 @@ def token_adjoint(
     p = prepare(model, x0, context, saveat=saveat, throw=throw, **options)
     adjoint.check_spec(p.model, p.spec)
     sol, residuals = adjoint.run_forward(p.model, p.context, p.y0, p.spec, store=True)
-    ct_x1 = jax.grad(lambda xx: loss(xx[0] if p.single else xx, y))(sol.x1)
+    ct_x1 = jax.grad(lambda xx: _real_scalar_loss(loss(xx[0] if p.single else xx, y), y))(sol.x1)
     res = adjoint.run_backward(
         p.model, p.context, p.y0, p.spec, residuals, Cotangents(x1=ct_x1), trajectories=True, token_only=True
     )

@@ -10,8 +10,9 @@ constructor) is still checked when it reaches ``forward``.
 One rule for the weights, everywhere (the constructor, ``checked`` inside compiled code, the
 docs): finite, **non-negative**, summing to one within a tolerance of the dtype
 (:func:`weight_sum_tolerance`). Atoms of weight exactly zero are allowed and carry no mass: the
-attention fields ignore them (log-weight −∞), the hand adjoints give them zero weight gradient, and
-:meth:`EmpiricalMeasure.pad_to` uses them to pad contexts to a common size.
+attention fields mask them out, and :meth:`EmpiricalMeasure.pad_to` uses them to pad contexts to a
+common size. Their weight gradient is the one-sided derivative ∂L/∂w_j = φ_0(z_j) (the first
+variation at the atom), finite, by the hand adjoints and autodiff alike (docs/theory.md).
 """
 
 from __future__ import annotations
@@ -71,19 +72,8 @@ class EmpiricalMeasure(eqx.Module):
                 )
         if is_concrete(points):  # given values: checked now (traced ones by the entry point, `checked`)
             points = check(points, ~np.isfinite(np.asarray(points)).all(), _NONFINITE_POINTS)
-        if is_concrete(weights):
-            w = np.asarray(weights, dtype=np.float64)
-            weights = check(weights, ~np.isfinite(w).all(), "EmpiricalMeasure: `weights` contains non-finite values.")
-            weights = check(
-                weights, (w < 0).any(), f"EmpiricalMeasure: `weights` must be non-negative (min weight {w.min():.3g})."
-            )
-            total = w.sum()
-            weights = check(
-                weights,
-                abs(total - 1.0) > weight_sum_tolerance(weights.dtype),
-                f"EmpiricalMeasure: `weights` must sum to 1 (a probability vector), they sum to {total:.8g}. "
-                "Normalise them, e.g. weights / weights.sum().",
-            )
+        if is_concrete(weights):  # the rule `checked` applies inside compiled code, in NumPy, same messages
+            weights = _checked_weights(weights, "EmpiricalMeasure: `weights`", np.asarray(weights, np.float64), np)
         self.points = points
         self.weights = weights
 
@@ -126,18 +116,16 @@ class EmpiricalMeasure(eqx.Module):
         and weights that are finite, non-negative and sum to one. The error names ``name``."""
         z, w = self.points, self.weights
         z = check(z, ~jnp.all(jnp.isfinite(z)), f"`{name}` points contain non-finite values (nan/inf).")
-        w = check(w, ~jnp.all(jnp.isfinite(w)), f"`{name}` weights contain non-finite values (nan/inf).")
-        w = check(w, jnp.any(w < 0), f"`{name}` weights must be non-negative.")
-        tol = weight_sum_tolerance(w.dtype)
-        w = check(w, jnp.abs(jnp.sum(w) - 1) > tol, f"`{name}` weights must sum to 1 (within {tol:g}).")
-        return EmpiricalMeasure.unchecked(z, w)
+        return EmpiricalMeasure.unchecked(z, _checked_weights(w, f"`{name}` weights", w, jnp))
 
     def pad_to(self, size: int) -> EmpiricalMeasure:
         """The same measure on ``size >= n`` atoms: the extra atoms sit at the origin with weight 0.
 
         Atoms of weight exactly 0 carry no mass: the flow, the attention fields, the hand
         adjoints and autodiff all give the unpadded results (to round-off) on the first n
-        atoms, and the padded atoms move passively. Padding a family of contexts to one size
+        atoms, and the padded atoms move passively. A gradient in the padded measure is finite:
+        0 in the padded points, and in their weights the one-sided derivative (the mass an atom
+        there would add, module docstring). Padding a family of contexts to one size
         lets a sweep compile once instead of once per n.
         """
         n = self.size
@@ -243,6 +231,27 @@ class GaussianMeasure(eqx.Module):
 
 
 _NONFINITE_POINTS = "EmpiricalMeasure: `points` contains non-finite values (nan/inf)."
+
+
+def _weight_rule(subject: str, dtype) -> tuple[str, str, str]:
+    """The messages of the one rule for the weights (module docstring), each starting with ``subject``:
+    ``(non-finite, negative, not summing to one)``. The same text eagerly and inside compiled code,
+    where the values are unknown when the message is written (so no value is quoted)."""
+    tol = weight_sum_tolerance(dtype)
+    return (
+        f"{subject} contain non-finite values (nan/inf).",
+        f"{subject} must be non-negative.",
+        f"{subject} must sum to 1 within {tol:g} (a probability vector). Normalise them, e.g. weights / weights.sum().",
+    )
+
+
+def _checked_weights(weights, subject: str, values, xp):
+    """``weights`` with the weight rule attached (the one value check): ``values`` are the weights in
+    the array module ``xp`` that tests them (NumPy for given values, jax.numpy for traced ones)."""
+    nonfinite, negative, total = _weight_rule(subject, weights.dtype)
+    weights = check(weights, ~xp.all(xp.isfinite(values)), nonfinite)
+    weights = check(weights, xp.any(values < 0), negative)
+    return check(weights, xp.abs(xp.sum(values) - 1) > weight_sum_tolerance(weights.dtype), total)
 
 
 def _checked_values(mean, cov, prefix: str, *, traced_only: bool):

@@ -168,10 +168,17 @@ def test_coupled_deviations_names_swapped_or_mismatched_arguments():
     chaos.coupled_deviations(model, x0, ref, ref[:5], coupled=False, adjoint=False)  # independent samples
     with pytest.raises(ValueError, match="token dimension"):
         chaos.coupled_deviations(model, x0, ref[:5, :1], ref, adjoint=False)
-    with pytest.raises(ValueError, match=r"`w1_size` must be in \[1, 12\]"):
+    with pytest.raises(ValueError, match=r"`w1_size` must be an integer in \[1, 12\]"):
         chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=13, adjoint=False)
-    with pytest.raises(ValueError, match=r"`w1_size` must be in \[1, 5\]"):
+    with pytest.raises(ValueError, match=r"`w1_size` must be an integer in \[1, 5\]"):
         chaos.coupled_deviations(model, x0, ref, ref[:5], coupled=False, w1_size=6, adjoint=False)
+    for bad in (2.5, 4.0, True):  # refused, not checked as int(w1_size) and then used as 2.5
+        with pytest.raises(ValueError, match=r"`w1_size` must be an integer in \[1, 12\], got"):
+            chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=bad, adjoint=False)  # pyright: ignore[reportArgumentType]
+    np.testing.assert_array_equal(
+        chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=np.int64(4), adjoint=False)["w1"],  # pyright: ignore[reportArgumentType]
+        chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=4, adjoint=False)["w1"],
+    )
     with pytest.raises(eqx.EquinoxRuntimeError, match="`relative_epsilon` must be finite and > 0"):
         chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=4, relative_epsilon=0.0, adjoint=False)
     traced = jax.jit(lambda eps: chaos.coupled_deviations(model, x0, ref[:5], ref, w1_size=4, relative_epsilon=eps))

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from cfm_jax import chaos
@@ -83,8 +84,18 @@ def test_spec_validation_names_the_field():
         chaos.validate_spec(chaos.ChaosSpec(field="mlp"))  # pyright: ignore[reportArgumentType]  # bad on purpose
     with pytest.raises(ValueError, match="population"):
         chaos.validate_spec(chaos.ChaosSpec(population="cauchy"))  # pyright: ignore[reportArgumentType]  # bad on purpose
-    with pytest.raises(ValueError, match="`layers` must be >= 1"):
+    with pytest.raises(ValueError, match="`layers` must be an integer >= 1"):
         chaos.validate_spec(chaos.ChaosSpec(ns=(4, 8), n_ref=8, layers=0))
+    # the value used is the value checked: a float is refused, not passed as int(2.5) = 2 and used as 2.5
+    for field, value in (("w1_size", 2.5), ("dim", 2.0), ("n_ref", 8.5), ("batch", True)):
+        with pytest.raises(ValueError, match=f"`{field}` must be an integer >= 1"):
+            chaos.validate_spec(chaos.ChaosSpec(**{"ns": (4, 8), "n_ref": 16, field: value}))
+    with pytest.raises(ValueError, match="`ns` must be a non-empty tuple"):
+        chaos.validate_spec(chaos.ChaosSpec(ns=(4, 8.5), n_ref=16))
+    with pytest.raises(ValueError, match="`grad_phi_max_n` must be None or an integer"):
+        chaos.validate_spec(chaos.ChaosSpec(**dict(_EXACT_REF, grad_phi_max_n=2.5), reference="gaussian"))
+    spec = chaos.ChaosSpec(ns=(np.int64(4), 8), n_ref=np.int64(16), w1_size=np.int32(8))  # pyright: ignore[reportArgumentType]
+    chaos.validate_spec(spec)
     for eps in (0.0, -0.01, float("inf")):
         with pytest.raises(ValueError, match="`relative_epsilon`"):
             chaos.validate_spec(chaos.ChaosSpec(field="attention", dim=2, ns=(4, 8), n_ref=16, relative_epsilon=eps))

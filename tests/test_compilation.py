@@ -119,6 +119,22 @@ def test_a_cache_hit_marks_its_own_threads_program_only():
     assert rec.lowered_names == ["built"]
 
 
+def test_a_cache_hit_marks_one_program_only():
+    """A cache hit makes the program whose backend step ends next a load, and only that one: the
+    thread's next program, built by XLA, is counted as compiled (a hit left pending would make every
+    later program of the thread a load)."""
+    with cfm_jax.CompileRecorder() as rec:
+        monitoring.record_event_duration_secs(_LOWERED, 0.1, fun_name="cached")
+        monitoring.record_event(_CACHE_HIT)
+        monitoring.record_event_duration_secs(_BACKEND, 0.5, fun_name="cached")
+        for name in ("next", "after"):
+            monitoring.record_event_duration_secs(_LOWERED, 0.1, fun_name=name)
+            monitoring.record_event_duration_secs(_BACKEND, 1.0, fun_name=name)
+    assert rec.lowered_names == ["cached", "next", "after"]
+    assert (rec.cache_loads, rec.load_seconds) == (1, 0.5)
+    assert rec.compiled_names == ["next", "after"] and rec.compile_seconds == 2.0
+
+
 #: one new program in a fresh process on the cache folder argv[1]: what the recorder saw
 ONE_PROGRAM = textwrap.dedent(
     """

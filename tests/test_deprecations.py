@@ -81,6 +81,18 @@ def test_from_import_of_an_old_name_warns():
         from cfm_jax import CFM  # noqa: F401  # pyright: ignore[reportAttributeAccessIssue]
 
 
+@pytest.mark.parametrize("module,old,_", RENAMED + RETIRED, ids=[f"{m}.{o}" for m, o, _ in RENAMED + RETIRED])
+def test_from_import_warns_once(module, old, _):
+    """``from package import old`` reads the attribute twice (the import system's hasattr probe, then
+    the binding): one warning, at the import line."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        exec(f"from {module} import {old}", {})
+    deprecations = [r for r in record if issubclass(r.category, DeprecationWarning)]
+    assert len(deprecations) == 1, [str(r.message) for r in deprecations]
+    assert f"{module}.{old} is deprecated" in str(deprecations[0].message)
+
+
 def test_an_unknown_name_is_still_an_attribute_error():
     for mod in (cfm_jax, chaos, distributed):
         with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):

@@ -135,3 +135,48 @@ def test_streamed_means_with_zero_weight_key_blocks(dtype, tol):
             for got, want in ((sx, gx), (sz[keep], gz), (sw[keep], gw), (sA, gA)):
                 np.testing.assert_allclose(got, want, rtol=0, atol=10 * tol * max(1.0, float(jnp.abs(want).max())))
             assert not np.any(sz[~keep]) and not np.any(sw[~keep]), c
+
+
+@pytest.mark.parametrize("dtype,far", [(jnp.float32, 200.0), (jnp.float64, 1000.0)])
+def test_a_massless_atom_with_the_largest_logit_is_masked_out_of_the_maximum(dtype, far):
+    """A key block of zero weights whose logits exceed every positive weight's by more than the
+    exponent range: the log-sum-exp's maximum is taken over the positive weights only (the finite
+    mask at a zero weight), so the means, dense and streamed in blocks smaller than n, and their
+    gradients equal those over the positive keys alone; taken over every key, all the positive terms
+    underflow to 0 and the means are NaN."""
+    from cfm_jax._fields.attention import attention_means
+
+    n, d, kc = 12, 2, 4
+    k = jax.random.split(jax.random.key(12), 3)
+    x = jnp.array([[1.0, 0.0], [0.8, 0.3]], dtype)
+    z = jax.random.normal(k[0], (n, d), dtype).at[:kc].set(jnp.array([far, 0.0], dtype))  # the first block
+    keep = np.arange(n) >= kc
+    w = jnp.where(keep, jax.random.uniform(k[1], (n,), dtype, 0.5, 1.5), 0.0)
+    A = jnp.eye(d, dtype=dtype)[None]
+
+    def loss(x, z, logw, key_chunk):
+        return jnp.sum(jnp.sin(attention_means(x, z, logw, A, chunk_size=None, key_chunk_size=key_chunk)))
+
+    ref, (rx, rz) = jax.value_and_grad(loss, argnums=(0, 1))(x, z[keep], jnp.log(w[keep]), None)
+    for key_chunk in (None, kc, 3):
+        value, (gx, gz) = jax.value_and_grad(loss, argnums=(0, 1))(x, z, jnp.log(w), key_chunk)
+        tol = 1e-5 if dtype == jnp.float32 else 1e-12
+        np.testing.assert_allclose(value, ref, rtol=tol, err_msg=f"key_chunk_size={key_chunk}")
+        np.testing.assert_allclose(gx, rx, rtol=tol, atol=tol, err_msg=f"key_chunk_size={key_chunk}")
+        np.testing.assert_allclose(gz[keep], rz, rtol=tol, atol=tol, err_msg=f"key_chunk_size={key_chunk}")
+        assert not np.any(np.asarray(gz)[~keep])
+    # the closed-form local products (the hand adjoints') mask it the same way
+    field = cfm_jax.AttentionField(chunk_size=None)
+    params = {"Q": A[None, 0], "K": A[None, 0], "V": 0.5 * A[None, 0]}
+    cot = jnp.ones_like(x)
+    got = field.local_vjp(x, cfm_jax.EmpiricalMeasure.unchecked(z, w / w.sum()), params, cot)
+    want = field.local_vjp(x, cfm_jax.EmpiricalMeasure.unchecked(z[keep], w[keep] / w.sum()), params, cot)
+    tol = 1e-5 if dtype == jnp.float32 else 1e-12
+    for name, a, b in (
+        ("velocity", got.velocity, want.velocity),
+        ("dx", got.dx, want.dx),
+        ("dz", got.dz[keep], want.dz),
+    ):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=name)
+    np.testing.assert_allclose(got.dw[keep], want.dw, rtol=tol, atol=tol)
+    assert np.isfinite(np.asarray(got.dw)).all()

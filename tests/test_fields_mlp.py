@@ -37,7 +37,7 @@ def test_the_affine_mlp_is_the_mlp_with_a_linear_activation():
     q, c = jax.random.normal(kq, (5, 3)), jax.random.normal(kc, (5, 3))
     a = LinearMLPField().local_vjp(q, ctx, th, c)
     b = MLPField(activation=jax.nn.identity).local_vjp(q, ctx, th, c)
-    for part in ("velocity", "dx", "dz", "dlogw"):
+    for part in ("velocity", "dx", "dz", "dw"):
         assert rel(getattr(a, part), getattr(b, part)) <= 1e-14, part
     assert rel(a.dparams, b.dparams) <= 1e-14
     cst, M = LinearMLPField().gaussian_affine(th, jnp.zeros(3), jnp.eye(3))

@@ -126,6 +126,41 @@ def test_no_target_tokens_are_refused_naming_them():
     assert total == 0.0 and all(np.all(g == 0) for g in jax.tree.leaves(eqx.filter(grads, eqx.is_inexact_array)))
 
 
+def test_complex_or_nan_targets_are_refused_naming_y():
+    """A complex ``y`` is refused by name for the default loss (½‖x1 − y‖² would be complex, and
+    jax.grad's "grad requires real-valued outputs" names nothing); a custom loss that is not a real
+    scalar names ``loss`` (and ``y`` when it is complex); a NaN ``y`` is refused whatever the loss,
+    eagerly and under jit, and throw=False leaves that check out."""
+    model, x0, ctx, y = _problem(0)
+    for entry in (cfm_jax.loss_and_grad, cfm_jax.adjoint_trajectories, cfm_jax.token_adjoint):
+        with pytest.raises(ValueError, match="`y` must be real"):
+            entry(model, x0, ctx, y + 0j)
+    complex_loss = lambda x1, t: jnp.sum(x1 - t)  # noqa: E731
+    with pytest.raises(ValueError, match=r"`loss\(x1, y\)` must return a real scalar.*`y` is complex"):
+        cfm_jax.loss_and_grad(model, x0, ctx, y + 0j, loss=complex_loss)
+    with pytest.raises(ValueError, match=r"`loss\(x1, y\)` must return a real scalar, got shape \(2,\)"):
+        cfm_jax.adjoint_trajectories(model, x0, ctx, y, loss=lambda x1, t: jnp.sum(x1 - t, -1))
+    custom = lambda x1, t: jnp.sum(jnp.abs(x1 - t["y"]))  # noqa: E731  # y any pytree
+    bad = {"y": y.at[1, 0].set(jnp.nan)}
+    for entry in (cfm_jax.loss_and_grad, cfm_jax.adjoint_trajectories, cfm_jax.token_adjoint):
+        with pytest.raises(eqx.EquinoxRuntimeError, match="`y` contains non-finite"):
+            entry(model, x0, ctx, bad, loss=custom)
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="`y` contains non-finite"):
+        jax.block_until_ready(jax.jit(lambda t: cfm_jax.loss_and_grad(model, x0, ctx, t, loss=custom)[0])(bad))
+    assert np.isnan(np.asarray(cfm_jax.loss_and_grad(model, x0, ctx, bad, loss=custom, throw=False)[0]))
+    value, _ = cfm_jax.loss_and_grad(model, x0, ctx, {"y": y}, loss=custom)
+    assert np.isfinite(np.asarray(value))
+
+
+def test_the_default_loss_is_half_the_mean_squared_error():
+    """``loss_and_grad``'s loss is ½‖x1 − y‖² averaged over the tokens (its docstring, docs/gradients.md
+    and the README's example say so): half of ``jnp.mean(jnp.sum((x1 - y) ** 2, -1))``."""
+    model, x0, ctx, y = _problem(0)
+    x1 = cfm_jax.forward(model, x0, ctx).x1
+    value, _ = cfm_jax.loss_and_grad(model, x0, ctx, y)
+    np.testing.assert_allclose(value, 0.5 * jnp.mean(jnp.sum((x1 - y) ** 2, -1)), rtol=1e-13)
+
+
 def test_weight_gradient_is_the_centred_first_variation():
     """∂L/∂w_j = φ_0(z_j) (probes at the particles), Σ_j w_j ∂L/∂w_j = 0 (softmax attention is
     invariant to scaling all weights), and jax.grad in w through forward agrees with both."""
@@ -314,3 +349,93 @@ def test_adjoint_trajectories_reports_the_solves_result():
     assert sol.result == diffrax.RESULTS.max_steps_reached
     sol = cfm_jax.adjoint_trajectories(model, x0, z, y, **options, **loose)
     assert sol.result == diffrax.RESULTS.successful
+
+
+def test_adjoint_trajectories_reports_a_failed_backward_solve():
+    """A forward that succeeds and an adaptive backward (``ContinuousAdjoint``'s own tight controller)
+    that reaches ``max_steps``: the backward's failure is raised by default and reported in ``result``
+    with ``throw=False`` (the forward's success does not hide it); a loose backward reports success."""
+    key_m, key_x, key_z, key_y = jax.random.split(jax.random.key(3), 4)
+    model = cfm_jax.Transformer.init(key_m, dim=3, heads=1, mlp_width=4, layers=2)
+    x0, z, y = (jax.random.normal(k, s) for k, s in ((key_x, (2, 3)), (key_z, (6, 3)), (key_y, (2, 3))))
+
+    def run(backward_tol, throw):
+        adjoint = cfm_jax.ContinuousAdjoint(
+            solver=diffrax.Tsit5(),
+            stepsize_controller=diffrax.PIDController(rtol=backward_tol, atol=backward_tol),
+        )
+        controller = diffrax.PIDController(rtol=1e-3, atol=1e-3)
+        options: dict[str, Any] = dict(solver=diffrax.Tsit5(), stepsize_controller=controller, max_steps=8)
+        return cfm_jax.adjoint_trajectories(model, x0, z, y, adjoint=adjoint, throw=throw, **options)
+
+    tight, loose = jnp.asarray(1e-12), jnp.asarray(1e-2)  # traced: one program for both
+    assert cfm_jax.forward(
+        model, x0, z, solver=diffrax.Tsit5(), stepsize_controller=diffrax.PIDController(rtol=1e-3, atol=1e-3),
+        max_steps=8,
+    ).result == diffrax.RESULTS.successful  # fmt: skip
+    assert run(tight, throw=False).result == diffrax.RESULTS.max_steps_reached
+    with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
+        run(tight, throw=True)
+    sol = run(loose, throw=False)
+    assert sol.result == diffrax.RESULTS.successful and np.isfinite(np.asarray(sol.ps)).all()
+
+
+#: every way forward is differentiated, with the solve options under which it is exact: the hand
+#: adjoints, autodiff through the loop; the continuous adjoint with a 5th-order solver (its error
+#: against the scheme's derivative is then far below the tolerance)
+WEIGHT_STRATEGIES = {
+    "discrete": (cfm_jax.DiscreteAdjoint(), {}),
+    "continuous": (cfm_jax.ContinuousAdjoint(), {"solver": diffrax.Tsit5(), "steps": 16}),
+    "recursive_checkpoint": (AUTODIFF, {}),
+    "direct": (diffrax.DirectAdjoint(), {}),
+}
+#: the attention paths: dense XLA, query blocks with streamed keys (a leading block of zero weights),
+#: and the fused kernel (its VJP gives ∂/∂log w, completed at the zero weights by the field)
+WEIGHT_FIELDS = {
+    "dense": lambda m: m,
+    "streamed": lambda m: m.with_chunking(2, 2),
+    "pallas": lambda m: m.with_kernel(cfm_jax.PallasAttention(block_q=16, block_k=16)),
+}
+
+
+@pytest.mark.parametrize("strategy", WEIGHT_STRATEGIES)
+@pytest.mark.parametrize("path", WEIGHT_FIELDS)
+def test_weight_gradients_at_zero_weights_are_the_one_sided_derivative(strategy, path):
+    """∂L/∂w at a weight of 0 is finite and is the one-sided derivative (e^{u·z_j − lse} s_j, the limit
+    of α_j s_j / w_j, computed without dividing), by every strategy and attention path, for an unchecked
+    context with zero weights and for one padded by ``pad_to`` (``eqx.filter_grad`` over the whole
+    measure: no NaN leaf, the padded atoms' points get 0). Against second-order one-sided finite
+    differences of the same solve, at the positive weights too (autodiff once gave NaN, the hand
+    adjoints 0, at the zero ones)."""
+    if path == "pallas" and strategy in ("continuous", "direct"):
+        pytest.skip("the fused kernel is exercised through the discrete adjoint and autodiff")
+    adjoint, options = WEIGHT_STRATEGIES[strategy]
+    _, x0, ctx, y = _problem(5, d=3, n=5, B=2, layers=2)
+    # the default scales: O(1) logits, so that second-order differences of step 1e-6 resolve 1e-6
+    model = cfm_jax.Transformer.init(jax.random.key(5), 3, heads=2, mlp_width=4, layers=2, dtype=jnp.float64)
+    model = WEIGHT_FIELDS[path](model)
+
+    def loss(measure):  # throw=False: the perturbed weights do not sum to one
+        x1 = cfm_jax.forward(model, x0, measure, adjoint=adjoint, throw=False, **options).x1
+        return jnp.sum(jnp.sin(x1) * y)
+
+    def one_sided(measure, j, eps=1e-6):
+        at = lambda t: float(loss(measure.with_weights(measure.weights.at[j].add(t))))  # noqa: E731
+        return (-at(2 * eps) + 4 * at(eps) - 3 * at(0.0)) / (2 * eps)
+
+    patterns = {
+        "trailing": jnp.array([0.5, 0.3, 0.2, 0.0, 0.0]),
+        "leading": jnp.array([0.0, 0.0, 0.5, 0.3, 0.2]),
+    }
+    contexts = {name: cfm_jax.EmpiricalMeasure.unchecked(ctx.points, w) for name, w in patterns.items()}
+    contexts["padded"] = cfm_jax.EmpiricalMeasure(ctx.points[:3], jnp.array([0.5, 0.3, 0.2])).pad_to(5)
+    for name, measure in contexts.items():
+        grads = eqx.filter_grad(loss)(measure)
+        leaves = jax.tree.leaves(grads)
+        assert all(np.isfinite(np.asarray(g)).all() for g in leaves), (name, grads)
+        fd = np.array([one_sided(measure, j) for j in range(5)])
+        zero = np.asarray(measure.weights) == 0
+        assert np.abs(fd[zero]).min() > 1e-3  # the derivative at a zero weight is not 0
+        np.testing.assert_allclose(grads.weights, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max(), err_msg=name)
+        if name == "padded":
+            assert not np.any(np.asarray(grads.points)[3:])  # a massless atom moves nothing

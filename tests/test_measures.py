@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import cfm_jax
 from cfm_jax import EmpiricalMeasure, GaussianMeasure, split_atom
 
 
@@ -114,6 +115,25 @@ def test_split_atom_keeps_the_measure():
     assert nu.size == 5
     np.testing.assert_allclose(nu.mean, mu.mean, rtol=1e-14)
     np.testing.assert_allclose(nu.weights[2] + nu.weights[4], mu.weights[2], rtol=1e-14)
+
+
+@pytest.mark.parametrize("weights", [[16.0, 16.0, 32.0], [0.5, -0.25, 0.75], [0.5, np.nan, 0.5]])
+def test_the_weight_rule_says_the_same_eagerly_and_inside_jit(weights):
+    """One rule, one message: a measure built from given weights and one checked inside compiled code
+    (``forward`` under ``jax.jit``) refuse the same weights with the same text after the name of the
+    argument, the advice included (inside jit it was "must sum to 1 (within 0.0001)" alone)."""
+    points = np.zeros((3, 2))
+    with pytest.raises(eqx.EquinoxRuntimeError) as eager:
+        EmpiricalMeasure(points, weights)
+    model = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=0, layers=1, dtype=jnp.float64)
+    run = jax.jit(lambda w: cfm_jax.forward(model, jnp.zeros((1, 2)), EmpiricalMeasure(points, w)).x1)
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)) as traced:
+        jax.block_until_ready(run(jnp.asarray(weights)))
+    eager_text = str(eager.value).partition("EmpiricalMeasure: `weights` ")[2].splitlines()[0]
+    traced_text = str(traced.value).partition("`context` weights ")[2].splitlines()[0]
+    assert eager_text and eager_text == traced_text, (str(eager.value), str(traced.value))
+    if sum(weights) == 64.0:
+        assert "Normalise them, e.g. weights / weights.sum()." in traced_text
 
 
 @pytest.mark.parametrize("excess", [2e-5, -2e-5])

@@ -506,6 +506,24 @@ def test_numpy_integers_are_static_like_python_ints(tiny):
     assert np.isfinite(np.asarray(g.Q)).all()
 
 
+def test_numpy_bools_are_static_like_python_bools(tiny):
+    """throw=np.bool_(False) is the static False: the program of throw=False runs again (none is
+    lowered) and gives its numbers; np.bool_(True) raises for a NaN like True (a traced bool would
+    make ``if throw:`` a tracer error, or a program of its own)."""
+    from _compiles import count_compilations
+
+    x0, ctx = jnp.ones((1, 2)), cfm_jax.EmpiricalMeasure(jnp.arange(8.0).reshape(4, 2) / 8)
+    plain = forward(tiny, x0, ctx, throw=False)
+    with count_compilations() as count:
+        numpy = forward(tiny, x0, ctx, throw=np.bool_(False))  # pyright: ignore[reportArgumentType]
+    np.testing.assert_array_equal(numpy.x1, plain.x1)
+    assert count() == 0
+    with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
+        forward(tiny, x0.at[0, 0].set(jnp.nan), ctx, throw=np.bool_(True))  # pyright: ignore[reportArgumentType]
+    value, _ = cfm_jax.loss_and_grad(tiny, x0, ctx, jnp.zeros((1, 2)), throw=np.bool_(True))  # pyright: ignore[reportArgumentType]
+    assert np.isfinite(float(value))
+
+
 def test_one_naming_of_the_final_context_and_its_trajectory(tiny):
     """``context``/``contexts`` for every kind of context (the old names were removed in 0.2.0)."""
     x0, ctx = jnp.ones((1, 2)), cfm_jax.EmpiricalMeasure(jnp.arange(8.0).reshape(4, 2) / 8)

@@ -17,8 +17,9 @@ adjoint.
 
 Internally the context adjoint is carried as b_j = ∂L/∂z_j (the autodiff convention); the
 test-field gradient of docs/theory.md §2 is a_j = ∇φ_s(z_j) = b_j / w_j, and the weight
-gradient accumulates ∂L/∂log w_j = w_j φ_0(z_j) (centred: Σ_j w_j ∂L/∂w_j = 0 for softmax
-attention, which is invariant to scaling all weights).
+gradient accumulates ∂L/∂w_j = φ_0(z_j) itself (centred: Σ_j w_j ∂L/∂w_j = 0 for softmax
+attention, which is invariant to scaling all weights), never dividing by w_j: at a zero weight it
+is the finite one-sided derivative (the fields' ``dw``, docs/gradients.md), as autodiff's.
 """
 
 from __future__ import annotations
@@ -227,19 +228,18 @@ def cotangent_or_zero(ct, like):
     return jnp.zeros_like(like) if ct is None else ct.astype(like.dtype)
 
 
-def weight_gradient(dlogw, w, ct_weights):
-    """∂L/∂w from the accumulated ∂L/∂log w (zero at zero-mass atoms) plus the direct cotangent."""
-    dw = jnp.where(w > 0, dlogw / jnp.where(w > 0, w, 1.0), 0.0)
+def weight_gradient(dw, ct_weights):
+    """∂L/∂w: the accumulated ∂L/∂w (finite at zero weights too) plus the direct cotangent."""
     return dw if ct_weights is None else dw + ct_weights
 
 
-def finish(grads, p0, b0, dlogw, w, cotangents, traj, probe_adjoints, probe_phi, depths: int, d: int) -> AdjointResult:
+def finish(grads, p0, b0, dw, cotangents, traj, probe_adjoints, probe_phi, depths: int, d: int) -> AdjointResult:
     """Assemble an :class:`AdjointResult`: the weight gradient, and probe rows reshaped to ``(S, P, ...)``."""
     probe_grads = probe_values = None
     if probe_adjoints.shape[0]:
         probe_grads = probe_adjoints.reshape(depths, -1, d)
         probe_values = probe_phi.reshape(depths, -1)
-    return AdjointResult(grads, p0, b0, weight_gradient(dlogw, w, cotangents.weights), traj, probe_grads, probe_values)
+    return AdjointResult(grads, p0, b0, weight_gradient(dw, cotangents.weights), traj, probe_grads, probe_values)
 
 
 def _inexact_like(grads, tree):

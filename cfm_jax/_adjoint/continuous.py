@@ -6,7 +6,7 @@ Backward in s from 1 to 0, layer by layer (no step straddles a parameter jump), 
     dx/ds = V(x, μ),  dz_j/ds = V(z_j, μ)                          (state, backward)
     dp/ds = −D_xV(x, μ)ᵀ p,                                         p(1) = ∂L/∂x(1)
     db_j/ds = −D_xV(z_j)ᵀ b_j − ∂_{z_j} Σ_r c_r·V(q_r, μ),           b(1) = ∂L/∂z(1)
-    d(∂L/∂log w_j)/ds = −∂_{log w_j} Σ_r c_r·V(q_r, μ),   dg/ds = −Σ_r D_θV(q_r)ᵀ c_r
+    d(∂L/∂w_j)/ds = −∂_{w_j} Σ_r c_r·V(q_r, μ),           dg/ds = −Σ_r D_θV(q_r)ᵀ c_r
 
 Saved-trajectory cotangents are added to (p, b) at the saved depths. Probe characteristics
 (started at each layer boundary at the fixed probe points) follow the a-equation with zero mass,
@@ -183,7 +183,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             g_zero = jax.tree.map(jnp.zeros_like, eqx.filter(model, eqx.is_inexact_array))
 
         def adj_field(s, Y, args):
-            (xs, zs, zeta), (p, b, bz, phi, dlogw, _) = Y
+            (xs, zs, zeta), (p, b, bz, phi, dw, _) = Y
             params, l = (args[0] if pc else model.params_at(s)), args[1]
             res = system_vjp(field, params, xs, zs, w, zeta, p, b, bz)
             live = (start <= (l * k).astype(start.dtype)).astype(dtype)
@@ -202,7 +202,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             else:
                 _, pull = eqx.filter_vjp(lambda m: m.params_at(s), model)
                 dg = jax.tree.map(jnp.negative, pull(res.dparams)[0])
-            return dstate, (dp, db, dbz, dphi, -res.dlogw, dg)
+            return dstate, (dp, db, dbz, dphi, -res.dw, dg)
 
         term = diffrax.ODETerm(adj_field)
 
@@ -210,31 +210,31 @@ class ContinuousAdjoint(AbstractHandAdjoint):
             state, adj = carry
             l, inj = inputs
             args = (model.segment_params(l, l / L) if pc else None, l)
-            p, b, bz, phi, dlogw, g = adj
+            p, b, bz, phi, dw, g = adj
             g_in = g_zero if pc else g
 
             def bwd_sub(c, j):  # sub-interval j (from the end) of layer l
-                st, (p, b, bz, phi, dlogw, g) = c
+                st, (p, b, bz, phi, dw, g) = c
                 t0 = (l.astype(dtype) + (j + 1).astype(dtype) / sub) / L
                 t1 = (l.astype(dtype) + j.astype(dtype) / sub) / L
-                seg = solve_segment(term, bspec, t0, t1, per_sub, (st, (p, b, bz, phi, dlogw, g)), args)
+                seg = solve_segment(term, bspec, t0, t1, per_sub, (st, (p, b, bz, phi, dw, g)), args)
                 nsteps = seg.accepted
-                st, (p, b, bz, phi, dlogw, g) = _last(seg.ys)
+                st, (p, b, bz, phi, dw, g) = _last(seg.ys)
                 if inj is not None:
                     jx, jz = inj
                     p = p if jx is None else p + jx[j]
                     b = b if jz is None else b + jz[j]
                 out = (nsteps, seg.result, (st[0], st[1], p, b) if trajectories else None)
-                return (st, (p, b, bz, phi, dlogw, g)), out
+                return (st, (p, b, bz, phi, dw, g)), out
 
-            (state, (p, b, bz, phi, dlogw, g_out)), (nsteps, results, tr) = jax.lax.scan(
-                bwd_sub, (state, (p, b, bz, phi, dlogw, g_in)), jnp.arange(sub), reverse=True
+            (state, (p, b, bz, phi, dw, g_out)), (nsteps, results, tr) = jax.lax.scan(
+                bwd_sub, (state, (p, b, bz, phi, dw, g_in)), jnp.arange(sub), reverse=True
             )
             if ends is not None:  # restart from the stored forward state at this layer's start
                 state = state_before(y0, ends, l)
             tr = None if tr is None else jax.tree.map(lambda a: a[0], tr)
             out = (g_out if pc else None, tr, nsteps.sum(), results)
-            return (state, (p, b, bz, phi, dlogw, g_out if not pc else g)), out
+            return (state, (p, b, bz, phi, dw, g_out if not pc else g)), out
 
         # the backward starts from the final state; after layer l it restarts from the stored start
         # of layer l (the end of layer l − 1) unless the state is backsolved
@@ -247,7 +247,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
         )
         # an adaptive or implicit backward solve can fail: report its first failure (in depth order)
         result = first_failure(jax.tree.map(lambda r: r.reshape(-1), results)) if bspec.can_fail else None
-        p0, b0, bz, phi, dlogw, g_total = adj0
+        p0, b0, bz, phi, dw, g_total = adj0
         if pc:
             stacked, pull = eqx.filter_vjp(lambda m: m.stacked_params(), model)
             grads = pull(jax.tree.map(lambda g, p: g.astype(p.dtype), g_layers, stacked))[0]
@@ -266,7 +266,7 @@ class ContinuousAdjoint(AbstractHandAdjoint):
                 jnp.concatenate([ps_b, p1[None]], 0),
                 jnp.concatenate([bs_b, b1[None]], 0) * iw,
             )
-        return finish(grads, p0, b0, dlogw, w, ct, traj, bz, phi, L + 1, d)._replace(result=result)
+        return finish(grads, p0, b0, dw, ct, traj, bz, phi, L + 1, d)._replace(result=result)
 
 
 __all__ = ["ContinuousAdjoint"]

@@ -10,7 +10,7 @@ cotangents are added to p_i, b_i as the sweep passes step i):
 
     p_i = p_{i+1} + h D_xV(x_i)ᵀ p_{i+1}
     b_i = b_{i+1} + h [D_xV(z_i)ᵀ b_{i+1} + ∂_{z_i} Σ_r c_r·V(q_r, μ_i)]          (c = [p; b])
-    ∂L/∂log w_j += h ∂_{log w_j} Σ_r c_r·V(q_r, μ_i),   ∂L/∂θ_i = h Σ_r D_θV(q_r)ᵀ c_r
+    ∂L/∂w_j += h ∂_{w_j} Σ_r c_r·V(q_r, μ_i),           ∂L/∂θ_i = h Σ_r D_θV(q_r)ᵀ c_r
 
 which is the chain rule of the scheme, so it equals reverse-mode autodiff through the same
 scheme to round-off (docs/theory.md §2). b_j = w_j a_j with a_j = ∇φ_s(z_j) the test-field
@@ -204,7 +204,7 @@ class DiscreteAdjoint(AbstractHandAdjoint):
                 )
             return AdjointResult(None, adj0, None, None, traj)  # pyright: ignore[reportArgumentType]
         grads = model_grads(model, gtheta, k, N, dtype)
-        p0, b0, bz, phi, dlogw = adj0
+        p0, b0, bz, phi, dw = adj0
         traj = None
         if trajectories:
             xs_all, zs_all, ps, bs = traj_out
@@ -219,18 +219,18 @@ class DiscreteAdjoint(AbstractHandAdjoint):
                 jnp.concatenate([ps, p1[None]], 0),
                 a_traj,
             )
-        return finish(grads, p0, b0, dlogw, context.weights, ct, traj, bz, phi, N + 1, d)
+        return finish(grads, p0, b0, dw, ct, traj, bz, phi, N + 1, d)
 
 
 def _system_step(model, context, k, N, h, B, inj_x, inj_z, trajectories):
-    """One backward Euler step of every row: tokens, context atoms (b), probes (bz, φ), log-weights, θ."""
+    """One backward Euler step of every row: tokens, context atoms (b), probes (bz, φ), weights, θ."""
     field, w, start = model.field, context.weights, context.start
     start = jnp.zeros((0,), jnp.int32) if start is None else start
     dtype = h.dtype
 
     def backward_step(adj, inputs):
         (xs, zs, zeta), i = inputs
-        p, b, bz, phi, dlogw = adj
+        p, b, bz, phi, dw = adj
         n, R = zs.shape[0], zeta.shape[0]
         res = system_vjp(field, step_params(model, i, k, N, dtype), xs, zs, w, zeta, p, b, bz)
         p_new = p + h * res.dx[:B]
@@ -246,7 +246,7 @@ def _system_step(model, context, k, N, h, B, inj_x, inj_z, trajectories):
             phi = jnp.where(live, phi + h * res.phi, phi)
         gtheta = jax.tree.map(lambda g: h * g, res.dparams)
         out = (gtheta, (xs, zs, p_new, b_new) if trajectories else None)
-        return (p_new, b_new, bz, phi, dlogw + h * res.dlogw), out
+        return (p_new, b_new, bz, phi, dw + h * res.dw), out
 
     return backward_step
 

@@ -239,8 +239,10 @@ def coupled_deviations(
         )
     # W1 takes the first w1_size reference particles (and, uncoupled, as many of the context's)
     w1_max = reference.size if coupled else min(reference.size, context.size)
-    if w1_size is not None and not 1 <= int(w1_size) <= w1_max:
-        raise ValueError(f"`w1_size` must be in [1, {w1_max}], got {w1_size!r}.")
+    if w1_size is not None:  # the value used is the value checked: 2.5 is refused, not truncated to 2
+        if isinstance(w1_size, bool) or not isinstance(w1_size, numbers.Integral) or not 1 <= w1_size <= w1_max:
+            raise ValueError(f"`w1_size` must be an integer in [1, {w1_max}], got {w1_size!r}.")
+        w1_size = int(w1_size)
     message = "`relative_epsilon` must be finite and > 0."
     if is_concrete(relative_epsilon):  # a given value: checked now, whatever `throw` (a traced one in _coupled)
         v = np.asarray(relative_epsilon, np.float64)

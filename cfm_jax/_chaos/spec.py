@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Literal
 
 import jax
@@ -127,10 +128,16 @@ class ChaosSpec:
         return tuple(q for q in QUANTITIES if on[q])
 
 
+def _is_count(value, low: int = 1) -> bool:
+    """Whether ``value`` is an integer (Python or NumPy, not a bool) >= ``low``: checked as it is used,
+    never as ``int(value)`` (2.5 would pass as 2 and reach a shape as 2.5)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= low
+
+
 def _sizes(name: str, value, *, optional: bool = False) -> None:
     if value is None and optional:
         return
-    if not isinstance(value, tuple) or not value or any(int(n) < 1 for n in value):
+    if not isinstance(value, tuple) or not value or not all(_is_count(n) for n in value):
         none = "None or " if optional else ""
         raise ValueError(f"`{name}` must be {none}a non-empty tuple of positive context sizes, got {value!r}.")
 
@@ -148,8 +155,8 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
         "w1_size": spec.w1_size,
     }
     for name, value in sizes.items():
-        if int(value) < 1:
-            raise ValueError(f"`{name}` must be >= 1, got {value!r}.")
+        if not _is_count(value):
+            raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}.")
     _sizes("ns", spec.ns)
     if spec.reference == "sample" and max(spec.ns) > spec.n_ref:
         raise ValueError(
@@ -168,8 +175,8 @@ def validate_spec(spec: ChaosSpec) -> ChaosSpec:
             "reference='sample' every quantity is measured at every n of `ns`."
         )
     _sizes("w1_ns", spec.w1_ns, optional=True)
-    if spec.grad_phi_max_n is not None and int(spec.grad_phi_max_n) < 1:
-        raise ValueError(f"`grad_phi_max_n` must be None or >= 1, got {spec.grad_phi_max_n!r}.")
+    if spec.grad_phi_max_n is not None and not _is_count(spec.grad_phi_max_n):
+        raise ValueError(f"`grad_phi_max_n` must be None or an integer >= 1, got {spec.grad_phi_max_n!r}.")
     if spec.reference == "gaussian" and (
         spec.field != "attention"
         or spec.population != "gaussian"

@@ -40,6 +40,7 @@ from jaxtyping import Array, Float
 from .._arguments import python_scalar
 from .base import AbstractField, AbstractGaussianField, AbstractSumField, LocalVJP, complete_params
 from .kernels import MASK_VALUE, AbstractAttentionKernel, PallasAttention
+from .weights import clip_exponent, kernel_means, split_weights, zero_weight_terms
 
 #: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking (CPU).
 AUTO_DENSE_LIMIT = 1 << 22
@@ -58,14 +59,16 @@ def attention_matrix(Q: Float[Array, "H d d"], K: Float[Array, "H d d"]) -> Floa
     return jnp.einsum("hed,hef->hdf", Q, K)
 
 
-def _dense_means(u, keys, log_weights):
-    """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,))."""
-    logits = u @ keys.T + log_weights[None, :]
-    top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
-    logits = logits - top
-    p = jnp.exp(logits)
-    total = jnp.sum(p, axis=-1, keepdims=True)
-    return (p @ keys) / total, (top + jnp.log(total))[:, 0]
+def _dense_means(u, keys, ell, f):
+    """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,)), weights
+    w_j = f_j e^{ℓ_j} (:func:`split_weights`)."""
+    logits = u @ keys.T + ell[None, :]
+    # the stabiliser is the largest logit of a positive weight: a zero-weight atom gets the finite
+    # mask, so that a large logit of a massless atom cannot underflow every positive one
+    top = jax.lax.stop_gradient(jnp.max(jnp.where(f[None, :] > 0, logits, MASK_VALUE), axis=-1, keepdims=True))
+    p = jnp.exp(jnp.minimum(logits - top, clip_exponent(u.dtype)))  # w_j e^{u·z_j − top} / f_j
+    total = p @ f[:, None]
+    return (p @ (keys * f[:, None])) / total, (top + jnp.log(total))[:, 0]
 
 
 def _blocks(rows, chunk: int):
@@ -76,34 +79,32 @@ def _blocks(rows, chunk: int):
     return padded.reshape((blocks, chunk) + rows.shape[1:])
 
 
-def _streamed_means(u, keys, log_weights, key_chunk):
+def _streamed_means(u, keys, ell, f, key_chunk):
     """Same as `_dense_means`, keys streamed in blocks with a running log-sum-exp."""
-    n, d = keys.shape
-    keys_p, logw_p, valid = (
-        _blocks(keys, key_chunk),
-        _blocks(log_weights, key_chunk),
-        _blocks(jnp.ones(n, bool), key_chunk),
-    )
+    d = keys.shape[1]
+    # padded keys get f = 0: atoms of weight zero
+    keys_p, ell_p, f_p = _blocks(keys, key_chunk), _blocks(ell, key_chunk), _blocks(f, key_chunk)
     r = u.shape[0]
+    # the running maximum starts at the logit of the heaviest atom: a real logit of a positive weight
+    # (a start at the mask would carry a leading block of zero weights at e^{mask}, whose derivatives
+    # in w are then wiped by the rescaling exp(mask − max) = 0)
+    heaviest = jnp.argmax(jnp.where(f > 0, ell, -jnp.inf))
+    start = jax.lax.stop_gradient(u @ keys[heaviest] + ell[heaviest])
+    clip = clip_exponent(u.dtype)
 
     def step(carry, blk):
         run_max, run_sum, run_acc = carry
-        kb, lwb, vb = blk
-        # zero weights (log w = −inf) and padded keys get the finite mask: a block of them only
-        # adds terms exp(mask − max) = 0 once a positive weight has been seen, and before that its
-        # running sums are wiped by scale = exp(mask − max) = 0, instead of exp(−inf + inf) = NaN
-        logits = jnp.where(vb[None, :], u @ kb.T + jnp.maximum(lwb, MASK_VALUE)[None, :], MASK_VALUE)
-        new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(logits, axis=-1)))
+        kb, lb, fb = blk
+        logits = u @ kb.T + lb[None, :]
+        # zero weights (and padded keys) get the finite mask in the maximum (see _dense_means)
+        masked = jnp.where(fb[None, :] > 0, logits, MASK_VALUE)
+        new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(masked, axis=-1)))
         scale = jnp.exp(run_max - new_max)
-        p = jnp.exp(logits - new_max[:, None])
-        return (new_max, run_sum * scale + p.sum(-1), run_acc * scale[:, None] + p @ kb), None
+        p = jnp.exp(jnp.minimum(logits - new_max[:, None], clip))
+        return (new_max, run_sum * scale + p @ fb, run_acc * scale[:, None] + p @ (kb * fb[:, None])), None
 
-    init = (
-        jnp.full((r,), MASK_VALUE, u.dtype),
-        jnp.zeros((r,), u.dtype),
-        jnp.zeros((r, d), u.dtype),
-    )
-    (top, total, acc), _ = jax.lax.scan(step, init, (keys_p, logw_p, valid))
+    init = (start, jnp.zeros((r,), u.dtype), jnp.zeros((r, d), u.dtype))
+    (top, total, acc), _ = jax.lax.scan(step, init, (keys_p, ell_p, f_p))
     return acc / total[:, None], top + jnp.log(total)
 
 
@@ -114,13 +115,13 @@ def _map_rows(fn, rows, chunk):
     return jax.tree.map(lambda a: a.reshape((a.shape[0] * chunk,) + a.shape[2:])[:r], out)
 
 
-def _row_means(u, keys, log_weights, rows: int | None, key_chunk_size: int | None):
+def _row_means(u, keys, ell, f, rows: int | None, key_chunk_size: int | None):
     """Means and log-sum-exp of rows u (r, d): dense, or in blocks of ``rows`` rows, keys streamed
-    in blocks of ``key_chunk_size`` when set."""
+    in blocks of ``key_chunk_size`` when set; weights f e^ℓ (:func:`split_weights`)."""
     if key_chunk_size is None:
-        block = lambda ub: _dense_means(ub, keys, log_weights)  # noqa: E731
+        block = lambda ub: _dense_means(ub, keys, ell, f)  # noqa: E731
     else:
-        block = lambda ub: _streamed_means(ub, keys, log_weights, key_chunk_size)  # noqa: E731
+        block = lambda ub: _streamed_means(ub, keys, ell, f, key_chunk_size)  # noqa: E731
     return block(u) if rows is None else _map_rows(block, u, rows)
 
 
@@ -130,12 +131,13 @@ def _folded(queries, A):
     return jnp.einsum("qd,hdf->qhf", queries, A).reshape(q * A.shape[0], d)
 
 
-def _means_lse(queries, keys, log_weights, A, chunk_size, key_chunk_size):
-    """``(means (H, q, d), lse (H, q))`` of :func:`attention_means`."""
+def _means_lse(queries, keys, split, A, chunk_size, key_chunk_size):
+    """``(means (H, q, d), lse (H, q))`` of :func:`attention_means`; ``split = (ell, f)``."""
     H = A.shape[0]
     q, d = queries.shape
     rows = None if chunk_size is None else max(1, chunk_size) * H
-    means, lse = _row_means(_folded(queries, A), keys, log_weights, rows, key_chunk_size)
+    ell, f = split
+    means, lse = _row_means(_folded(queries, A), keys, ell, f, rows, key_chunk_size)
     return means.reshape(q, H, d).transpose(1, 0, 2), lse.reshape(q, H).T
 
 
@@ -153,7 +155,7 @@ def attention_means(
     ``chunk_size=None`` is the dense path; an int processes query rows in blocks of that size
     (and ``key_chunk_size`` additionally streams the keys). Results agree to round-off.
     """
-    return _means_lse(queries, keys, log_weights, A, chunk_size, key_chunk_size)[0]
+    return _means_lse(queries, keys, split_weights(log_weights=log_weights), A, chunk_size, key_chunk_size)[0]
 
 
 def resolve_chunk_size(chunk_size, heads: int, queries: int, keys: int) -> int | None:
@@ -204,26 +206,30 @@ def _scan_row_blocks(block_fn, rows: tuple, chunk: int):
     return per_row, sums
 
 
-def _local_block(q, c, act, z, logw, A, Vh, targets):
+def _local_block(q, c, act, z, ell, f, A, Vh, targets):
     """Closed-form local products of multi-head attention for one block of query rows.
 
-    Shapes: q, c (r, d), act (r,) or None (all active), z (n, d), logw (n,), A, Vh (H, d, d),
-    targets (T, d) or None. Returns ((velocity, dx) per row, (dz, dlogw, dA, dV, dtargets, phi)
-    summed over the active rows).
+    Shapes: q, c (r, d), act (r,) or None (all active), z (n, d), weights w = f e^ℓ as ``ell, f (n,)``
+    (:func:`split_weights`), A, Vh (H, d, d), targets (T, d) or None. Returns ((velocity, dx) per row,
+    (dz, D, dA, dV, dtargets, phi) summed over the active rows), where
+    $D_j = Σ_r e^{u_r·z_j + ℓ_j − lse_r} s_{rj}$: $∂/∂log w_j$ at a positive weight
+    ($ℓ_j = log w_j$), $∂/∂w_j$ at a zero weight ($ℓ_j = 0$; the first variation at the atom).
     """
     u = jnp.einsum("rd,hdf->hrf", q, A)  # u_h(q) = A_hᵀ q
-    logits = jnp.einsum("hrf,nf->hrn", u, z) + logw[None, None, :]
-    top = jnp.max(logits, axis=-1, keepdims=True)
-    P = jnp.exp(logits - top)  # unnormalised α (log-sum-exp shift); 1/Z is folded into (r, d) arrays
-    iZ = 1.0 / jnp.sum(P, axis=-1, keepdims=True)
-    m = jnp.einsum("hrn,nd->hrd", P, z) * iZ
+    logits = jnp.einsum("hrf,nf->hrn", u, z) + ell[None, None, :]
+    # the maximum over positive weights (_dense_means); P̃ = e^{logit − top} is finite at zero weights too
+    top = jnp.max(jnp.where(f[None, None, :] > 0, logits, MASK_VALUE), axis=-1, keepdims=True)
+    P = jnp.exp(jnp.minimum(logits - top, clip_exponent(q.dtype)))  # α Z e^{−top} / f; 1/Z folded into (r, d) arrays
+    zf = z * f[:, None]  # the zero weights' atoms out of the sums over μ
+    iZ = 1.0 / jnp.einsum("hrn,n->hr", P, f)[..., None]
+    m = jnp.einsum("hrn,nd->hrd", P, zf) * iZ
     velocity = jnp.einsum("hrd,hed->re", m, Vh)
     v = jnp.einsum("re,hed->hrd", c, Vh)  # V_hᵀ c
     mv = jnp.sum(m * v, axis=-1, keepdims=True)
     S = jnp.einsum("hrd,nd->hrn", v, z) - mv  # s_j = (z_j − m)·v
     R = P * S
     # Σ_j α_j s_j = 0 exactly; subtracting its round-off keeps g = Cov_α v centred when Cov is tiny.
-    g = (jnp.einsum("hrn,nd->hrd", R, z) - jnp.sum(R, axis=-1, keepdims=True) * m) * iZ
+    g = (jnp.einsum("hrn,nd->hrd", R, zf) - jnp.einsum("hrn,n->hr", R, f)[..., None] * m) * iZ
     dx = jnp.einsum("hrf,hdf->rd", g, A)  # Σ_h A_h g_h
     # measure and parameter terms use the active rows only (act None: all rows active)
     mask = 1.0 if act is None else act[None, :, None]  # (H, r, 1)
@@ -233,7 +239,7 @@ def _local_block(q, c, act, z, logw, A, Vh, targets):
     # of u for the log-weight term). XLA:CPU is ~2x slower on the transposed (r, n)ᵀ·(r, d) form.
     us = jnp.concatenate([u * scale, jnp.broadcast_to(scale, scale.shape[:-1] + (1,))], axis=-1)
     uR = jnp.einsum("hrd,hrn->dn", us, R)
-    dzw = jnp.einsum("hrd,hrn->dn", v * scale, P) + uR[:-1]
+    dzw = (jnp.einsum("hrd,hrn->dn", v * scale, P) + uR[:-1]) * f[None, :]  # a zero weight's atom: no force
     dlogw = uR[-1]
     dA = jnp.einsum("rd,hrf->hdf", q, g * mask)
     dV = jnp.einsum("re,hrd->hed", ca, m)
@@ -279,7 +285,13 @@ class XLAAttention(AbstractAttentionKernel):
 
     def means(self, queries, keys, log_weights, A):
         chunk = self._chunk(A.shape[0], queries.shape[0], keys.shape[0])
-        return _means_lse(queries, keys, log_weights, A, chunk, self.key_chunk_size)
+        return _means_lse(queries, keys, split_weights(log_weights=log_weights), A, chunk, self.key_chunk_size)
+
+    def weighted_means(self, queries, keys, weights, A):
+        """:meth:`means` from the weights themselves, never their log: its autodiff in ``weights`` is the
+        finite one-sided derivative at a zero weight (:func:`split_weights`), not 0·∞."""
+        chunk = self._chunk(A.shape[0], queries.shape[0], keys.shape[0])
+        return _means_lse(queries, keys, split_weights(weights=weights), A, chunk, self.key_chunk_size)
 
     def means_vjp(self, queries, keys, log_weights, A, means, lse, cot, key_cot):
         """Autodiff of the blockwise means (its own code path: no closed form)."""
@@ -288,7 +300,8 @@ class XLAAttention(AbstractAttentionKernel):
         rows = None if chunk is None else max(1, chunk) * H
 
         def fn(u, z, lw):
-            return _row_means(u, z, lw, rows, self.key_chunk_size)[0]
+            ell, f = split_weights(log_weights=lw)
+            return _row_means(u, z, ell, f, rows, self.key_chunk_size)[0]
 
         _, pull = jax.vjp(fn, _folded(queries, A), keys, log_weights)
         fold = lambda a: a.transpose(1, 0, 2).reshape(q * H, d)  # noqa: E731
@@ -298,6 +311,13 @@ class XLAAttention(AbstractAttentionKernel):
 
     def local_products(self, q, c, act, z, logw, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
         """The closed forms of the module docstring, fused, in query blocks above the dense limit."""
+        ell, f = split_weights(log_weights=logw)
+        per_row, (dz, D, *rest) = self.split_local_products(q, c, act, z, ell, f, A, Vh, targets)
+        return per_row, (dz, D * f, *rest)  # ∂/∂log w: 0 at a zero weight
+
+    def split_local_products(self, q, c, act, z, ell, f, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
+        """:meth:`local_products` for weights f e^ℓ (:func:`split_weights`), with $D$ of
+        :func:`_local_block` (∂/∂log w at a positive weight, ∂/∂w at a zero one) in place of ∂/∂log w."""
         nq = q.shape[0]
         # The forward's switch: the adjoint holds ~4 (H, rows, n) buffers where the forward holds
         # one, but dense stays faster up to that size (2-core CPU, n = 1024, d = 16: one backward
@@ -307,7 +327,7 @@ class XLAAttention(AbstractAttentionKernel):
         rows = (q, c) if act is None else (q, c, act)
 
         def block(qb, cb, ab=None):
-            return _local_block(qb, cb, ab, z, logw, A, Vh, targets)
+            return _local_block(qb, cb, ab, z, ell, f, A, Vh, targets)
 
         if chunk is None or chunk >= nq:
             return block(*rows)
@@ -353,22 +373,38 @@ class AttentionField(AbstractGaussianField):
 
     def __call__(self, x, measure, params):
         A = attention_matrix(params["Q"], params["K"])
-        means, _ = self.attention_kernel().means(x, measure.points, jnp.log(measure.weights), A)
+        kernel = self.attention_kernel()
+        if isinstance(kernel, XLAAttention):  # autodiff through the weights themselves
+            means, _ = kernel.weighted_means(x, measure.points, measure.weights, A)
+        else:
+            means = kernel_means(kernel, x, measure.points, measure.weights, A)
         return jnp.einsum("hed,hqd->qe", params["V"], means)
 
     def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
-        """Closed-form local products (module docstring) from the kernel's means and their VJP."""
+        """Closed-form local products (module docstring) from the kernel's means and their VJP; the
+        weight term ∂/∂w_j is the finite one-sided derivative at a zero weight too."""
         Qm, Km, Vh = params["Q"], params["K"], params["V"]
         A = attention_matrix(Qm, Km)
-        z, logw = measure.points, jnp.log(measure.weights)
+        z, w = measure.points, measure.weights
         act = None if active is None else jnp.asarray(active, queries.dtype)
-        (velocity, dx), (dz, dlogw, dA, dV, dtar, phi) = self.attention_kernel().local_products(
-            queries, cot, act, z, logw, A, Vh, targets
-        )
+        kernel = self.attention_kernel()
+        pos = w > 0
+        if isinstance(kernel, XLAAttention):
+            ell, f = split_weights(weights=w)
+            (velocity, dx), (dz, D, dA, dV, dtar, phi) = kernel.split_local_products(
+                queries, cot, act, z, ell, f, A, Vh, targets
+            )
+            dw = D / jnp.where(pos, w, 1)  # ∂/∂log w over w at a positive weight; ∂/∂w itself at a zero one
+        else:
+            (velocity, dx), (dz, dlogw, dA, dV, dtar, phi) = kernel.local_products(
+                queries, cot, act, z, jnp.log(w), A, Vh, targets
+            )
+            vk = jnp.einsum("re,hed->hrd", cot if act is None else cot * act[:, None], Vh)
+            dw = jnp.where(pos, dlogw / jnp.where(pos, w, 1), zero_weight_terms(kernel, queries, z, w, A, vk))
         dQ = jnp.einsum("hef,hdf->hed", Km, dA)  # K_h (∂/∂A_h)ᵀ
         dK = jnp.einsum("hed,hdf->hef", Qm, dA)  # Q_h ∂/∂A_h
         dparams = complete_params({"Q": dQ, "K": dK, "V": dV}, params)
-        return LocalVJP(velocity, dx, dz, dlogw, dparams, dtar, phi)
+        return LocalVJP(velocity, dx, dz, dw, dparams, dtar, phi)
 
     def gaussian_affine(self, params, mean, cov):
         """Closed form at $μ = N(m, Σ)$: $c = Σ_h V_h m$, $M = Σ_h V_h Σ A_h^⊤$ ($A_h = Q_h^⊤ K_h$).

@@ -7,16 +7,19 @@ For query rows q_r with cotangents c_r, a context μ = Σ_j w_j δ_{z_j} and one
 - ``velocity``  V(q_r, μ; θ)                                               ``(Q, d)``
 - ``dx``        D_xV(q_r, μ)ᵀ c_r, row by row                              ``(Q, d)``
 - ``dz``        ∂/∂z_j Σ_r a_r c_r·V(q_r, μ)  (the support points)         ``(n, d)``
-- ``dlogw``     ∂/∂log w_j Σ_r a_r c_r·V(q_r, μ)  (= w_j ∂/∂w_j)           ``(n,)``
+- ``dw``        ∂/∂w_j Σ_r a_r c_r·V(q_r, μ)  (finite at w_j = 0)          ``(n,)``
 - ``dparams``   Σ_r a_r D_θV(q_r, μ)ᵀ c_r                                  (mapping like θ)
 - ``dtargets``  Σ_r a_r G(q_r; y_t)ᵀ c_r at extra zero-mass points y_t     ``(T, d)``
 - ``phi``       Σ_r a_r c_r·(δV/δμ)(q_r, μ)(y_t)                           ``(T,)``
 
 where a_r ∈ {0, 1} marks the *active* rows (targets and context particles, whose covectors act
 on μ and θ; passive probe rows only get ``velocity`` and ``dx``) and
-G(q; y) = ∇_y (δV/δμ)(q, μ)(y). ``dz`` and ``dlogw`` are plain partial derivatives (the
+G(q; y) = ∇_y (δV/δμ)(q, μ)(y). ``dz`` and ``dw`` are plain partial derivatives (the
 autodiff convention); the test-field gradient of docs/theory.md is dz_j / w_j, and
-dlogw_j / w_j = Σ_r a_r c_r·(δV/δμ)(q_r, μ)(z_j) is the first variation at the atom.
+dw_j = Σ_r a_r c_r·(δV/δμ)(q_r, μ)(z_j) is the first variation at the atom. At a weight of zero
+``dw`` is the one-sided derivative, finite (for softmax attention e^{u·z_j − lse} s_j: the limit of
+α_j s_j / w_j, computed without dividing), so gradients in the weights of a padded context
+(:meth:`~cfm_jax.EmpiricalMeasure.pad_to`) are never NaN.
 
 The default implementation is ``jax.vjp`` of the field itself (:func:`generic_local_vjp`), so
 any user field gets the hand adjoint for free; fields override :meth:`AbstractField.local_vjp`
@@ -49,7 +52,7 @@ class LocalVJP(NamedTuple):
     velocity: Array
     dx: Array
     dz: Array
-    dlogw: Array
+    dw: Array
     dparams: dict
     dtargets: Array | None = None
     phi: Array | None = None
@@ -93,8 +96,10 @@ def generic_local_vjp(field, queries, measure, params, cot, *, active=None, targ
 
         phi, pull_y = jax.vjp(phi_fn, targets)
         (dtar,) = pull_y(jnp.ones_like(phi))
-    dlogw = jnp.where(w > 0, w * dw, 0.0)  # zero-mass (padding) atoms: 0 · ∞ would be NaN
-    return LocalVJP(velocity, dx, dz, dlogw, complete_params(dparams, params), dtar, phi)
+    # ∂/∂w by autodiff of the field, finite at a zero weight where the field's own derivative is (the
+    # library's fields never take the log of a zero weight); a field that does gets 0 there, not NaN
+    dw = jnp.where((w > 0) | jnp.isfinite(dw), dw, 0.0)
+    return LocalVJP(velocity, dx, dz, dw, complete_params(dparams, params), dtar, phi)
 
 
 class AbstractField(eqx.Module):
@@ -185,7 +190,7 @@ class AbstractSumField(AbstractField):
                 out.velocity + p.velocity,
                 out.dx + p.dx,
                 out.dz + p.dz,
-                out.dlogw + p.dlogw,
+                out.dw + p.dw,
                 {k: out.dparams[k] + p.dparams[k] for k in out.dparams},
                 _add(out.dtargets, p.dtargets),
                 _add(out.phi, p.phi),
