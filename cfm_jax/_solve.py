@@ -58,7 +58,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, AbstractStrategy, Autodiff, DiscreteAdjoint, as_strategy
 from ._arguments import as_array
-from ._fields import reverse_only_attention
+from ._fields import attention_kernels
 from ._flow import (
     AbstractCarriedContext,
     Ctx,
@@ -178,10 +178,13 @@ def _names_the_forward_mode_fix(fn):
         except TypeError as e:
             model = args[0] if args else kwargs.get("model")
             forward_mode = "forward-mode" in str(e) or "jvp" in str(e)
-            if forward_mode and isinstance(model, AbstractCFM) and reverse_only_attention(model.field):
+            # the model's kernels say whether forward mode runs through them
+            kernels = attention_kernels(model.field) if isinstance(model, AbstractCFM) else ()
+            reverse_only = sorted({type(k).__name__ for k in kernels if not k.forward_mode})
+            if forward_mode and reverse_only:
                 raise TypeError(
-                    "the model's attention kernel (PallasAttention) is reverse-mode only (a custom_vjp), so "
-                    "forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian) cannot run through it whatever the "
+                    f"the model's attention kernel ({', '.join(reverse_only)}) is reverse-mode only (a custom_vjp), "
+                    "so forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian) cannot run through it whatever the "
                     "adjoint. Use the XLA path for forward mode: model.with_kernel(cfm_jax.XLAAttention())."
                 ) from None
             adjoint = kwargs.get("adjoint")

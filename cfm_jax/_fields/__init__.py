@@ -1,6 +1,14 @@
 """Velocity fields V(x, μ; θ): attention, MLP, their sums, and user-defined fields."""
 
-from .attention import AttentionField, XLAAttention, attention_matrix, attention_means, reverse_only_attention
+from .attention import (
+    AbstractAttentionKernel,
+    AttentionField,
+    PallasAttention,
+    XLAAttention,
+    attention_kernels,
+    attention_matrix,
+    attention_means,
+)
 from .base import (
     AbstractField,
     AbstractGaussianField,
@@ -13,7 +21,6 @@ from .base import (
     generic_local_vjp,
     sum_fields,
 )
-from .kernels import AbstractAttentionKernel, PallasAttention
 from .mlp import LinearMLPField, MLPField, mlp_field
 
 __all__ = [
@@ -30,11 +37,11 @@ __all__ = [
     "PallasAttention",
     "SumField",
     "XLAAttention",
+    "attention_kernels",
     "attention_matrix",
     "attention_means",
     "complete_params",
     "generic_local_vjp",
     "mlp_field",
-    "reverse_only_attention",
     "sum_fields",
 ]

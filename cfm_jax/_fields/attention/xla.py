@@ -1,4 +1,4 @@
-"""Multi-head softmax attention as a velocity field, dense or chunked.
+"""The blockwise XLA attention kernel (:class:`XLAAttention`), dense or chunked: the reference.
 
 For head h, with u_h(q) = K_hᵀ Q_h q (so <Q_h q, K_h z> = u_h(q)·z),
 
@@ -8,7 +8,7 @@ The score matrix is always evaluated as logits + log w_j minus its row maximum (
 so logits of size 1e4 do not overflow in float32. Folding Q_hᵀK_h into one d×d matrix per head
 means keys and values are the raw context points: only one (H·q, d) × (d, n) product is needed.
 
-Local products (:meth:`AttentionField.local_vjp`, docs/theory.md §2), one head, with
+Local products (:meth:`~cfm_jax.AttentionField.local_vjp`, docs/theory.md §2), one head, with
 u = A_hᵀ q (A_h = Q_hᵀ K_h), E_j = e^{u·z_j}/Z, α_j = w_j E_j, m = Σ_j α_j z_j, v = V_hᵀ c and
 s_j = (z_j − m)·v:
 
@@ -25,11 +25,13 @@ The chunked path never forms the full (H·q, n) score matrix: queries are proces
 ``chunk_size`` rows (``jax.lax.map``) and, when ``key_chunk_size`` is set, keys are streamed in
 blocks with a running log-sum-exp, so memory is O(H·chunk·n) or O(H·chunk·key_chunk).
 
-That blockwise code is :class:`XLAAttention`, one attention kernel (kernels.py): the field's
-``kernel`` chooses how the means and their VJP are computed, e.g. the fused :class:`PallasAttention`.
+That blockwise code is :class:`XLAAttention`, one attention kernel (kernel.py): the field's
+``kernel`` chooses how the means and their VJP are computed, e.g. the fused ``PallasAttention`` (pallas.py).
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -37,10 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .._arguments import python_scalar
-from .base import AbstractField, AbstractGaussianField, AbstractSumField, LocalVJP, complete_params
-from .kernels import MASK_VALUE, AbstractAttentionKernel, PallasAttention
-from .weights import clip_exponent, kernel_means, split_weights, zero_weight_terms
+from ..._arguments import python_scalar
+from .kernel import AbstractAttentionKernel
+from .weights import MASK_VALUE, clip_exponent, split_weights
 
 #: Score-matrix entries (H·q·n) above which the automatic mode switches to query chunking (CPU).
 AUTO_DENSE_LIMIT = 1 << 22
@@ -52,11 +53,6 @@ AUTO_CHUNK_SIZE = 256
 AUTO_DENSE_LIMIT_ACCELERATOR = 1 << 27
 AUTO_BLOCK_ENTRIES_ACCELERATOR = 1 << 27
 AUTO_CHUNK_BOUNDS_ACCELERATOR = (32, 4096)
-
-
-def attention_matrix(Q: Float[Array, "H d d"], K: Float[Array, "H d d"]) -> Float[Array, "H d d"]:
-    """A_h = Q_hᵀ K_h, so that the logit of query q against key z is q·A_h z."""
-    return jnp.einsum("hed,hef->hdf", Q, K)
 
 
 def _dense_means(u, keys, ell, f):
@@ -276,6 +272,8 @@ class XLAAttention(AbstractAttentionKernel):
 
     chunk_size: int | str | None = eqx.field(static=True, converter=python_scalar, default="auto")
     key_chunk_size: int | None = eqx.field(static=True, converter=python_scalar, default=None)
+    #: plain JAX code: every autodiff mode runs through it
+    forward_mode: ClassVar[bool] = True
 
     def __check_init__(self):
         _check_chunks(self.chunk_size, self.key_chunk_size)
@@ -291,10 +289,13 @@ class XLAAttention(AbstractAttentionKernel):
         """:meth:`means` from the weights themselves, never their log: its autodiff in ``weights`` is the
         finite one-sided derivative at a zero weight (:func:`split_weights`), not 0·∞."""
         chunk = self._chunk(A.shape[0], queries.shape[0], keys.shape[0])
-        return _means_lse(queries, keys, split_weights(weights=weights), A, chunk, self.key_chunk_size)
+        return _means_lse(queries, keys, split_weights(weights=weights), A, chunk, self.key_chunk_size)[0]
 
     def means_vjp(self, queries, keys, log_weights, A, means, lse, cot, key_cot):
-        """Autodiff of the blockwise means (its own code path: no closed form)."""
+        """Autodiff of the blockwise means (its own code path: no closed form), the reference other
+        kernels' VJPs are tested against. It recomputes the means from ``log_weights`` (``means`` and
+        ``lse`` unused), so it cannot serve :func:`zero_weight_terms`' swapped log-weights: the field
+        uses the closed forms of :meth:`weighted_local_products` and :meth:`weighted_means` instead."""
         H, q, d = A.shape[0], queries.shape[0], queries.shape[1]
         chunk = self._chunk(H, q, keys.shape[0])
         rows = None if chunk is None else max(1, chunk) * H
@@ -315,6 +316,14 @@ class XLAAttention(AbstractAttentionKernel):
         per_row, (dz, D, *rest) = self.split_local_products(q, c, act, z, ell, f, A, Vh, targets)
         return per_row, (dz, D * f, *rest)  # ∂/∂log w: 0 at a zero weight
 
+    def weighted_local_products(self, q, c, act, z, w, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
+        """The closed forms computed with the weights w = f·e^ℓ (:func:`split_weights`): ∂/∂w at a zero
+        weight from the same pass, no completion needed."""
+        ell, f = split_weights(weights=w)
+        per_row, (dz, D, *rest) = self.split_local_products(q, c, act, z, ell, f, A, Vh, targets)
+        dw = D / jnp.where(w > 0, w, 1)  # ∂/∂log w over w at a positive weight; ∂/∂w itself at a zero one
+        return per_row, (dz, dw, *rest)
+
     def split_local_products(self, q, c, act, z, ell, f, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
         """:meth:`local_products` for weights f e^ℓ (:func:`split_weights`), with $D$ of
         :func:`_local_block` (∂/∂log w at a positive weight, ∂/∂w at a zero one) in place of ∂/∂log w."""
@@ -334,94 +343,4 @@ class XLAAttention(AbstractAttentionKernel):
         return _scan_row_blocks(block, rows, int(chunk))
 
 
-class AttentionField(AbstractGaussianField):
-    """Multi-head softmax attention; reads ``Q, K, V: (H, d, d)`` from the layer parameters.
-
-    Attributes:
-        chunk_size, key_chunk_size: the blocks of the XLA path (:class:`XLAAttention`); setting
-            either selects it.
-        kernel: how the means and their VJP are computed (:class:`AbstractAttentionKernel`). None:
-            ``XLAAttention(chunk_size, key_chunk_size)`` on every backend: the fused
-            :class:`PallasAttention` is chosen by passing it (``PallasAttention(mesh=...)`` on several
-            devices) until its GPU timings and errors are measured (``docs/scaling.md`` §5).
-    """
-
-    chunk_size: int | str | None = eqx.field(static=True, converter=python_scalar, default="auto")
-    key_chunk_size: int | None = eqx.field(static=True, converter=python_scalar, default=None)
-    kernel: AbstractAttentionKernel | None = None
-
-    def __check_init__(self):
-        _check_chunks(self.chunk_size, self.key_chunk_size)
-        if self.kernel is not None:
-            if not isinstance(self.kernel, AbstractAttentionKernel):
-                raise ValueError(
-                    "`kernel` must be an attention kernel (XLAAttention(), PallasAttention()) or None, "
-                    f"got {self.kernel!r}."
-                )
-            if self.chunk_size != "auto" or self.key_chunk_size is not None:
-                raise ValueError(
-                    "`chunk_size` and `key_chunk_size` configure the default kernel; with `kernel` set, "
-                    "give them to XLAAttention(chunk_size, key_chunk_size) instead."
-                )
-
-    def attention_kernel(self) -> AbstractAttentionKernel:
-        """The kernel used: ``kernel``, else the XLA path with this field's blocks (the class
-        docstring: the fused kernel becomes the default on a GPU once it has been measured there)."""
-        if self.kernel is not None:
-            return self.kernel
-        return XLAAttention(self.chunk_size, self.key_chunk_size)
-
-    def __call__(self, x, measure, params):
-        A = attention_matrix(params["Q"], params["K"])
-        kernel = self.attention_kernel()
-        if isinstance(kernel, XLAAttention):  # autodiff through the weights themselves
-            means, _ = kernel.weighted_means(x, measure.points, measure.weights, A)
-        else:
-            means = kernel_means(kernel, x, measure.points, measure.weights, A)
-        return jnp.einsum("hed,hqd->qe", params["V"], means)
-
-    def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
-        """Closed-form local products (module docstring) from the kernel's means and their VJP; the
-        weight term ∂/∂w_j is the finite one-sided derivative at a zero weight too."""
-        Qm, Km, Vh = params["Q"], params["K"], params["V"]
-        A = attention_matrix(Qm, Km)
-        z, w = measure.points, measure.weights
-        act = None if active is None else jnp.asarray(active, queries.dtype)
-        kernel = self.attention_kernel()
-        pos = w > 0
-        if isinstance(kernel, XLAAttention):
-            ell, f = split_weights(weights=w)
-            (velocity, dx), (dz, D, dA, dV, dtar, phi) = kernel.split_local_products(
-                queries, cot, act, z, ell, f, A, Vh, targets
-            )
-            dw = D / jnp.where(pos, w, 1)  # ∂/∂log w over w at a positive weight; ∂/∂w itself at a zero one
-        else:
-            (velocity, dx), (dz, dlogw, dA, dV, dtar, phi) = kernel.local_products(
-                queries, cot, act, z, jnp.log(w), A, Vh, targets
-            )
-            vk = jnp.einsum("re,hed->hrd", cot if act is None else cot * act[:, None], Vh)
-            dw = jnp.where(pos, dlogw / jnp.where(pos, w, 1), zero_weight_terms(kernel, queries, z, w, A, vk))
-        dQ = jnp.einsum("hef,hdf->hed", Km, dA)  # K_h (∂/∂A_h)ᵀ
-        dK = jnp.einsum("hed,hdf->hef", Qm, dA)  # Q_h ∂/∂A_h
-        dparams = complete_params({"Q": dQ, "K": dK, "V": dV}, params)
-        return LocalVJP(velocity, dx, dz, dw, dparams, dtar, phi)
-
-    def gaussian_affine(self, params, mean, cov):
-        """Closed form at $μ = N(m, Σ)$: $c = Σ_h V_h m$, $M = Σ_h V_h Σ A_h^⊤$ ($A_h = Q_h^⊤ K_h$).
-
-        The softmax mean under a Gaussian is the mean of the exponentially tilted Gaussian,
-        $∫ e^{u·z} z dμ / ∫ e^{u·z} dμ = m + Σ u$, and the logit of query x is $u_h·z$ with
-        $u_h = A_h^⊤ x$, so the head's mean is $m + Σ A_h^⊤ x$.
-        """
-        A = attention_matrix(params["Q"], params["K"])
-        Vh = params["V"]
-        c = jnp.einsum("hed,d->e", Vh, mean)
-        M = jnp.einsum("hed,df,hgf->eg", Vh, cov, A)
-        return c, M
-
-
-def reverse_only_attention(field: AbstractField) -> bool:
-    """Whether ``field`` (or a summand) computes its attention with :class:`PallasAttention`, which
-    has no forward-mode autodiff (a ``custom_vjp``)."""
-    fields = field.fields if isinstance(field, AbstractSumField) else (field,)
-    return any(isinstance(f, AttentionField) and isinstance(f.attention_kernel(), PallasAttention) for f in fields)
+__all__ = ["XLAAttention", "attention_means", "resolve_chunk_size"]

@@ -1,19 +1,4 @@
-"""Attention kernels: how the softmax means and their VJP are computed, chosen like a solver.
-
-In flash-attention terms one head is a single-key-head attention: queries u = A_hᵀ q (heads
-folded into rows), keys = values = the context points z, and the weights a per-key bias log w_j.
-A kernel provides two operations, per head h and query row q:
-
-    means:      m = Σ_j α_j z_j,  lse = log Σ_j w_j e^{u·z_j}        (α_j = w_j e^{u·z_j − lse})
-    means_vjp:  for cotangents v of m (and v' for the key-side terms),
-                du_j-side  g = Σ_j α_j s_j z_j − (Σ_j α_j s_j) m,      s_j = (z_j − m)·v
-                dz_j       = Σ_rows α_j [v' + s'_j u]                  (dK + dV: keys are values)
-                dlog w_j   = Σ_rows α_j s'_j                           (the per-key bias gradient)
-
-g is dQ with the centring kept (Σ_j α_j s_j = 0 exactly; subtracting its round-off keeps the
-covariance Cov_α v centred when it is tiny). The two cotangents let the hand adjoint use every row
-for dQ and only the active rows for the key-side terms. :class:`AbstractAttentionKernel` composes
-all local products of :class:`~cfm_jax.AttentionField` from these two operations.
+"""The fused Pallas attention kernel (kernel.py's interface); the only module that imports Pallas.
 
 :class:`PallasAttention` is a fused Pallas kernel pair (Triton lowering on a GPU, ``interpret``
 mode elsewhere): the forward streams key blocks with a running log-sum-exp; the backward is a
@@ -33,10 +18,9 @@ docs/scaling.md §5); interpret mode (off a GPU) runs on every JAX.
 
 from __future__ import annotations
 
-import abc
 import dataclasses
 import functools
-from typing import cast
+from typing import ClassVar, cast
 
 import equinox as eqx
 import jax
@@ -44,13 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 from jax.sharding import PartitionSpec as P
-from jaxtyping import Array, Float
+from jaxtyping import Array
 
-from .._arguments import python_scalar
-
-#: Finite stand-in for log 0 (zero weights, padded keys): exp(mask − max) underflows to exactly 0 next
-#: to any logit of a positive weight, and it stays finite after adding a logit u·z in float32.
-MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
+from ..._arguments import python_scalar
+from .kernel import AbstractAttentionKernel
+from .weights import MASK_VALUE
 
 #: The first JAX release whose Pallas Triton backend the GPU kernels do not use: JAX 0.11.0 deprecated
 #: that backend for removal (its Pallas changelog; from then on every Triton lowering warns). JAX
@@ -62,57 +44,6 @@ _PRESETS = {
     "TF32": jax.lax.DotAlgorithmPreset.TF32_TF32_F32,
     "IEEE": jax.lax.DotAlgorithmPreset.F32_F32_F32,
 }
-
-
-class AbstractAttentionKernel(eqx.Module):
-    """How attention means and their VJP are computed (module docstring).
-
-    Subclasses implement :meth:`means` and :meth:`means_vjp`; :meth:`local_products` composes the
-    local products of :class:`~cfm_jax.AttentionField` from them (a kernel may override it with a
-    fused closed form, as :class:`~cfm_jax.XLAAttention` does).
-    """
-
-    @abc.abstractmethod
-    def means(
-        self, queries: Float[Array, "q d"], keys: Float[Array, "n d"], log_weights: Float[Array, " n"], A
-    ) -> tuple[Float[Array, "H q d"], Float[Array, "H q"]]:
-        """Per-head means $m_h(q)$ and their log-sum-exp, for the rows $u_h(q) = A_h^⊤ q$, ``A: (H, d, d)``."""
-
-    @abc.abstractmethod
-    def means_vjp(
-        self, queries, keys, log_weights, A, means, lse, cot: Float[Array, "H q d"], key_cot: Float[Array, "H q d"]
-    ) -> tuple[Float[Array, "H q d"], Float[Array, "n d"], Float[Array, " n"]]:
-        """``(g, dkeys, dlog_weights)``: $g$ the gradient of cot·m in the rows $u_h$ (centred), and
-        the gradients in the keys and log-weights for ``key_cot``."""
-
-    def local_products(self, q, c, act, z, logw, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
-        """Local products of multi-head attention at rows ``q (r, d)`` with cotangents ``c (r, d)``.
-
-        ``act (r,)`` or None (all active), ``targets (T, d)`` or None. Returns ((velocity, dx) per row,
-        (dz, dlogw, dA, dV, dtargets, phi) summed over the active rows), as attention.py's docstring.
-        """
-        m, lse = self.means(q, z, logw, A)  # (H, r, d), (H, r)
-        velocity = jnp.einsum("hed,hrd->re", Vh, m)
-        v = jnp.einsum("re,hed->hrd", c, Vh)  # V_hᵀ c
-        mask = 1.0 if act is None else act[None, :, None]
-        vk = v * mask
-        g, dz, dlogw = self.means_vjp(q, z, logw, A, m, lse, v, vk)
-        dx = jnp.einsum("hrf,hdf->rd", g, A)  # Σ_h A_h g_h
-        dA = jnp.einsum("rd,hrf->hdf", q, g * mask)
-        ca = c if act is None else c * act[:, None]
-        dV = jnp.einsum("re,hrd->hed", ca, m)
-        if targets is None:
-            return (velocity, dx), (dz, dlogw, dA, dV, None, None)
-        u = jnp.einsum("rd,hdf->hrf", q, A)
-        mv = jnp.sum(m * v, axis=-1, keepdims=True)
-        Ey = jnp.exp(jnp.einsum("hrf,tf->hrt", u, targets) - lse[..., None])
-        Sy = (jnp.einsum("hrd,td->hrt", v, targets) - mv) * mask
-        ES = Ey * Sy
-        dtar = jnp.einsum("hrt,hrd->td", Ey, vk) + jnp.einsum("hrt,hrd->td", ES, u)
-        return (velocity, dx), (dz, dlogw, dA, dV, dtar, jnp.sum(ES, axis=(0, 1)))
-
-
-# ----------------------------------------------------------------------------------------- Pallas
 
 
 @dataclasses.dataclass(frozen=True)
@@ -436,19 +367,28 @@ class PallasAttention(AbstractAttentionKernel):
                 f"`mesh` must be a 1-D jax.sharding.Mesh (cfm_jax.context_mesh()) or None, got {self.mesh!r}."
             )
 
-    def _config(self) -> _Config:
-        interpret = jax.default_backend() != "gpu"
+    #: a custom_vjp: forward mode and second derivatives are refused (module docstring)
+    forward_mode: ClassVar[bool] = False
+
+    def unsupported(self) -> str | None:
+        """On a GPU, a JAX from ``TRITON_BEFORE_JAX`` on (the Triton backend deprecated); else None."""
         # Refused, not a fallback to XLAAttention: whoever passes this kernel asks for the fused one
         # (its memory, its timings in bench_gpu.py --kernel); a quiet switch would measure the XLA
         # path under its name. Decided at trace time, before any lowering: the deprecation would
         # otherwise surface as a warning (an error under -W error) deep inside JAX's lowering.
-        if not interpret and jax.__version_info__ >= TRITON_BEFORE_JAX:
-            raise NotImplementedError(
+        if jax.default_backend() == "gpu" and jax.__version_info__ >= TRITON_BEFORE_JAX:
+            return (
                 f"PallasAttention runs on a GPU through the Pallas Triton backend, which JAX {jax.__version__} "
                 f"deprecates (supported: JAX < {'.'.join(map(str, TRITON_BEFORE_JAX))}): on this JAX use "
                 "kernel=cfm_jax.XLAAttention() (model.with_kernel(cfm_jax.XLAAttention()))."
             )
-        return _Config(self.block_q, self.block_k, self.precision, interpret, self.mesh)
+        return None
+
+    def _config(self) -> _Config:
+        reason = self.unsupported()
+        if reason is not None:
+            raise NotImplementedError(reason)
+        return _Config(self.block_q, self.block_k, self.precision, jax.default_backend() != "gpu", self.mesh)
 
     def _rows(self, queries, A):
         H = A.shape[0]
@@ -477,4 +417,4 @@ class PallasAttention(AbstractAttentionKernel):
         return g.reshape(H, q, d), dz, db
 
 
-__all__ = ["MASK_VALUE", "TRITON_BEFORE_JAX", "AbstractAttentionKernel", "PallasAttention"]
+__all__ = ["TRITON_BEFORE_JAX", "PallasAttention"]

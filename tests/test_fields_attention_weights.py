@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from cfm_jax import PallasAttention, XLAAttention
-from cfm_jax._fields.attention import attention_matrix
-from cfm_jax._fields.weights import kernel_means, split_weights, zero_weight_terms
+from cfm_jax._fields.attention.field import attention_matrix
+from cfm_jax._fields.attention.weights import kernel_means, split_weights, zero_weight_terms
 
 W = jnp.array([0.0, 0.4, 0.0, 0.35, 0.25, 0.0])
 
@@ -43,7 +43,7 @@ def test_the_zero_weight_terms_are_the_one_sided_derivative_of_the_means():
     q, z, A = _problem()
     c = jax.random.normal(jax.random.key(9), (2, 5, 3))
     xla, fused = XLAAttention(chunk_size=None), PallasAttention(block_q=16, block_k=16)
-    want = jax.grad(lambda w: jnp.sum(c * xla.weighted_means(q, z, w, A)[0]))(W)
+    want = jax.grad(lambda w: jnp.sum(c * xla.weighted_means(q, z, w, A)))(W)
     got = zero_weight_terms(fused, q, z, W, A, c)
     np.testing.assert_allclose(got[W == 0], want[W == 0], rtol=1e-10)
     assert not np.any(np.asarray(got)[W > 0]) and np.abs(np.asarray(want)[W == 0]).min() > 1e-3

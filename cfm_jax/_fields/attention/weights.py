@@ -11,11 +11,18 @@ under autodiff.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .kernels import MASK_VALUE, AbstractAttentionKernel
+if TYPE_CHECKING:  # kernel.py composes its defaults from these helpers
+    from .kernel import AbstractAttentionKernel
+
+#: Finite stand-in for log 0 (zero weights, padded keys): exp(mask − max) underflows to exactly 0 next
+#: to any logit of a positive weight, and it stays finite after adding a logit u·z in float32.
+MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 
 
 def clip_exponent(dtype) -> float:
@@ -83,4 +90,4 @@ def kernel_means(kernel: AbstractAttentionKernel, x, z, w, A):
     return means(x, z, w, A)
 
 
-__all__ = ["clip_exponent", "kernel_means", "split_weights", "zero_weight_terms"]
+__all__ = ["MASK_VALUE", "clip_exponent", "kernel_means", "split_weights", "zero_weight_terms"]

@@ -27,11 +27,11 @@ def test_chunked_attention_matches_dense(dtype, tol):
 
 
 def test_auto_chunking_switches_on_large_contexts():
-    from cfm_jax._fields.attention import resolve_chunk_size
+    from cfm_jax._fields.attention.xla import resolve_chunk_size
 
     assert resolve_chunk_size("auto", 1, 100, 100) is None
     chunk = resolve_chunk_size("auto", 4, 70000, 70000)
-    assert chunk == cfm_jax._fields.attention.AUTO_CHUNK_SIZE
+    assert chunk == cfm_jax._fields.attention.xla.AUTO_CHUNK_SIZE
 
 
 def test_huge_logits_do_not_overflow_float32():
@@ -59,7 +59,7 @@ def test_backend_aware_block_sizes(monkeypatch):
     rows are split into equal blocks of a multiple of 8 rows, so the zero-padded tail is under 8
     rows per block; a block holds at most ``most`` rows (AUTO_BLOCK_ENTRIES_ACCELERATOR scores,
     clipped to the row bounds) and more than half of them; dense stays dense up to its limit."""
-    from cfm_jax._fields import attention as att
+    from cfm_jax._fields.attention import xla as att
 
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     assert att.resolve_chunk_size("auto", 1, 2048, 2048) is None  # exactly 2^22 entries
@@ -106,7 +106,7 @@ def test_streamed_means_with_zero_weight_key_blocks(dtype, tol):
     streamed means and their gradient equal the dense means over the positive-weight keys alone
     (the zero-weight keys get a zero gradient). A −inf start of the running maximum makes NaN as
     soon as a whole leading key block has zero weight."""
-    from cfm_jax._fields.attention import attention_means
+    from cfm_jax._fields.attention.xla import attention_means
 
     n, d, q, H = 64, 3, 5, 2
     k = jax.random.split(jax.random.key(11), 4)
@@ -144,7 +144,7 @@ def test_a_massless_atom_with_the_largest_logit_is_masked_out_of_the_maximum(dty
     mask at a zero weight), so the means, dense and streamed in blocks smaller than n, and their
     gradients equal those over the positive keys alone; taken over every key, all the positive terms
     underflow to 0 and the means are NaN."""
-    from cfm_jax._fields.attention import attention_means
+    from cfm_jax._fields.attention.xla import attention_means
 
     n, d, kc = 12, 2, 4
     k = jax.random.split(jax.random.key(12), 3)

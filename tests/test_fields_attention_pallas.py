@@ -1,6 +1,7 @@
 """Attention kernels: the fused Pallas pair (interpret mode on a CPU) against the XLA path for the means,
 the log-sum-exp, every local product and gradients through ``forward``; zero weights, huge logits, the
-active mask and targets, vmap, forward mode refused, the automatic choice, several (fake) devices."""
+active mask and targets, vmap, forward mode refused (every derivative route × adjoint: works or names the
+XLA kernel), the settings checked, the JAX versions it runs on, several (fake) devices."""
 
 import os
 import subprocess
@@ -17,8 +18,8 @@ from jax.extend.core import jaxprs_in_params
 
 import cfm_jax
 from cfm_jax import AttentionField, EmpiricalMeasure, PallasAttention, Transformer, XLAAttention, loss_and_grad
-from cfm_jax._fields import kernels
-from cfm_jax._fields.kernels import TRITON_BEFORE_JAX
+from cfm_jax._fields.attention import pallas as fused
+from cfm_jax._fields.attention.pallas import TRITON_BEFORE_JAX
 
 #: blocks of 16 keep the shapes small yet make every test span several query and key blocks
 SMALL = PallasAttention(block_q=16, block_k=16)
@@ -220,31 +221,14 @@ def test_forward_mode_is_refused():
             jax.jvp(lambda x0: loss(x0, adjoint), (x,), (x,))
 
 
-def test_automatic_choice_and_settings(monkeypatch):
-    """None: the XLA path on every backend, with the field's blocks (the fused kernel is passed
-    explicitly until it is measured on a GPU); bad settings refused."""
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    for devices in (1, 2):
-        monkeypatch.setattr(jax, "device_count", lambda devices=devices: devices)
-        assert AttentionField().attention_kernel() == XLAAttention()
-    assert AttentionField(chunk_size=None).attention_kernel() == XLAAttention(chunk_size=None)
-    assert AttentionField(key_chunk_size=8).attention_kernel() == XLAAttention(key_chunk_size=8)
-    # PallasAttention on a GPU: test_gpu_kernels_need_a_jax_with_the_triton_backend (it depends on JAX)
-    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    assert AttentionField().attention_kernel() == XLAAttention()
-    assert PallasAttention()._config().interpret is True
-    field = Transformer.init(jax.random.key(0), 2, layers=1, kernel=SMALL).field
-    assert isinstance(field, AttentionField) and field.attention_kernel() is SMALL
+def test_settings_are_checked():
+    assert PallasAttention()._config().interpret is True  # off a GPU
     with pytest.raises(ValueError, match="`precision`"):
         PallasAttention(precision="bf16")
     with pytest.raises(ValueError, match="`block_q`"):
         PallasAttention(block_q=24)
     with pytest.raises(ValueError, match="`mesh`"):
         PallasAttention(mesh="data")  # pyright: ignore[reportArgumentType]
-    with pytest.raises(ValueError, match="`kernel`"):
-        AttentionField(kernel="pallas")  # pyright: ignore[reportArgumentType]
-    with pytest.raises(ValueError, match="XLAAttention"):
-        AttentionField(chunk_size=8, kernel=SMALL)
 
 
 def _shapes(dtype, q, n, d, H):
@@ -304,11 +288,11 @@ def test_gpu_kernels_need_a_jax_with_the_triton_backend(version, supported, monk
     monkeypatch.setattr(jax, "__version__", ".".join(map(str, version)))
     shapes = _shapes(jnp.float32, 5, 9, 3, 2)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    assert SMALL._config().interpret is True
+    assert SMALL._config().interpret is True and SMALL.unsupported() is None
     jax.eval_shape(SMALL.means, *shapes)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     if supported:
-        assert SMALL._config().interpret is False
+        assert SMALL._config().interpret is False and SMALL.unsupported() is None
         jax.eval_shape(SMALL.means, *shapes)  # traced for the Triton lowering (not lowered: no GPU here)
         return
     match = rf"^PallasAttention .* JAX {'[.]'.join(map(str, version))} deprecates .*XLAAttention\(\)"
@@ -318,6 +302,7 @@ def test_gpu_kernels_need_a_jax_with_the_triton_backend(version, supported, monk
         # one sentence (JAX appends its note on the traceback's filtered frames on lines of its own)
         sentence = str(error.value).splitlines()[0]
         assert sentence.endswith(".") and ". " not in sentence, sentence
+        assert sentence == SMALL.unsupported()  # the kernel says why before it is called
 
 
 def _eqns(jaxpr):
@@ -338,11 +323,11 @@ def test_gpu_program_pads_the_head_dimension_and_sets_the_dot_precision(dtype):
     block_q, block_k, q, n, d, H = 16, 32, 7, 37, 20, 2
     x, z, logw, A = _problem(dtype, q, n, d, H)
     u = jnp.einsum("qd,hdf->hqf", x, A).reshape(H * q, d)
-    for precision, preset in kernels._PRESETS.items():
-        cfg = kernels._Config(block_q, block_k, precision, interpret=False, mesh=None)
+    for precision, preset in fused._PRESETS.items():
+        cfg = fused._Config(block_q, block_k, precision, interpret=False, mesh=None)
 
         def grad(u, z, logw, cfg=cfg):
-            return jax.grad(lambda *a: jnp.sum(cast(tuple, kernels._pallas_means(cfg, *a))[0] ** 2), argnums=(0, 1, 2))(
+            return jax.grad(lambda *a: jnp.sum(cast(tuple, fused._pallas_means(cfg, *a))[0] ** 2), argnums=(0, 1, 2))(
                 u, z, logw
             )
 
@@ -451,3 +436,47 @@ def test_sharded_kernel_with_rows_that_do_not_divide_over_the_mesh():
     out = subprocess.run([sys.executable, "-c", UNEVEN], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "UNEVEN_OK" in out.stdout
+
+
+#: the derivative routes of a scalar loss: reverse mode, compiled reverse mode, forward mode, forward over reverse
+_ROUTES = {"grad": jax.grad, "jit(grad)": lambda f: jax.jit(jax.grad(f)), "jacfwd": jax.jacfwd, "hessian": jax.hessian}
+_ADJOINTS = {
+    "hand": None,
+    "RecursiveCheckpointAdjoint": diffrax.RecursiveCheckpointAdjoint(),
+    "DirectAdjoint": diffrax.DirectAdjoint(),
+}
+
+
+@pytest.mark.parametrize("adjoint", list(_ADJOINTS))
+@pytest.mark.parametrize("route", list(_ROUTES))
+def test_every_derivative_route_works_or_names_the_xla_kernel(route, adjoint):
+    """Each route through ``forward`` (in the tokens and the context points at once, zero weights among
+    the context's) with the fused kernel either equals the XLA kernel's or, where forward mode meets
+    the fused kernel, is refused with a TypeError naming XLAAttention; reverse mode always runs."""
+    d, B, n = 2, 3, 5
+    model = Transformer.init(jax.random.key(4), d, heads=2, mlp_width=3, layers=1, dtype=jnp.float64)
+    k = jax.random.split(jax.random.key(5), 2)
+    theta = jnp.concatenate([jax.random.normal(k[0], (B * d,)), jax.random.normal(k[1], (n * d,))])
+    w = jnp.array([0.3, 0.0, 0.25, 0.45, 0.0])
+    adj = {} if _ADJOINTS[adjoint] is None else {"adjoint": _ADJOINTS[adjoint]}
+
+    def loss(m):
+        def f(theta):
+            x0, z = theta[: B * d].reshape(B, d), theta[B * d :].reshape(n, d)
+            return jnp.sum(jnp.sin(cfm_jax.forward(m, x0, EmpiricalMeasure(z, w), **adj).x1))
+
+        return f
+
+    def attempt(m):
+        try:
+            return _ROUTES[route](loss(m))(theta)
+        except TypeError as e:
+            return e
+
+    want, got = attempt(model.with_kernel(XLAAttention())), attempt(model.with_kernel(SMALL))
+    if isinstance(got, TypeError):
+        assert route in ("jacfwd", "hessian"), f"{route} with {adjoint}: {got}"
+        assert "XLAAttention" in str(got).splitlines()[0], str(got)
+        return
+    assert not isinstance(want, TypeError), f"the fused kernel ran {route} where the XLA path is refused: {want}"
+    _close(got, want, 1e-10, f"{route} with {adjoint}")
