@@ -105,7 +105,7 @@ class Suprema(Part):
         out = [dict(dims, **ball, dim=d, embed_dim=embed(d)) for d in settings["sup_dims"]]
         at = settings["sup_at_dim"]
         heads = dict(base, **ball, sweep="heads", dim=at, embed_dim=at)
-        for vnorm in ("concat", "sum"):
+        for vnorm in ("concat", "sum") if settings["heads_sweeps"] else ():  # --heads-sweeps: half the run's time
             out += [dict(heads, heads=h, vnorm=vnorm, embed_heads=h) for h in settings["sup_heads"] if h > 1]
         out += [
             dict(dims, law="gaussian", dim=d, energy=energy, embed_dim=embed(d), slope_ns=list(settings["sup_eval_ns"]))
@@ -206,7 +206,8 @@ def d_line(dims, have) -> Claim:
         "over laws of a few atoms) does not grow with d",
         measured=f"sup found (held-out √n·dev at n = {dims[0]['config']['sup_n']}, 95 % CI over contexts; the "
         f"winning start, the ascent's paired gain over it, its steps and last stretch, the best trivial model): "
-        f"{'; '.join(_entry(x, s) for x, s in entries)}; a-priori bound in the ball {dims[0]['bound']:.3g}; "
+        f"{'; '.join(_entry(x, s) for x, s in entries)}; a-priori bound on √n·dev in the ball at n = "
+        f"{dims[0]['config']['sup_n']}: {dims[0]['bound']:.3g} (it grows like √n); "
         f"$C ∝ d^γ$, γ = {ci(gamma, fmt='+.3f')}; {searched}",
         verdict=verdict,
         figure="suprema.png",
@@ -228,8 +229,9 @@ def heads_line(heads, vnorm, have) -> Claim:
     return Claim(
         claim=f"the paper's constant (sup over $‖Q_h‖‖K_h‖ ≤ 1$, {norm} and laws supported in $B_1$, "
         "searched) does not grow with the parameter count p (heads)",
-        measured=f"d = {d}: sup √n·dev at {'; '.join(_entry(x, s) for x, s in entries)}; a-priori bound "
-        f"{', '.join(f'{b:.3g}' for b in bound)}; $C ∝ p^γ$, γ = {ci(gamma, fmt='+.3f')}; {searched}",
+        measured=f"d = {d}: sup √n·dev at {'; '.join(_entry(x, s) for x, s in entries)}; a-priori bound on √n·dev "
+        f"at n = {heads[0]['config']['sup_n']}: {', '.join(f'{b:.3g}' for b in bound)}; "
+        f"$C ∝ p^γ$, γ = {ci(gamma, fmt='+.3f')}; {searched}",
         verdict=verdict,
         figure="suprema.png",
         sizes=sizes,
