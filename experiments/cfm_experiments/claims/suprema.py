@@ -16,7 +16,9 @@ The ascent (:mod:`.ascent`: projected normalised gradient ascent on common rando
 stretches of ``--sup-steps`` steps, each restarting the rate's cosine from its top, until no start
 gains more than :data:`~.searches.CONVERGED` (relative) over a stretch, at most ``--sup-stretches`` stretches;
 the winner's last stretch's gain is reported, and a search that stopped on the cap is *not
-converged*. Starts: the aligned construction on the corner law (±R e₁: the whole law on the line
+converged*. A step's problems in the ball (every start with each of its contexts) are vmapped
+(:data:`~.ball.BATCH`). The heads sweeps (at d = ``--sup-at-dim``, per value norm) run only with
+``--heads-sweeps``. Starts: the aligned construction on the corner law (±R e₁: the whole law on the line
 the model reads), the full-rank Q = K = V = I, identical heads, the trivial model (Q = K = 0) and
 random models on random laws.
 

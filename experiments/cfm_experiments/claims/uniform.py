@@ -22,7 +22,8 @@ measured) gains less than :data:`~.searches.CONVERGED` over one, at most ``--sup
 largest value per context is its supremum found (a lower bound), the a-priori bound
 :func:`~.ball.ball_bound` on √n·dev in the ball an upper one (at the n E sup is reported at, ``--sup-n``:
 it grows like √n). It is found at n = ``--sup-n``·4^k, k < :data:`UNIFORM_SIZES`, each size on the
-same contexts' first n draws; every size's search must converge.
+same contexts' first n draws; every size's search must converge. The heads sweep (at d =
+``--sup-at-dim``, ``--uni-heads``) runs only with ``--heads-sweeps``.
 
 Beside E sup: the best fixed start (the start whose value, before any ascent, is largest on average
 over the contexts: sup_θ E rather than E sup_θ) and the trivial model (Q = K = 0). The d- and
