@@ -130,7 +130,7 @@ class Uniform(Part):
                 f"{ci(u['gain'], fmt='+.3g')}; trivial {ci(u['trivial'])}"
                 + (
                     f"; n-slope {ci(u['slope'], fmt='+.2f')}, {u['steps']} steps, last stretch {u['last_gain']:+.2%}, "
-                    f"ball's lower bound {r['ball_lower']:.4g}, a-priori bound at n = {reported_n(r)} "
+                    f"ball's lower bound {r['ball_lower']:.4g}, a-priori bound at n = {reported_n(r)}: "
                     f"{a_priori(r):.3g}"
                     if c["law"] == "ball"
                     else ""
