@@ -51,6 +51,20 @@ def test_projection_lands_in_the_ball_and_keeps_what_is_in_it():
     assert np.all(np.asarray(masked["V"])[:, 1:] == 0) and np.all(np.asarray(masked["Q"])[..., 2:, :] == 0)
 
 
+@pytest.mark.parametrize("shape", [(3, 4, 4), (3, 2, 6), (3, 5, 2)])
+def test_the_clip_is_the_svds_clip(shape):
+    """The singular values clipped through the Gram matrix's eigendecomposition (square, wide and tall
+    matrices, some already inside the ball, one of rank one) equal NumPy's SVD with its singular
+    values clipped."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal(shape) * np.array([3.0, 0.2, 1.0])[:, None, None]
+    a[2] = np.outer(rng.standard_normal(shape[1]), rng.standard_normal(shape[2]))
+    u, sv, vt = np.linalg.svd(a, full_matrices=False)
+    expected = np.einsum("...ij,...j,...jk->...ik", u, np.minimum(sv, 1.5), vt)
+    np.testing.assert_allclose(A._clip(a, 1.5), expected, atol=1e-12)
+    np.testing.assert_allclose(A._clip(a, 0.0), 0.0, atol=1e-12)
+
+
 def _second_moment(law, energy, mask):
     d = int(mask.sum())
     cov = np.asarray(A.covariance(law, energy, mask))[:d, :d]

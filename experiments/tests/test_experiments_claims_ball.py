@@ -2,6 +2,7 @@
 the drawn points, and the a-priori bound is the largest displacement, never exceeded by the ascent
 in the ball or by what it measures."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -100,3 +101,46 @@ def test_the_ascent_with_the_law_fixed_moves_only_the_parameters():
     assert np.all(np.asarray(best) >= np.asarray(history)[:, 0] - 1e-6)
     sums = np.linalg.norm(np.asarray(theta["V"]), ord=2, axis=(-2, -1)).sum(axis=-1)
     assert np.all(sums <= 1 + 1e-5)
+
+
+def test_the_two_atom_mean_is_the_expectation_over_every_sequence_of_draws():
+    """two_atom_mean's binomial sum equals the average over all 2ⁿ sequences of n draws, each weighted
+    by its probability (the objective of its shares); one positive weight: the law's single context."""
+    import itertools
+
+    rng = np.random.default_rng(4)
+    d, L, n = 2, 2, 5
+    law = B.ball_law(rng, d, "skewed")
+    theta = S.random_params(rng, d, 1, L, 1.0, 1.0, False)
+    x0, p = A.token(d), law["w"][0]
+    total = 0.0
+    for seq in itertools.product((0, 1), repeat=n):
+        k = n - sum(seq)  # draws of the first atom
+        shares = np.zeros((1, B.ATOMS))
+        shares[0, :2] = k / n, 1 - k / n
+        total += p**k * (1 - p) ** (n - k) * float(B.ball_objective(theta, law["a"], law["w"], shares, x0, float(n)))
+    np.testing.assert_allclose(B.two_atom_mean(theta, law["a"], law["w"], x0, n), total, rtol=1e-10)
+    one = B.ball_law(rng, d, "one-sided") | {"w": np.array([1.0, 0.0, 0.0, 0.0])}
+    assert B.two_atom_mean(theta, one["a"], one["w"], x0, n) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="`w`"):
+        B.two_atom_mean(theta, law["a"], np.full(B.ATOMS, 0.25), x0, n)
+
+
+def test_the_vmapped_ascent_and_evaluation_equal_the_serial_ones():
+    """The starts and their contexts vmapped (:data:`~.ball.BATCH`) or one after another: the same
+    ascent and the same held-out values to round-off."""
+    rng = np.random.default_rng(5)
+    d, L = 2, 2
+    theta0, law0, _ = B.ball_starts(rng, d, 1, L, B.BALL_STRUCTURED[:2], 1, False)
+    shares = B.counts(rng, law0["w"], 3, [8])[:, :, 0]
+    ones = (np.ones(d), np.ones(1))
+    args = (theta0, law0["a"], law0["w"], shares, A.token(d), 8.0, False, 0.3, *ones)
+    vmapped, serial = (B.ascend_ball(*args, steps=4, batch_size=b) for b in (B.BATCH, 1))
+    for a, b in zip(jax.tree.leaves(vmapped), jax.tree.leaves(serial)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    held = B.counts(rng, law0["w"], 2, [4, 16])
+    values = [
+        B.evaluate_ball(vmapped[0], vmapped[1], law0["w"], held, A.token(d), np.asarray([4, 16]), batch_size=b)
+        for b in (B.BATCH, 1)
+    ]
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-9, atol=1e-12)

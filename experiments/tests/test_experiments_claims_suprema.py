@@ -23,7 +23,7 @@ def test_d_line_in_the_ball_on_known_laws():
     flat = [_row("d", d, 1, "1", "concat", 2.0, rng) for d in dims]
     line = S.d_line(flat, HAVE)
     assert line.verdict == "holds" and "every search converged" in line.measured, line.measured
-    assert "B_1" in line.claim and "a-priori bound in the ball 32.6" in line.measured
+    assert "B_1" in line.claim and "a-priori bound on √n·dev in the ball at n = 128: 32.6" in line.measured
     linear = [_row("d", d, 1, "1", "concat", 2.0 * d, rng) for d in dims]
     assert S.d_line(linear, HAVE).verdict == "refuted at these sizes"
     root = [_row("d", d, 1, "1", "concat", 2.0 * d**0.5, rng) for d in dims]
@@ -72,8 +72,11 @@ def test_worst_rate_line():
 
 
 def test_configs_cover_the_ball_its_heads_and_the_gaussian_contrast():
+    """The heads sweeps only with --heads-sweeps (out of the default run)."""
     parts = cfm_experiments.COMMANDS["claims"].select(["suprema"])
-    settings = cfm_experiments.resolve(parts, quick=True)
+    default = cfm_experiments.resolve(parts, quick=True)
+    assert not default["heads_sweeps"] and all(c["sweep"] == "d" for c in parts[0].configs(default))
+    settings = cfm_experiments.resolve(parts, quick=True, heads_sweeps=True)
     configs = [c for c in parts[0].configs(settings) if c["seed"] == settings.seed]  # the first draw
     assert {c["seed"] for c in parts[0].configs(settings)} == {settings.seed, settings.seed + 1}
     ball = [c["dim"] for c in configs if c["sweep"] == "d" and c["law"] == "ball"]
@@ -97,9 +100,9 @@ def test_option_rules_state_their_bounds():
 @pytest.mark.slow  # two ascent programs and four evaluations: ~10 s on two idle cores, ~30 s loaded
 def test_a_tiny_sweep_runs_through_the_driver(tmp_path):
     report = cfm_experiments.run(
-        "claims", out=tmp_path / "o", parts=["suprema"], sup_dims=[1, 2], sup_heads=[1, 2], sup_at_dim=2, sup_n=8,
-        sup_steps=4, sup_stretches=2, sup_contexts=2, sup_restarts=1, sup_randoms=2, sup_eval_ns=[4, 8],
-        sup_eval_contexts=3, layers=1,
+        "claims", out=tmp_path / "o", parts=["suprema"], sup_dims=[1, 2], sup_heads=[1, 2], heads_sweeps=True,
+        sup_at_dim=2, sup_n=8, sup_steps=4, sup_stretches=2, sup_contexts=2, sup_restarts=1, sup_randoms=2,
+        sup_eval_ns=[4, 8], sup_eval_contexts=3, layers=1,
     )  # fmt: skip
     verdicts = [c.verdict for c in report.claims]
     assert len(verdicts) == 6 and verdicts.count(NOT_TESTED) >= 2, verdicts  # the two contrasts at least

@@ -3,13 +3,14 @@ growth in d, p and n; the lines withheld when E sup is not a measured constant (
 fixed start, no convergence, an n-slope missing −1/2); the Gaussian contrast never judged; and a tiny
 run through the driver (two independent draws)."""
 
+import re
 import typing
 
 import numpy as np
 import pytest
 
 import cfm_experiments
-from cfm_experiments.claims import uniform as U
+from cfm_experiments.claims import ball as B, uniform as U
 from cfm_experiments.draws import Redrawn
 from cfm_experiments.protocol import resolve
 
@@ -18,7 +19,7 @@ NOT_TESTED = "not tested: the claimed regime is not reached"
 NS = [128, 512, 2048]
 
 
-def _row(d, heads, level, rng, law="ball", energy="1", gain=0.5, decay=-0.5, converged=True):
+def _row(d, heads, level, rng, law="ball", energy="1", gain=0.5, decay=-0.5, converged=True, lower=3.5):
     """Per context: the aligned start at ``level``, the trivial one and a random one below it, the
     best ascent ``gain``·level above the aligned start; in the ball E sup at every n of :data:`NS`
     with √n·dev ∝ n^(decay + 1/2) (the deviation's slope ``decay``)."""
@@ -38,8 +39,9 @@ def _row(d, heads, level, rng, law="ball", energy="1", gain=0.5, decay=-0.5, con
         row |= {
             "sup_ns": (scale[:, None] * (sup + 0.1 * sup.mean() * eps)).tolist(),
             "stretch_sup": [[0.9 * sup.mean(), sup.mean()]] * 3,
+            "converged_ns": [converged, True, True],  # the first size's search is the one that may not converge
             "converged": converged,
-            "bound": 32.6,
+            "ball_lower": lower,
         }
     return row
 
@@ -59,7 +61,7 @@ def test_uniform_line_against_root_d_and_against_p():
     line = U.uniform_line(root, "d", d_of, HAVE)
     # γ = 1/2 exactly: the interval straddles the bound of "at most √d"
     assert line.verdict == "undecided: interval straddles the boundary"
-    assert "B_1" in line.claim and "a-priori bound in the ball 32.6" in line.measured
+    assert "B_1" in line.claim and "cross law" in line.claim
     slower = [_row(d, 1, d**0.25, rng) for d in dims]
     assert U.uniform_line(slower, "d", d_of, HAVE).verdict == "holds"  # γ = 1/4: at most √d
     linear = [_row(d, 1, d, rng) for d in dims]
@@ -72,11 +74,37 @@ def test_uniform_line_against_root_d_and_against_p():
     assert U.uniform_line(grows, "p", p, HAVE | {"steps": 10}).verdict == "inconclusive at these sizes"
 
 
+def test_the_line_prints_the_a_priori_bound_at_the_n_of_e_sup():
+    """The a-priori bound grows like √n: the line prints it at the n E sup is reported at (the first of
+    the sizes, not the largest), with that n."""
+    rng = np.random.default_rng(3)
+    rows = [_row(d, 1, 1.0, rng) for d in (2, 4, 8)]
+    measured = U.uniform_line(rows, "d", lambda r: r["config"]["dim"], HAVE).measured
+    found = re.search(r"E sup found at n = (\d+) ", measured)
+    printed = re.search(r"a-priori bound on √n·dev in the ball at n = (\d+): ([\d.]+) ", measured)
+    assert found and printed, measured
+    n, (at, bound) = int(found.group(1)), printed.groups()
+    assert n == NS[0] and int(at) == n, measured
+    assert bound == f"{B.ball_bound(n, 4):.3g}" and U.a_priori(rows[0]) == pytest.approx(B.ball_bound(n, 4))
+
+
+def test_the_line_prints_the_balls_lower_bound_beside_the_cross_law():
+    """The ball's lower bound (the skewed law) stands beside the cross law's E sup; above every E sup's
+    interval the line says the cross law is not the ball's worst law, below one it does not."""
+    rng = np.random.default_rng(4)
+    line = U.uniform_line([_row(d, 1, 1.0, rng, lower=3.5) for d in (2, 4, 8)], "d", lambda r: r["config"]["dim"], HAVE)
+    assert "the ball's supremum over laws is at least 3.5 at n = 128" in line.measured, line.measured
+    assert "the cross law is not the ball's worst law" in line.measured
+    low = [_row(d, 1, 1.0, rng, lower=1.2) for d in (2, 4, 8)]
+    measured = U.uniform_line(low, "d", lambda r: r["config"]["dim"], HAVE).measured
+    assert "not above every E sup on the cross law" in measured and "worst law" not in measured, measured
+
+
 @pytest.mark.parametrize(
     "broken, reason",
     [
         (dict(gain=0.002), "d=8 never improved on the best fixed start"),
-        (dict(converged=False), "d=8 search not converged"),
+        (dict(converged=False), "d=8 search not converged (n = 128)"),
         (dict(decay=0.0), "d=8 its n-slope"),
     ],
 )
@@ -105,10 +133,18 @@ def test_the_gaussian_laws_are_a_contrast_never_judged():
     assert len(contrast) == 2 and all(c.verdict == NOT_TESTED and "N(0, I" in c.claim for c in contrast)
 
 
+def test_the_heads_sweep_runs_only_with_its_flag():
+    parts = cfm_experiments.COMMANDS["claims"].select(["uniform"])
+    for flag in (False, True):
+        settings = resolve(parts, quick=True, heads_sweeps=flag)
+        heads = [c["heads"] for c in parts[0].configs(settings) if c["sweep"] == "heads"]
+        assert heads == ([h for h in settings["uni_heads"] if h > 1] if flag else []) * 2  # two draws
+
+
 def test_a_tiny_run_through_the_driver(tmp_path):
     report = cfm_experiments.run(
-        "claims", out=tmp_path / "o", parts=["uniform"], uni_dims=[1, 2], uni_heads=[1, 2], sup_at_dim=2, sup_n=6,
-        sup_steps=3, sup_stretches=2, uni_contexts=2, layers=1,
+        "claims", out=tmp_path / "o", parts=["uniform"], uni_dims=[1, 2], uni_heads=[1, 2], heads_sweeps=True,
+        sup_at_dim=2, sup_n=6, sup_steps=3, sup_stretches=2, uni_contexts=2, layers=1,
     )  # fmt: skip
     # per draw: 2 ball d-rows, 1 ball heads row, 4 Gaussian rows; two independent draws
     assert len(report.rows) == 14 and {r["config"]["seed"] for r in report.rows} == {0, 1}
@@ -116,6 +152,45 @@ def test_a_tiny_run_through_the_driver(tmp_path):
     ball = [r for r in report.rows if r["config"]["law"] == "ball"]
     assert all(np.shape(r["best"]) == (U.BALL_CONTEXT_FACTOR * 2, len(U.BALL_STARTS)) for r in ball)
     assert all(np.shape(r["sup_ns"]) == (U.UNIFORM_SIZES, U.BALL_CONTEXT_FACTOR * 2) for r in ball)
+    assert len({round(r["ball_lower"], 9) for r in ball}) == 1 and ball[0]["ball_lower"] > 0  # the same at every d, H
     assert all("2 independent draws (seeds 0, 1)" in c.sizes for c in report.claims)
     judged = [c for c in report.claims if not c.claim.startswith("contrast")]
     assert all(c.verdict in ("inconclusive at these sizes", NOT_TESTED) for c in judged)
+
+
+TINY = dict(
+    law="ball", sweep="d", dim=2, heads=1, layers=1, seed=0, embed_dim=4, embed_heads=1, uni_contexts=2, sup_n=6,
+    sup_steps=3, sup_stretches=2, ns=[6, 24, 96],
+)  # fmt: skip
+
+
+def test_the_vmapped_search_gives_the_serial_rows():
+    """The problems of a step (contexts × starts) vmapped give the rows of the one-at-a-time path to
+    round-off, the ball's lower bound included."""
+    batched, serial = U.run_ball(TINY), U.run_ball(TINY, batch_size=1)
+    assert batched.keys() == serial.keys() and batched["starts"] == serial["starts"]
+    for key in ("best", "initial", "sup_ns", "ball_lower"):
+        np.testing.assert_allclose(batched[key], serial[key], rtol=1e-9, err_msg=key)
+    for a, b in zip(batched["stretch_sup"], serial["stretch_sup"]):
+        np.testing.assert_allclose(a, b, rtol=1e-9)
+    assert batched["converged_ns"] == serial["converged_ns"]
+
+
+def test_a_size_whose_search_did_not_converge_leaves_the_row_not_converged(monkeypatch):
+    """Every size's search must converge, not only the largest n's: the first size capped at one
+    stretch (it cannot converge), the others reporting convergence, leave the row not converged and
+    its line withheld, naming that n."""
+    sizes, real = [], U.until_converged
+
+    def first_capped(stretch, state, config, cap=None):
+        sizes.append(len(sizes))
+        state, bests, _ = real(stretch, state, config, 1 if len(sizes) == 1 else cap)
+        return state, bests, len(sizes) > 1
+
+    monkeypatch.setattr(U, "until_converged", first_capped)
+    row = U.run_ball(TINY) | {"config": TINY}
+    assert len(sizes) == U.UNIFORM_SIZES and row["converged_ns"] == [False, True, True] and not row["converged"]
+    assert "search not converged (n = 6)" in U.uniform_sup(row)["problems"]
+    rows = [row, row | {"config": TINY | {"dim": 4}}]
+    line = U.uniform_line(rows, "d", lambda r: r["config"]["dim"], HAVE)
+    assert line.verdict == NOT_TESTED and "d=2 search not converged (n = 6)" in line.measured, line.measured

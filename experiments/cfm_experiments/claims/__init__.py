@@ -20,14 +20,16 @@ independent draws agree (:mod:`cfm_experiments.draws`):
 - ``suprema``: the paper's constant as a supremum searched over θ within the norm ball and over
   laws supported in the ball B_1 (four atoms: an exact limit), beside the a-priori bound there, by
   projected ascent through the n-point system until it converges, from the constructions (the
-  aligned corner, Q = K = V = I), the trivial model and random starts, vs d and H; Gaussian laws
+  aligned corner, Q = K = V = I), the trivial model and random starts, vs d (and H with
+  ``--heads-sweeps``); Gaussian laws
   within an energy budget as a labelled contrast without a verdict; each row reports the ascent's
   gain over its start, its steps and the best trivial model, and a "supremum" that does not beat
   them, did not converge or does not decay like n^{-1/2} withholds its verdict;
-- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context, to convergence) vs d and
-  H on a law in the ball B_1 (the cross law ±e_i: an exact limit), beside the best fixed start and
-  the a-priori bound, withheld when it is not a measured constant of the rate; N(0, I/d) and
-  N(0, I) as a labelled contrast without a verdict;
+- ``uniform``: E_z sup_θ over the parameter ball (one ascent per context, to convergence) vs d (and
+  H with ``--heads-sweeps``) on one law in the ball B_1 (the cross law ±e_i: an exact limit; its
+  constant, not the ball's supremum over laws), beside the best fixed start, a lower bound of the
+  ball's (the skewed two-atom law, exact) and the a-priori bound at that n, withheld when it is not a
+  measured constant of the rate; N(0, I/d) and N(0, I) as a labelled contrast without a verdict;
 - ``rho``: the Gaussian rate's local slope at n ≥ 10⁴ against ρ = 2‖QᵀK‖σ²/d, with models drawn to
   fill every ρ bin, pooled over independent draws (each draw's own verdict beside the pooled one);
 - ``tail_exponent``: the tail exponent with 25000 contexts per model down to δ = 10⁻³, for models

@@ -17,7 +17,17 @@ from typing import Literal
 import numpy as np
 
 from .ascent import JITTER, Problem, ascend, converge, evaluate, normals
-from .ball import BALL_STRUCTURED, RADIUS, ascend_ball, ball_bound, ball_law, ball_starts, counts, evaluate_ball
+from .ball import (
+    BALL_STRUCTURED,
+    BATCH,
+    RADIUS,
+    ascend_ball,
+    ball_bound,
+    ball_law,
+    ball_starts,
+    counts,
+    evaluate_ball,
+)
 from .starts import STRUCTURED, law_start, random_params, stack, starts
 
 Energy = Literal["1", "d"]
@@ -50,12 +60,14 @@ def until_converged(stretch, state, config, cap=None):
     return converge(stretch, state, min(int(config["sup_stretches"]), cap or 10**9), CONVERGED)
 
 
-def run_ball(config: dict) -> dict:
+def run_ball(config: dict, batch_size: int | None = BATCH) -> dict:
     """One configuration in the paper's class: the starts (:data:`~.ball.BALL_STRUCTURED`, the
     identical-heads construction only for H > 1, then random models on random laws), the ascent
     of θ and the atoms on the training shares until it converges, and every (θ, law) found, every
     start and ``sup_randoms`` random models on random laws measured on held-out shares at every n
-    of ``eval_ns`` and ``slope_ns``; the problem embedded in ``embed_dim`` and ``embed_heads``."""
+    of ``eval_ns`` and ``slope_ns``; the problem embedded in ``embed_dim`` and ``embed_heads``. The
+    problems of a step (starts × contexts) are mapped in blocks of ``batch_size`` (:data:`~.ball.BATCH`:
+    all vmapped; 1: one after another, the same row to round-off)."""
     d, H, L = int(config["dim"]), int(config["heads"]), int(config["layers"])
     v_sum = config["vnorm"] == "sum"
     rng = np.random.default_rng([int(config["seed"]), 3, d, H, int(v_sum)])
@@ -73,7 +85,7 @@ def run_ball(config: dict) -> dict:
     def stretch(state):
         theta, a, best, _ = ascend_ball(
             state[0], state[1], law0["w"], train, prob.x0, float(n), v_sum, LEARNING_RATE, *prob.masks,
-            steps=int(config["sup_steps"]),
+            steps=int(config["sup_steps"]), batch_size=batch_size,
         )  # fmt: skip
         return (theta, a), best
 
@@ -83,7 +95,9 @@ def run_ball(config: dict) -> dict:
     both = lambda *trees: {k: np.concatenate([np.asarray(t[k]) for t in trees]) for k in trees[0]}  # noqa: E731
     thetas = both(theta, prob.theta(theta0), prob.theta(randoms))
     atoms = np.concatenate([np.asarray(a), a0, prob.points(random_laws["a"])])
-    values = np.asarray(evaluate_ball(thetas, atoms, w, held, prob.x0, np.asarray(ns)), np.float64)
+    values = np.asarray(
+        evaluate_ball(thetas, atoms, w, held, prob.x0, np.asarray(ns), batch_size=batch_size), np.float64
+    )
     win = int(np.argmax(bests[-1]))
     at = ns.index(n)
     return {

@@ -5,18 +5,25 @@ E_z sup_{θ ∈ Θ} √n·sup_s‖x_s(θ; z) − x̂_s(θ)‖, the supremum take
 √(d/n) can live: the more directions θ has, the better it can be fitted to one context's
 fluctuation.
 
-Measured in the paper's class, contexts supported in the ball B_1: the law is the cross law
-(:func:`~.ball.ball_law`: ±e_i with weight 1/(2d) each, mean 0 and covariance I/d like N(0, I/d),
-every point on the unit sphere), whose infinite-context limit is exact (its atoms with their
-weights) and whose n-point context is its atoms weighted by multinomial shares
-(:func:`~.ball.counts`: the sizes nest, one sequence of draws per context, at no cost in n). Each
-context gets its own projected ascent of θ (:data:`~.ball.ascend_ball`, the atoms fixed), with
+Measured on one law of the paper's class (contexts supported in the ball B_1), not a supremum over
+its laws: the cross law (:func:`~.ball.ball_law`: ±e_i with weight 1/(2d) each, mean 0 and
+covariance I/d like N(0, I/d), every point on the unit sphere), whose infinite-context limit is
+exact (its atoms with their weights) and whose n-point context is its atoms weighted by
+multinomial shares (:func:`~.ball.counts`: the sizes nest, one sequence of draws per context, at no
+cost in n). The lines are the cross law's constant; beside it stands a lower bound of the ball's
+(sup over laws in B_1 of E_z sup_θ, at least sup_θ E_z): √n·E dev of the aligned model on the
+skewed two-atom law ±e₁ with weights 0.1/0.9 (the suprema part's winner), computed exactly over
+the binomial shares (:func:`~.ball.two_atom_mean`); where it is above the cross law's E sup at every
+d the line says that the cross law is not the ball's worst law. Each context gets its own projected ascent of θ
+(:data:`~.ball.ascend_ball`, the atoms fixed; the problems of a step, contexts × starts, vmapped), with
 Σ_h‖V_h‖ ≤ 1, from the aligned, full-rank identity (Q = K = V = I) and trivial constructions and
 one random model (:data:`BALL_STARTS`), in stretches of ``--sup-steps`` until E sup (the quantity
 measured) gains less than :data:`~.searches.CONVERGED` over one, at most ``--sup-stretches``; the
 largest value per context is its supremum found (a lower bound), the a-priori bound
-:func:`~.ball.ball_bound` in the ball an upper one. It is found at n = ``--sup-n``·4^k,
-k < :data:`UNIFORM_SIZES`, each size on the same contexts' first n draws.
+:func:`~.ball.ball_bound` on √n·dev in the ball an upper one (at the n E sup is reported at, ``--sup-n``:
+it grows like √n). It is found at n = ``--sup-n``·4^k, k < :data:`UNIFORM_SIZES`, each size on the
+same contexts' first n draws; every size's search must converge. The heads sweep (at d =
+``--sup-at-dim``, ``--uni-heads``) runs only with ``--heads-sweeps``.
 
 Beside E sup: the best fixed start (the start whose value, before any ascent, is largest on average
 over the contexts: sup_θ E rather than E sup_θ) and the trivial model (Q = K = 0). The d- and
@@ -45,7 +52,7 @@ from ..plotting import COLORS, figure, log_ticks, log_values, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import NOT_TESTED, claims as V
 from .ascent import Problem, ascend_each, normals
-from .ball import RADIUS, ascend_ball, ball_bound, ball_law, counts
+from .ball import BATCH, RADIUS, SKEW, ascend_ball, ball_bound, ball_law, counts, two_atom_mean
 from .searches import ENERGIES, LEARNING_RATE, Energy, budget, until_converged
 from .starts import construction, stack, starts
 from .statistics import ci
@@ -75,7 +82,8 @@ def law_name(config: dict) -> str:
 class Uniform(Part):
     declaration = UNIFORM
     title = (
-        "E sup over the parameter ball (one ascent per context) in the ball B_1: the uniform-in-θ deviation vs d and H"
+        "E sup over the parameter ball (one ascent per context) on the cross law in the ball B_1, beside the ball's "
+        "lower bound: the uniform-in-θ deviation vs d and H"
     )
 
     def check(self, settings: Settings) -> None:
@@ -95,7 +103,7 @@ class Uniform(Part):
         out += [
             dict(ball, sweep="heads", dim=at, heads=h, embed_dim=at, embed_heads=h)
             for h in settings["uni_heads"]
-            if h > 1
+            if h > 1 and settings["heads_sweeps"]  # --heads-sweeps: their searches cost most of the part
         ]
         out += [
             dict(base, law="gaussian", sweep="d", dim=d, heads=1, energy=e, embed_dim=embed_dim(d, dims), embed_heads=1)
@@ -122,7 +130,8 @@ class Uniform(Part):
                 f"{ci(u['gain'], fmt='+.3g')}; trivial {ci(u['trivial'])}"
                 + (
                     f"; n-slope {ci(u['slope'], fmt='+.2f')}, {u['steps']} steps, last stretch {u['last_gain']:+.2%}, "
-                    f"a-priori bound {r['bound']:.3g}"
+                    f"ball's lower bound {r['ball_lower']:.4g}, a-priori bound at n = {reported_n(r)}: "
+                    f"{a_priori(r):.3g}"
                     if c["law"] == "ball"
                     else ""
                 )
@@ -146,12 +155,14 @@ class Uniform(Part):
         return [save(uniform_figure(rows), out / "uniform.png")] if rows else []
 
 
-def run_ball(config: dict) -> dict:
+def run_ball(config: dict, batch_size: int | None = BATCH) -> dict:
     """One configuration in the ball: per context (its shares of the cross law's atoms at every n) one
     ascent of θ from each of :data:`BALL_STARTS` (the atoms fixed), in stretches until E sup (the mean
-    over contexts of each context's best) gains less than :data:`~.searches.CONVERGED` over one; the
-    problem embedded in ``embed_dim`` (2·embed_dim atoms, those beyond the law's of weight 0) and
-    ``embed_heads``."""
+    over contexts of each context's best) gains less than :data:`~.searches.CONVERGED` over one, and the
+    ball's lower bound (:func:`ball_lower`) at the first n; the problem embedded in ``embed_dim``
+    (2·embed_dim atoms, those beyond the law's of weight 0) and ``embed_heads``. The problems of a step
+    (contexts × starts) are mapped in blocks of ``batch_size`` (:data:`~.ball.BATCH`: all vmapped; 1: one
+    after another, the same row to round-off)."""
     d, H, L = (int(config[k]) for k in ("dim", "heads", "layers"))
     M, S = BALL_CONTEXT_FACTOR * int(config["uni_contexts"]), len(BALL_STARTS)
     rng = np.random.default_rng([int(config["seed"]), 4, d, H])
@@ -162,14 +173,14 @@ def run_ball(config: dict) -> dict:
     weights = np.broadcast_to(law["w"], (M * S, 2 * prob.D))
     ns = [int(n) for n in config["ns"]]
     shares = counts(rng, law["w"][None], M, ns)[0]  # (M, len(ns), K): nested sizes per context
-    best, initial, stretch_sup, converged = [], [], [], True
+    best, initial, stretch_sup, converged = [], [], [], []
     for j, n in enumerate(ns):
         tops: list = []
 
         def stretch(theta, c=np.repeat(shares[:, j], S, axis=0)[:, None], n=n):
             theta, _, top, history = ascend_ball(
                 theta, atoms, weights, c, prob.x0, float(n), True, LEARNING_RATE, *prob.masks,
-                steps=int(config["sup_steps"]), learn_law=False,
+                steps=int(config["sup_steps"]), learn_law=False, batch_size=batch_size,
             )  # fmt: skip
             if not tops:
                 initial.append(np.asarray(history, np.float64)[:, 0].reshape(M, S))
@@ -177,7 +188,7 @@ def run_ball(config: dict) -> dict:
             return theta, np.array([tops[-1].max(axis=1).mean()])  # E sup: what converges
 
         _, trace, done = until_converged(stretch, theta0, config)
-        converged &= bool(done)
+        converged.append(bool(done))
         best.append(tops[-1])
         stretch_sup.append(trace[:, 0].tolist())
     return {
@@ -186,9 +197,30 @@ def run_ball(config: dict) -> dict:
         "initial": initial[0].tolist(),
         "sup_ns": np.stack([b.max(axis=1) for b in best]).tolist(),  # (ns, contexts): every context's sup
         "stretch_sup": stretch_sup,  # per n: E sup after each stretch
-        "converged": converged,
-        "bound": float(ball_bound(ns[0], L, RADIUS, 1.0)),
+        "converged_ns": converged,  # per n: whether its search stopped on the criterion
+        "converged": all(converged),
+        "ball_lower": ball_lower(prob, L, ns[0], batch_size),
     }
+
+
+def ball_lower(prob: Problem, layers: int, n: int, batch_size: int | None = BATCH) -> float:
+    """A lower bound of the ball's sup over laws of E_z sup_θ √n·dev (at least sup_θ E_z): √n·E dev of
+    the aligned model (Σ_h‖V_h‖ ≤ 1) on the skewed two-atom law ±e₁ with weights
+    :data:`~.ball.SKEW`/(1 − SKEW), exactly (:func:`~.ball.two_atom_mean`), in ``prob``'s embedding."""
+    d, H = prob.dim, prob.heads
+    law = ball_law(None, d, "skewed")
+    theta = prob.theta(construction(None, "aligned", d, H, layers, 1.0, 1.0, True))
+    return two_atom_mean(theta, prob.points(law["a"]), law["w"], prob.x0, n, batch_size)
+
+
+def reported_n(row) -> int:
+    """The n at which a ball row's E sup (its first size) is reported."""
+    return int(row["config"]["ns"][0])
+
+
+def a_priori(row) -> float:
+    """The a-priori bound on √n·dev in the ball (Σ_h‖V_h‖ ≤ 1) at :func:`reported_n`."""
+    return float(ball_bound(reported_n(row), int(row["config"]["layers"]), RADIUS, 1.0))
 
 
 def run_gaussian(config: dict) -> dict:
@@ -247,7 +279,8 @@ def uniform_sup(row) -> dict:
             "last_gain": float(trace[-1] / trace[-2] - 1) if len(trace) >= 2 and trace[-2] > 0 else 0.0,
         }
         if not row["converged"]:
-            out["problems"].append("search not converged")
+            stuck = [n for n, done in zip(ns, row["converged_ns"]) if not done]
+            out["problems"].append(f"search not converged (n = {', '.join(map(str, stuck))})")
         if not slope.contains(-0.5):
             out["problems"].append(f"its n-slope {ci(slope, fmt='+.3f')} misses −1/2")
     return out
@@ -272,7 +305,10 @@ def uniform_line(scan, label_x, x_of, have) -> Claim:
     sups = [uniform_sup(r) for r in scan]
     gamma = log_mean_slope(xs, [u["values"] for u in sups], paired=False)
     entries = [(f"{label_x}={x}", u) for x, u in zip(xs, sups)]
-    law = "contexts supported in the ball $B_1$ (the cross law ±$e_i$, covariance I/d)"
+    law = (
+        "the cross law ±$e_i$ (covariance I/d), one law supported in the ball $B_1$ (its constant, not the ball's "
+        "supremum over laws)"
+    )
     if label_x == "d":
         claim = (
             rf"the uniform-in-θ deviation $E_z\sup_\theta\sqrt{{n}}\,$dev on {law} grows at most like $\sqrt{{d}}$ "
@@ -290,12 +326,23 @@ def uniform_line(scan, label_x, x_of, have) -> Claim:
         "models, and E sup decays like $n^{-1/2}$",
     )  # fmt: skip
     verdict, sizes = V.judge(verdict, need, have)
-    n = scan[0]["config"]["sup_n"]
-    bound = ", ".join(sorted({f"{r['bound']:.3g}" for r in scan}))
+    n = reported_n(scan[0])
+    bound = ", ".join(sorted({f"{a_priori(r):.3g}" for r in scan}))
+    lower = [r["ball_lower"] for r in scan]
+    above = all(b > u["interval"].ci_high for b, u in zip(lower, sups))
+    ball = (
+        f"the ball's supremum over laws is at least {', '.join(sorted({f'{b:.4g}' for b in lower}))} at n = {n} "
+        "(√n·E dev of the aligned model on the skewed law ±$e_1$, weights "
+        f"{SKEW:g}/{1 - SKEW:g}, exact), "
+        + ("above" if above else "not above every")
+        + f" E sup on the cross law at every {label_x}"
+        + (": the cross law is not the ball's worst law" if above else "")
+    )
     return Claim(
         claim=claim,
         measured=f"E sup found at n = {n} (95 % CI over {len(sups[0]['values'])} contexts): "
-        f"{'; '.join(_entry(x, u) for x, u in entries)}; a-priori bound in the ball {bound}; "
+        f"{'; '.join(_entry(x, u) for x, u in entries)}; {ball}; a-priori bound on √n·dev in the ball at n = {n}: "
+        f"{bound} (it grows like √n); "
         f"$∝ {label_x}^γ$, γ = {ci(gamma, fmt='+.3f')}; " + searched.replace("on its start", "on the best fixed start"),
         verdict=verdict,
         figure="uniform.png",
@@ -323,7 +370,8 @@ def contrast_line(dims, energy: Energy) -> Claim:
 
 def _panel(ax, sel, key, color, what, symbol, contrast=False) -> bool:
     """E sup (with its interval) of ``sel`` against ``config[key]``; in the ball also the best fixed
-    start, the trivial model, √x growth from the first point and the a-priori bound (a ``contrast``:
+    start, the trivial model, √x growth from the first point, the ball's lower bound and the a-priori
+    bound (a ``contrast``:
     E sup only, dashed); False when there are fewer than two rows."""
     if len(sel) < 2:
         return False
@@ -337,23 +385,24 @@ def _panel(ax, sel, key, color, what, symbol, contrast=False) -> bool:
         ax.plot(xs, [u["fixed"].value for u in us], "x:", color=color, label=f"best fixed start, {what}")
         ax.plot(xs, [u["trivial"].value for u in us], "s--", color=color, alpha=0.5, ms=4, label=f"trivial, {what}")
         ax.plot(xs, v[0] * np.sqrt(xs / xs[0]), "-", color="0.6", lw=0.8, label=rf"$\sqrt{{{symbol}}}$ growth")
-        ax.plot(xs, [r["bound"] for r in sel], "-", color="k", lw=1.0, label="a-priori bound in $B_1$")
+        ax.plot(xs, [a_priori(r) for r in sel], "-", color="k", lw=1.0, label="a-priori bound in $B_1$")
+        ax.plot(xs, [r["ball_lower"] for r in sel], "--", color="k", lw=0.8, label="lower bound in $B_1$ (skewed law)")
     log_ticks(ax, xs, "x")
     return True
 
 
 def uniform_figure(rows):
-    """Left: E sup, the best fixed start, the trivial model and the a-priori bound vs d in the ball,
+    """Left: E sup, the best fixed start, the trivial model, the ball's lower and a-priori bounds vs d on the cross law,
     with the Gaussian contrast; middle: in the ball vs H; right: E sup in the ball vs n per d."""
     fig, (a0, a1, a2) = figure(3, ncols=3, width=4.4, height=3.9)
     ball = [r for r in rows if r["config"]["law"] == "ball"]
     dims = sorted((r for r in ball if r["config"]["sweep"] == "d"), key=lambda r: r["config"]["dim"])
-    drawn = _panel(a0, dims, "dim", COLORS[0], "ball $B_1$", "d")
+    drawn = _panel(a0, dims, "dim", COLORS[0], "cross law in $B_1$", "d")
     for energy, color in zip(ENERGIES, COLORS[1:]):
         name = f"contrast {'$N(0, I/d)$' if energy == '1' else '$N(0, I)$'}"
         drawn |= _panel(a0, gaussian_rows(rows, energy), "dim", color, name, "d", contrast=True)
     at = next((r["config"]["dim"] for r in ball if r["config"]["sweep"] == "heads"), -1)
-    shown = (drawn, _panel(a1, heads_scan(ball, at), "heads", COLORS[3], "ball $B_1$", "H"))
+    shown = (drawn, _panel(a1, heads_scan(ball, at), "heads", COLORS[3], "cross law in $B_1$", "H"))
     for ax, show, what in zip((a0, a1), shown, ("d", "H")):
         ax.set_visible(show)
         log_values(ax, "y")
@@ -388,9 +437,12 @@ __all__ = [
     "STARTS",
     "UNIFORM_SIZES",
     "Uniform",
+    "a_priori",
+    "ball_lower",
     "contrast_line",
     "gaussian_rows",
     "law_name",
+    "reported_n",
     "run_ball",
     "run_gaussian",
     "uniform_figure",

@@ -32,6 +32,13 @@ SUP_STRETCHES = Option(
     why="a gain needs two stretches",
 )
 SUP_AT_DIM = Option("sup_at_dim", 4, "d of the heads sweeps (one of --sup-dims and --uni-dims)", low=1, quick=2)
+HEADS_SWEEPS = Option(
+    "heads_sweeps",
+    False,
+    "also run the heads sweeps of suprema and uniform (--sup-heads, --uni-heads): half of the default run's time, "
+    "and at its sizes their searches at H = 8 hit the stretch cap, so those lines read not tested",
+    kind="flag",
+)
 
 PREFACTORS = Declaration(
     "prefactors",
@@ -115,6 +122,7 @@ SUPREMA = Declaration(
             min_count=2,
         ),
         SUP_AT_DIM,
+        HEADS_SWEEPS,
         Option(
             "sup_restarts",
             2,
@@ -162,6 +170,7 @@ UNIFORM = Declaration(
         ),
         Option("uni_contexts", 16, "contexts (one ascent each)", low=2, quick=8, why=INTERVAL),
         SUP_AT_DIM,
+        HEADS_SWEEPS,
         SUP_N,
         SUP_STEPS,
         SUP_STRETCHES,
@@ -286,6 +295,7 @@ TOKEN_SAMPLE = Declaration(
 PARTS = (PREFACTORS, SCALES, TAILS, SUPREMA, UNIFORM, RHO, TAIL_EXPONENT, *CLAIM_PARTS, TOKEN_SAMPLE)
 
 __all__ = [
+    "HEADS_SWEEPS",
     "LAYERS",
     "NS",
     "PARTS",
