@@ -2,42 +2,30 @@
 
 Types, shapes and options are checked in Python when a function is traced (``ValueError`` or
 ``TypeError`` naming the argument). Values — finite tokens and parameters, weights that sum to one,
-a covariance that is positive definite, a solve that did not fail — are checked by one function,
-:func:`check`; a failed one raises ``equinox.EquinoxRuntimeError`` naming the argument. How a check
-is made depends only on where it is traced, and every entry point (:func:`compiled`, public as
-``cfm_jax.compiled``) runs one program per call signature:
+a positive definite covariance, a solve that did not fail — are checked by :func:`check`, and a
+failed one raises ``equinox.EquinoxRuntimeError`` naming the argument. Where the check is traced,
+and nothing else, decides how it is made:
 
-- **Known values** (an eager call, a constructor given arrays): raised at once.
-- **Inside a program** :func:`compiled` **traces** (an entry point called at top level — no argument
-  and no new array is a tracer — or a user's step wrapped in ``cfm_jax.compiled``): the program is
-  traced under ``jax.experimental.checkify``, each check is a functional ``checkify.check`` (through
-  every ``scan``, ``vmap``, ``grad`` and nested entry point), and the first failed one is raised
-  after the call, from the caller's line. The program holds no host callback, so JAX's persistent
-  compilation cache stores it.
-- **Anywhere else** (inside a caller's own ``jit``/``vmap``/``grad``/``scan``/``checkify``): an
-  ``eqx.error_if`` host callback tied to the result and, through the tangent, to its gradient
-  (``jax.jit(jax.grad(loss))`` raises even when only the gradient is kept). ``eqx.filter_jit``
-  raises ``EquinoxRuntimeError``; a plain ``jax.jit`` raises ``jax.errors.JaxRuntimeError`` carrying
-  the message, which is logged first on its own line. The persistent cache does not store such a
-  program: wrap the step in ``cfm_jax.compiled`` instead.
+- on known values (an eager call, a constructor given arrays): raised at once;
+- in a program :func:`compiled` traces (an entry point at top level — no argument and no new array
+  is a tracer — or a user's step in ``cfm_jax.compiled``): a functional ``checkify.check``, through
+  every ``scan``, ``vmap``, ``grad`` and nested entry point; the first failed one is raised after the
+  call, from the caller's line, and the program holds no host callback (the persistent compilation
+  cache stores it);
+- anywhere else (a caller's own ``jit``, ``vmap``, ``grad``, ``scan``, ``checkify``): an
+  ``eqx.error_if`` host callback tied to the result and, through the tangent, to its gradient, so
+  ``jax.jit(jax.grad(loss))`` raises even when only the gradient is kept (a plain ``jax.jit`` raises
+  ``jax.errors.JaxRuntimeError`` carrying the message, logged first on its own line).
 
-A function ``checkify`` cannot rewrite (a ``vmap`` of a while loop: Sinkhorn's over depths, an
-adaptive solve under ``vmap``) is declared where it is defined, ``compiled(fn, checkify=False)``:
-its checks are host callbacks, and it cannot run inside another compiled program.
-
-``EQX_ON_ERROR`` (equinox's variable) is honoured everywhere: ``raise`` (default), ``nan`` (the
-result, or the gradient, filled with NaN), ``off`` (no check), ``breakpoint`` (equinox's debugger,
-where a host callback runs; raised otherwise). ``throw=False`` (diffrax's name, only where a solve
-can fail) leaves the checks out and reports the outcome as ``result``.
-
-Advice that is not an error — a warning that depends on values — travels beside the result
-(:func:`notice`) and is given after a top-level call; inside a caller's own transformation there are
-no values to warn about.
+A function checkify cannot rewrite (a ``vmap`` of a while loop) is declared where it is defined,
+``compiled(fn, checkify=False)``. ``EQX_ON_ERROR`` is honoured everywhere: ``raise`` (default),
+``nan`` (the result, or gradient, filled with NaN), ``off``, ``breakpoint`` (where a host callback
+runs; raised otherwise). Advice that depends on values travels beside the result (:func:`notice`)
+and is given after a top-level call.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import logging
@@ -161,46 +149,27 @@ def _advise(values, advise: Callable) -> None:
         advise(values)
 
 
-@contextlib.contextmanager
-def _tracing(functional: bool, notices: list | None):
-    """While a program is traced: whether its checks are functional, and where its notices go."""
-    tokens = _FUNCTIONAL.set(functional), _NOTICES.set(notices)
-    try:
-        yield
-    finally:
-        _FUNCTIONAL.reset(tokens[0])
-        _NOTICES.reset(tokens[1])
-
-
-def _functional(fn):
-    """``fn`` traced with its checks functional, returning ``(out, (values, advice))``: its result
-    and its notices (values and their host functions)."""
+def _tracing(fn, functional: bool):
+    """``fn`` traced with its checks functional, returning ``(out, (values, advice))`` (its notices
+    beside it), or as host callbacks, returning ``out``: its own jit cache entry either way."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        notices: list[tuple[object, Callable]] = []
-        with _tracing(True, notices):
+        notices: list[tuple[object, Callable]] | None = [] if functional else None
+        tokens = _FUNCTIONAL.set(functional), _NOTICES.set(notices)
+        try:
             out = fn(*args, **kwargs)
-        return out, (tuple(v for v, _ in notices), tuple(a for _, a in notices))
-
-    return run
-
-
-def _hosted(fn):
-    """``fn`` traced with its checks as host callbacks (its own jit cache entry, whatever traces it)."""
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        with _tracing(False, None):
-            return fn(*args, **kwargs)
+        finally:
+            _FUNCTIONAL.reset(tokens[0])
+            _NOTICES.reset(tokens[1])
+        return out if notices is None else (out, (tuple(v for v, _ in notices), tuple(a for _, a in notices)))
 
     return run
 
 
 def _checkified(program):
-    """``program`` (returning ``(out, notices)``) under checkify, returning ``(error, out, notices)``
-    with checkify's error. Arrays pass through checkify; the rest of the result (static fields, the
-    advice functions) is carried around it."""
+    """``program`` (returning ``(out, notices)``) under checkify, returning ``(error, out, notices)``.
+    Arrays pass through checkify; the rest (static fields, the advice functions) is carried around."""
 
     @functools.wraps(program)
     def run(*args, **kwargs):
@@ -212,8 +181,7 @@ def _checkified(program):
             return dynamic
 
         error, dynamic = jax_checkify.checkify(arrays_only)()
-        out, notices = eqx.combine(dynamic, static[0])
-        return error, out, notices
+        return error, *eqx.combine(dynamic, static[0])
 
     return run
 
@@ -252,9 +220,9 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
     Example: ``step = cfm_jax.compiled(lambda model, x0, context, y: cfm_jax.loss_and_grad(model, x0,
     context, y))``.
     """
-    inner = eqx.filter_jit(_functional(fn))  # one trace of fn, at top level and nested alike
+    inner = eqx.filter_jit(_tracing(fn, functional=True))  # one trace of fn, at top level and nested alike
     top = eqx.filter_jit(_checkified(inner))
-    hosted = eqx.filter_jit(_hosted(fn))  # in a caller's transformation, or checkify=False
+    hosted = eqx.filter_jit(_tracing(fn, functional=False))  # in a caller's transformation, or checkify=False
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
