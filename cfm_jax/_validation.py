@@ -234,7 +234,7 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
                     "while loop): call it outside `cfm_jax.compiled`, or declare the enclosing function "
                     "`cfm_jax.compiled(..., checkify=False)`."
                 )
-            return inner(*args, **kwargs)[0]  # pyright: ignore[reportCallIssue]
+            return inner(*args, **kwargs)[0]  # pyright: ignore[reportCallIssue, reportIndexIssue]
         if not checkify or _traced((args, kwargs)):
             return hosted(*args, **kwargs)  # pyright: ignore[reportCallIssue]
         error, out, notices = top(*args, **kwargs)  # pyright: ignore[reportCallIssue]
