@@ -17,6 +17,7 @@ import sys
 import textwrap
 import traceback
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -66,10 +67,11 @@ def test_inside_a_callers_transformation_the_check_still_raises():
         eqx.filter_jit(_double)(bad[1])
     with pytest.raises(Exception, match="non-finite"):  # JaxRuntimeError around the message
         jax.jit(_double)(bad[1])
+    row = bad[1]
     with pytest.raises(Exception, match="non-finite"):  # no traced argument: a jit traces the call all the same
-        jax.block_until_ready(jax.jit(lambda: _double(bad[1]))())
+        jax.block_until_ready(jax.jit(lambda: _double(row))())
     with pytest.raises(eqx.EquinoxRuntimeError, match=f"^{re.escape(MESSAGE)}"):  # nothing traces this call
-        jax.vmap(lambda _: _double(bad[1]))(jnp.arange(2.0))
+        jax.vmap(lambda _: _double(row))(jnp.arange(2.0))
     with pytest.raises(Exception, match="non-finite"):
         jax.vmap(_double)(bad)
     assert jax.vmap(_double)(bad[:1]).shape == (1, 2)
@@ -288,11 +290,16 @@ def test_a_check_inside_the_callers_scan_inside_compiled_is_data():
 
 
 def test_a_check_tied_to_the_gradient_fails_where_only_the_gradient_is_kept():
-    """The host-callback path guards the tangent too: remove that and ``jit(grad)`` of a linear loss
-    returns NaN silently."""
+    """The host-callback path guards the tangent too: remove that and ``jit(grad)`` of a loss linear
+    in the checked value (its primal never needed) returns a gradient silently."""
     fn = jax.jit(jax.grad(lambda x: _loss(MODEL, x, Z, None, Y)))
     with pytest.raises(Exception, match="`x0`"):
         jax.block_until_ready(fn(BAD["x0"][1]))
+    checked = compiled(lambda x: check(x, ~jnp.all(jnp.isfinite(x)), MESSAGE))  # the identity, checked
+    linear = jax.jit(jax.grad(lambda x: jnp.sum(3.0 * checked(x))))  # the primal is not needed
+    np.testing.assert_array_equal(linear(jnp.ones(2)), [3.0, 3.0])
+    with pytest.raises(Exception, match="non-finite"):
+        jax.block_until_ready(linear(jnp.array([1.0, jnp.nan])))
 
 
 def test_check_eagerly_outside_any_program():
@@ -407,3 +414,18 @@ def test_coupled_deviations_with_sinkhorn_still_checks():
     assert _finite(out)
     with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
         chaos.coupled_deviations(model, x0.at[0, 0].set(jnp.nan), ref[:5], ref, w1_size=4, adjoint=False)
+
+
+def test_check_solved_raises_diffraxs_message_or_one_of_its_own():
+    """A failure diffrax names raises its message after the prefix; any other unsuccessful result
+    (here an implicit solver's) the library's own; a successful one nothing: at top level, inside a
+    compiled program and under a caller's jit alike."""
+    R = diffrax.RESULTS
+    solved = lambda r, x: _validation.check_solved(x, r, "forward: ")  # noqa: E731
+    x = jnp.ones(2)
+    for way in (lambda f: f, cfm_jax.compiled, jax.jit):
+        np.testing.assert_array_equal(way(solved)(R.successful, x), x)
+        with pytest.raises(Exception, match=re.escape("forward: " + R[R.max_steps_reached])):
+            jax.block_until_ready(way(solved)(R.max_steps_reached, x))
+        with pytest.raises(Exception, match="forward: The solve did not succeed: `throw=False` returns its `result`"):
+            jax.block_until_ready(way(solved)(R.nonlinear_divergence, x))
