@@ -77,7 +77,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> Path:
     return folder
 
 
-# JAX's jax.monitoring events (jax._src.dispatch, jax._src.compiler): the one place the repository
+# the names of JAX's jax.monitoring events (sent by its dispatch and compiler): the one place the repository
 # names them
 _TRACED = "/jax/core/compile/jaxpr_trace_duration"
 _LOWERED = "/jax/core/compile/jaxpr_to_mlir_module_duration"

@@ -33,9 +33,9 @@ sum to one, a Gaussian covariance that is symmetric positive definite — and a 
 failed check raises ``equinox.EquinoxRuntimeError`` naming the argument. Called at top level, or
 inside a user's step in ``cfm_jax.compiled``, the checks are data the program returns (no host
 callback: JAX's persistent compilation cache, :func:`cfm_jax.enable_compilation_cache`, stores it);
-under a caller's ``checkify`` they are its functional checks; inside a caller's own ``jax.jit``,
-``vmap`` or ``grad`` they are host callbacks tied to the result and its gradient (a plain
-``jax.jit`` wraps the message in ``jax.errors.JaxRuntimeError``). ``throw=False`` leaves the checks
+inside a caller's own ``jax.jit``, ``vmap``, ``grad`` or ``checkify`` they are host callbacks tied
+to the result and its gradient (a plain ``jax.jit`` wraps the message in
+``jax.errors.JaxRuntimeError``). ``throw=False`` leaves the checks
 out (a failed solve is then reported in ``FlowSolution.result``), as sweeps over inputs they
 generate themselves do.
 Under a plain ``jax.jit``, ``steps`` and

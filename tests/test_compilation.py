@@ -169,8 +169,9 @@ def test_a_second_process_lowers_the_program_and_loads_it(tmp_path):
     assert fresh() == [1, 0, 1, ["lowered", "loaded"]]
 
 
-#: a user's script: the README's calls at tiny sizes, defaults everywhere; what was lowered and what
-#: XLA compiled
+#: a user's script: the README's calls at tiny sizes, defaults everywhere (a gradient of its own in
+#: ``cfm_jax.compiled``: under a bare ``jax.grad`` the checks are host callbacks); what was lowered
+#: and what XLA compiled
 SCRIPT = textwrap.dedent(
     """
     import json, sys
@@ -185,7 +186,7 @@ SCRIPT = textwrap.dedent(
         context = cfm_jax.EmpiricalMeasure(jax.random.normal(key_z, (5, 2)))
         cfm_jax.forward(model, x0, context).x1.block_until_ready()
         cfm_jax.loss_and_grad(model, x0, context, y)
-        jax.grad(lambda m: jnp.sum(cfm_jax.forward(m, x0, context).x1))(model)
+        cfm_jax.compiled(jax.grad(lambda m: jnp.sum(cfm_jax.forward(m, x0, context).x1)))(model)
         cfm_jax.forward(model, x0, cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2)))
     print(json.dumps([rec.lowered_names, rec.compiled_names]))
     """

@@ -17,6 +17,7 @@ import sys
 import textwrap
 import traceback
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -66,6 +67,11 @@ def test_inside_a_callers_transformation_the_check_still_raises():
         eqx.filter_jit(_double)(bad[1])
     with pytest.raises(Exception, match="non-finite"):  # JaxRuntimeError around the message
         jax.jit(_double)(bad[1])
+    row = bad[1]
+    with pytest.raises(Exception, match="non-finite"):  # no traced argument: a jit traces the call all the same
+        jax.block_until_ready(jax.jit(lambda: _double(row))())
+    with pytest.raises(eqx.EquinoxRuntimeError, match=f"^{re.escape(MESSAGE)}"):  # nothing traces this call
+        jax.vmap(lambda _: _double(row))(jnp.arange(2.0))
     with pytest.raises(Exception, match="non-finite"):
         jax.vmap(_double)(bad)
     assert jax.vmap(_double)(bad[:1]).shape == (1, 2)
@@ -240,7 +246,7 @@ def test_one_error_type_eagerly_compiled_and_under_filter_jit():
 def test_a_compiled_entry_point_inside_another_joins_its_checks():
     """The inner call's checks become the outer program's data (no host callback), raised after it."""
     outer = cfm_jax.compiled(lambda x: cfm_jax.forward(MODEL, x, Z).x1)
-    text = eqx.filter_jit(_validation._checkified(lambda x: cfm_jax.forward(MODEL, x, Z).x1)).lower(X0).as_text()
+    text = cfm_jax.compiled(lambda x: cfm_jax.forward(MODEL, x, Z).x1).lower(X0).as_text()  # pyright: ignore[reportFunctionMemberAccess]
     assert "callback" not in text
     with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
         outer(BAD["x0"][1])
@@ -253,7 +259,7 @@ def test_a_users_step_has_no_host_callback_and_still_checks():
     def step(model, x0):
         return eqx.filter_value_and_grad(lambda m: _loss(m, x0, Z, None, Y))(model)
 
-    ours = eqx.filter_jit(_validation._checkified(step)).lower(MODEL, X0).as_text()
+    ours = cfm_jax.compiled(step).lower(MODEL, X0).as_text()  # pyright: ignore[reportFunctionMemberAccess]
     theirs = eqx.filter_jit(step).lower(MODEL, X0).as_text()
     assert "callback" not in ours
     assert "callback" in theirs
@@ -263,31 +269,37 @@ def test_a_users_step_has_no_host_callback_and_still_checks():
         cfm_jax.compiled(step)(MODEL, BAD["x0"][1])
 
 
-def test_checks_under_a_callers_checkify_are_functional():
-    """Under ``checkify.checkify`` the library's checks are checkify's own: ``err.get()`` carries the
-    library's message, and the program has no host callback."""
-    fn = jax.jit(jax.grad(lambda x: _loss(MODEL, x, Z, None, Y)))
-    err, _ = checkify.checkify(fn)(BAD["x0"][1])
-    assert "`x0` contains non-finite values" in (err.get() or "")
-    err, _ = checkify.checkify(fn)(X0)
+def test_checks_under_a_callers_checkify_are_host_callbacks():
+    """A caller's own ``checkify.checkify`` is a transformation like ``jit``: the library's checks
+    are host callbacks there, raising naming the argument when the program runs (not ``err``'s
+    functional checks); the same function in ``cfm_jax.compiled`` holds no host callback."""
+    fn = jax.grad(lambda x: _loss(MODEL, x, Z, None, Y))
+    with pytest.raises(Exception, match="`x0` contains non-finite values"):
+        jax.block_until_ready(checkify.checkify(jax.jit(fn))(BAD["x0"][1]))
+    err, _ = checkify.checkify(jax.jit(fn))(X0)
     assert err.get() is None
-    text = jax.jit(checkify.checkify(jax.grad(lambda x: _loss(MODEL, x, Z, None, Y)))).lower(X0).as_text()
-    assert "callback" not in text
+    assert "callback" in jax.jit(checkify.checkify(fn)).lower(X0).as_text()
+    assert "callback" not in cfm_jax.compiled(fn).lower(X0).as_text()  # pyright: ignore[reportFunctionMemberAccess]
 
 
 def test_a_check_inside_the_callers_scan_inside_compiled_is_data():
-    text = eqx.filter_jit(_validation._checkified(lambda *a: _scan(*a))).lower(MODEL, X0, Z, None, Y).as_text()
+    text = cfm_jax.compiled(_scan).lower(MODEL, X0, Z, None, Y).as_text()  # pyright: ignore[reportFunctionMemberAccess]
     assert "callback" not in text
     with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
         cfm_jax.compiled(_scan)(*BAD["x0"])
 
 
 def test_a_check_tied_to_the_gradient_fails_where_only_the_gradient_is_kept():
-    """The host-callback path guards the tangent too: remove that and ``jit(grad)`` of a linear loss
-    returns NaN silently."""
+    """The host-callback path guards the tangent too: remove that and ``jit(grad)`` of a loss linear
+    in the checked value (its primal never needed) returns a gradient silently."""
     fn = jax.jit(jax.grad(lambda x: _loss(MODEL, x, Z, None, Y)))
     with pytest.raises(Exception, match="`x0`"):
         jax.block_until_ready(fn(BAD["x0"][1]))
+    checked = compiled(lambda x: check(x, ~jnp.all(jnp.isfinite(x)), MESSAGE))  # the identity, checked
+    linear = jax.jit(jax.grad(lambda x: jnp.sum(3.0 * checked(x))))  # the primal is not needed
+    np.testing.assert_array_equal(linear(jnp.ones(2)), [3.0, 3.0])
+    with pytest.raises(Exception, match="non-finite"):
+        jax.block_until_ready(linear(jnp.array([1.0, jnp.nan])))
 
 
 def test_check_eagerly_outside_any_program():
@@ -368,10 +380,32 @@ def test_the_top_level_is_known_when_the_package_is_first_used_inside_a_jit():
     assert "RESULT EquinoxRuntimeError" in out.stdout, out.stdout + out.stderr
 
 
-def test_a_program_checkify_cannot_rewrite_still_checks():
-    """checkify refuses a vmap of a while loop (here Sinkhorn's, batched over depths inside
-    ``chaos.coupled_deviations``): such a program keeps its checks as flags at its top level and host
-    callbacks deeper; its clean run gives finite values and a bad value still raises naming it."""
+def _batched_loop(x):
+    """A vmap of a while loop, which checkify refuses, after a check of ``x``."""
+    x = check(x, ~jnp.all(jnp.isfinite(x)), MESSAGE)
+    return jax.vmap(lambda v: jax.lax.while_loop(lambda c: c < v, lambda c: c + 1.0, 0.0))(x)
+
+
+def test_a_program_checkify_cannot_rewrite_is_declared_where_it_is_defined():
+    """checkify refuses a vmap of a while loop: such a function is declared
+    ``compiled(fn, checkify=False)``, runs with its checks as host callbacks, and refuses, naming
+    itself, to run inside another compiled program (whose checkify would refuse it); undeclared, the
+    call is checkify's ``ValueError``. The checks of other functions stay data."""
+    declared = cfm_jax.compiled(_batched_loop, checkify=False)
+    np.testing.assert_array_equal(declared(jnp.arange(3.0)), [0.0, 1.0, 2.0])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="non-finite"):
+        declared(jnp.array([1.0, jnp.nan]))
+    assert "callback" in declared.lower(jnp.arange(3.0)).as_text()  # pyright: ignore[reportFunctionMemberAccess]
+    with pytest.raises(ValueError, match="_batched_loop.* checkify=False"):
+        cfm_jax.compiled(lambda x: declared(x) + 1)(jnp.arange(3.0))
+    with pytest.raises(ValueError):
+        cfm_jax.compiled(_batched_loop)(jnp.arange(3.0))
+    assert "callback" not in _double.lower(jnp.ones(2)).as_text()  # pyright: ignore[reportFunctionMemberAccess]
+
+
+def test_coupled_deviations_with_sinkhorn_still_checks():
+    """``chaos.coupled_deviations`` with Sinkhorn's W1 (batched over depths: declared
+    ``checkify=False``): its clean run gives finite values and a bad value still raises naming it."""
     from cfm_jax import chaos
 
     model = cfm_jax.Transformer.init(KEY_M, dim=2, heads=1, mlp_width=4, layers=2)
@@ -380,3 +414,18 @@ def test_a_program_checkify_cannot_rewrite_still_checks():
     assert _finite(out)
     with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
         chaos.coupled_deviations(model, x0.at[0, 0].set(jnp.nan), ref[:5], ref, w1_size=4, adjoint=False)
+
+
+def test_check_solved_raises_diffraxs_message_or_one_of_its_own():
+    """A failure diffrax names raises its message after the prefix; any other unsuccessful result
+    (here an implicit solver's) the library's own; a successful one nothing: at top level, inside a
+    compiled program and under a caller's jit alike."""
+    R = diffrax.RESULTS
+    solved = lambda r, x: _validation.check_solved(x, r, "forward: ")  # noqa: E731
+    x = jnp.ones(2)
+    for way in (lambda f: f, cfm_jax.compiled, jax.jit):
+        np.testing.assert_array_equal(way(solved)(R.successful, x), x)
+        with pytest.raises(Exception, match=re.escape("forward: " + R[R.max_steps_reached])):
+            jax.block_until_ready(way(solved)(R.max_steps_reached, x))
+        with pytest.raises(Exception, match="forward: The solve did not succeed: `throw=False` returns its `result`"):
+            jax.block_until_ready(way(solved)(R.nonlinear_divergence, x))

@@ -248,11 +248,11 @@ def coupled_deviations(
         v = np.asarray(relative_epsilon, np.float64)
         relative_epsilon = check(relative_epsilon, not (np.isfinite(v) and v > 0), message)
     eps = jnp.asarray(relative_epsilon, jnp.result_type(context.points, float))
-    return Deviations(_coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw))
+    run = _coupled_sinkhorn if w1_size is not None and context.dim > 1 else _coupled
+    return Deviations(run(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw))
 
 
-@compiled
-def _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw) -> dict:
+def _coupled_body(model, x0, context, reference, y, probes, coupled, w1_size, eps, adjoint, throw) -> dict:
     if throw:
         eps = check(eps, ~(jnp.isfinite(eps) & (eps > 0)), "`relative_epsilon` must be finite and > 0.")  # traced
     a = system(model, x0, context, y, probes, adjoint, throw)
@@ -260,6 +260,11 @@ def _coupled(model, x0, context, reference, y, probes, coupled, w1_size, eps, ad
     out = compare(a, b, coupled=coupled, w1_size=w1_size, relative_epsilon=eps)
     out["ts"] = jnp.arange(a["xs"].shape[0], dtype=a["xs"].dtype) / model.num_layers
     return out
+
+
+_coupled = compiled(_coupled_body)
+#: with Sinkhorn's W1 over the depths (a vmap of a while loop, which checkify cannot rewrite)
+_coupled_sinkhorn = compiled(_coupled_body, checkify=False)
 
 
 def wasserstein1_to_normal_1d(points, weights, mean, std) -> jax.Array:

@@ -283,13 +283,9 @@ def _layer_fn(model: AbstractCFM, context: AbstractCarriedContext, spec: FlowSpe
 
 def first_failure(results: diffrax.RESULTS) -> diffrax.RESULTS:
     """The first unsuccessful entry of per-layer results ``(count,)`` (successful if none)."""
-    values = results._value  # pyright: ignore[reportAttributeAccessIssue]  (an enumeration item's code)
-    ok = diffrax.RESULTS.successful._value  # pyright: ignore[reportAttributeAccessIssue]
-    failed = values != ok
-    first = values[jnp.argmax(failed)]
-    return diffrax.RESULTS.where(
-        jnp.any(failed), eqx.tree_at(lambda r: r._value, results, first), diffrax.RESULTS.successful
-    )
+    failed = results != diffrax.RESULTS.successful  # (count,)
+    first = jax.tree.map(lambda code: code[jnp.argmax(failed)], results)  # the entry, as a pytree
+    return diffrax.RESULTS.where(jnp.any(failed), first, diffrax.RESULTS.successful)
 
 
 def loop(
