@@ -117,3 +117,15 @@ def test_pooling_reads_each_row_and_the_rows_together():
     with pytest.raises(ValueError, match="`ns` must hold two or more distinct sizes"):
         SL.band([100, 100])
     assert math.isinf(SL.band([1, 10], c=2.0)[1])
+
+
+def test_the_known_case_is_the_exact_slope_of_the_aligned_model_on_the_skewed_two_atom_law():
+    """KNOWN_SLOPE is computed, not chosen: √n·E dev of the aligned model (d = 2, L = 4) on the
+    skewed two-atom law ±e₁ (the uniform part's lower bound), exact over the binomial counts at
+    every size of KNOWN_NS, has E dev's least-squares slope −0.4944."""
+    from cfm_experiments.claims.ascent import Problem
+    from cfm_experiments.claims.uniform import ball_lower
+
+    values = [ball_lower(Problem(2, 1, 2, 1), 4, n) for n in SL.KNOWN_NS]
+    slope = np.polyfit(np.log(SL.KNOWN_NS), np.log(values), 1)[0] - 0.5
+    assert slope == pytest.approx(SL.KNOWN_SLOPE, abs=5e-4)

@@ -27,7 +27,8 @@ independent draws at several n (the training value is biased upward). Each row r
 the gain of its ascent over its start and the best trivial model on the same held-out draws, both
 paired. A supremum that does not beat its start (the gain's interval's lower edge not above
 :data:`~.supremum.MIN_GAIN` of the start), that the best trivial model beats (the paired interval below 0),
-whose search did not converge, or whose own n-slope misses −1/2 (a worst case that does not decay
+whose search did not converge, or whose own n-slope lies outside the band of a decay like n^{−½}
+(a worst case that does not decay
 like the rate is not a constant of it; in the ball read at n = 4 to 256 times the ascent's n, past
 the sizes the law was tuned at: :data:`BALL_SLOPE_SIZES`) is not a measured constant: its line
 says which, and its verdict is withheld (*not tested*).
@@ -45,7 +46,7 @@ from ..declarations.claims import SUP_AT_DIM, SUP_CONTEXTS, SUP_N, SUP_STEPS, SU
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, save
 from ..protocol import Claim, Part, Settings, Summary
-from ..verdicts import NOT_TESTED, claims as V
+from ..verdicts import NOT_TESTED, claims as V, slopes
 from .ball import RADIUS, ball_bound
 from .searches import ENERGIES, Energy, run_ball, run_suprema, value_norm
 from .statistics import ci
@@ -122,12 +123,7 @@ class Suprema(Part):
     def summarize(self, rows: list[dict], settings: Settings) -> Summary:
         claims, text = [], []
         at = settings["sup_at_dim"]
-        have = {
-            "steps": settings["sup_steps"],
-            "held-out contexts": settings["sup_eval_contexts"],
-            "largest d": max(settings["sup_dims"]),
-            "largest H": max(settings["sup_heads"]),
-        }
+        have = _have(settings)
         for r in rows:
             s, c = supremum(r), r["config"]
             text.append(
@@ -154,8 +150,23 @@ class Suprema(Part):
                 claims.append(contrast_line(gauss, energy))
         return Summary(text="\n".join(text), claims=tuple(claims))
 
+    def pooled(self, rows: list[list[dict]], settings: Settings) -> list[Claim]:
+        """The worst case's n^{−½} line, one slope pooled over the ball rows of every draw."""
+        ball = [r for draw in rows for r in draw if r["config"]["law"] == "ball"]
+        return [worst_rate_line(ball, _have(settings))] if ball else []
+
     def figures(self, rows: list[dict], summary: Summary, out: Path) -> list[Path]:
         return [save(suprema_figure(rows), out / "suprema.png")] if rows else []
+
+
+def _have(settings: Settings) -> dict:
+    """The sizes a run has, for the lines' verdict gates (``V.judge``)."""
+    return {
+        "steps": settings["sup_steps"],
+        "held-out contexts": settings["sup_eval_contexts"],
+        "largest d": max(settings["sup_dims"]),
+        "largest H": max(settings["sup_heads"]),
+    }
 
 
 def embed_dim(d: int, dims) -> int:
@@ -241,21 +252,17 @@ def heads_line(heads, vnorm, have) -> Claim:
 
 
 def worst_rate_line(rows, have) -> Claim:
-    """The slope in n of the worst case found in the ball, on the held-out draws (−1/2: a constant)."""
+    """The slope in n of the worst case found in the ball, on the held-out draws (−1/2: a constant),
+    one slope pooled over the rows (every draw's, where :meth:`Suprema.pooled` writes it) against the
+    band of finite-n slopes of a decay like n^{−½} (:mod:`~cfm_experiments.verdicts.slopes`)."""
     fits = [(r, worst_slope(r)) for r in rows]
-    off = [(r, f) for r, f in fits if not f.contains(-0.5)]
-    measured = (
-        f"slopes of the worst case found in $B_1$, n = {worst_ns(rows[0])[0]} … {worst_ns(rows[0])[-1]}: "
-        + "; ".join(
-            f"d={r['config']['dim']} H={r['config']['heads']} {r['config']['vnorm']}: {ci(f, fmt='+.2f')}"
-            for r, f in fits
-        )
+    ns = worst_ns(rows[0])
+    measured = f"slopes of the worst case found in $B_1$, n = {ns[0]} … {ns[-1]}: " + "; ".join(
+        f"d={r['config']['dim']} H={r['config']['heads']} {r['config']['vnorm']}: {ci(f, fmt='+.2f')}" for r, f in fits
     )
-    measured += f"; {len(off)}/{len(fits)} intervals miss −1/2"
+    measured += f"; {slopes.describe([f for _, f in fits], ns)}"
     verdict, sizes = V.judge(
-        V.rate([f for _, f in fits], -0.5),
-        {"steps": 60, "held-out contexts": 32},
-        have,
+        slopes.slope_verdict([f for _, f in fits], ns), {"steps": 60, "held-out contexts": 32}, have
     )
     return Claim(
         claim="the worst-case deviation found in the ball still decays like $n^{-1/2}$ (the supremum is a "

@@ -5,7 +5,8 @@ The winner is the start whose ascent reached the largest training value; its hel
 paired with its start's and with the best trivial model's on the same draws (:func:`search`). A
 supremum that does not beat its start (the gain's interval's lower edge not above :data:`MIN_GAIN`
 of the start), that the best trivial model beats (the paired interval below 0), whose search did
-not converge, or whose own n-slope (:func:`worst_slope`) misses −1/2 is not a measured constant:
+not converge, or whose own n-slope (:func:`worst_slope`) lies outside the band of a decay like
+n^{−½} (:func:`~cfm_experiments.verdicts.slopes.band`) is not a measured constant:
 :func:`supremum` names the problem, and :func:`search_verdict` withholds the verdict (*not
 tested*). A converged search whose winner never left its start (a construction at a stationary
 point of the ascent) is not a problem.
@@ -17,7 +18,7 @@ import numpy as np
 
 from cfm_jax.stats import Interval, bootstrap
 
-from ..verdicts import NOT_TESTED
+from ..verdicts import NOT_TESTED, REFUTED, slopes
 from .statistics import ci
 
 #: the least mean gain over the start, relative to the start's value, that counts as an improvement.
@@ -91,7 +92,7 @@ def supremum(row) -> dict:
     """The winner (largest training value) on the held-out draws at the ascent's n: its name, index,
     per-context values and interval, with :func:`search`'s gain, margin and problems, the best
     trivial start's interval, the ascent's steps and last stretch's gain, and the winner's n-slope;
-    the problems also name a search that did not converge and a slope whose interval misses −1/2.
+    the problems also name a search that did not converge and a slope outside the band of n^{−½}.
     A converged search whose winner never left its start (``stationary``: a construction at a
     stationary point of the ascent, e.g. the aligned model on a corner law) is not a problem."""
     held = np.asarray(row["held_out"])
@@ -107,8 +108,8 @@ def supremum(row) -> dict:
         problems.remove("never improved on its start")
     if not row["converged"]:
         problems.append("search not converged")
-    if not slope.contains(-0.5):
-        problems.append(f"its n-slope {ci(slope, fmt='+.3f')} misses −1/2")
+    if slopes.slope_verdict([slope], worst_ns(row)) == REFUTED:
+        problems.append(f"its n-slope {ci(slope, fmt='+.3f')} is outside the band of a decay like n^−1/2")
     return {
         "start": row["starts"][i],
         "index": i,

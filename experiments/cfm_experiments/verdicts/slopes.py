@@ -41,7 +41,9 @@ from .vocabulary import HOLDS, NOT_MEASURED, REFUTED, UNDECIDED, Verdict, edges,
 
 #: the claimed slope in n.
 RATE = -0.5
-#: the known case: a deviation computed exactly whose least-squares slope over :data:`KNOWN_NS` is this.
+#: the known case: E dev's least-squares slope over :data:`KNOWN_NS` for the aligned model (d = 2,
+#: L = 4) on the skewed two-atom law ±e₁, computed exactly over the binomial counts
+#: (``claims.uniform.ball_lower``: −0.4944; a test recomputes it).
 KNOWN_SLOPE = -0.494
 #: the known case's sizes (n = 512 … 32768, ×4).
 KNOWN_NS = (512, 2048, 8192, 32768)
