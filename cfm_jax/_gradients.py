@@ -31,7 +31,7 @@ from ._deprecations import warn_renamed
 from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt, options_checked_first
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
-from ._solve import check_solved, checked_inputs, forward, prepare
+from ._solve import check_solved, prepare, solve
 from ._validation import compiled, finite
 
 
@@ -144,14 +144,13 @@ def loss_and_grad(model: AbstractCFM, x0, context, y, *, loss: Callable | None =
     ``grads`` model-shaped ($∂L/∂θ_l$ per layer).
     """
     loss, y = _check_loss(loss, x0, y, throw)
-    if throw:  # forward's input checks, made once here: the solve below runs with throw=False
-        model, x0, context = checked_inputs(model, x0, context)
+    p = prepare(model, x0, context, throw=throw, **options)
 
     def value(m):
-        sol = forward(m, x0, context, throw=False, **options)  # pyright: ignore[reportArgumentType]  (a measure)
+        sol = solve(p._replace(model=m), SaveAt(), throw=False)  # its failure is checked once, below
         return _real_scalar_loss(loss(sol.x1, y), y), sol.result
 
-    (val, result), grads = eqx.filter_value_and_grad(value, has_aux=True)(model)
+    (val, result), grads = eqx.filter_value_and_grad(value, has_aux=True)(p.model)
     if throw:
         val = check_solved(val, result)
     else:
@@ -220,6 +219,7 @@ def adjoint_trajectories(
             "cfm_jax.token_adjoint."
         )
     p = prepare(model, x0, context, adjoint=adjoint, throw=throw, **options)
+    adjoint.validate(p.model, p.context, p.spec)
     spec, x = p.spec, p.y0[0]
     stride = adjoint.probe_stride(p.model, spec)
     zeta, start = probe_rows(

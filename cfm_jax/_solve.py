@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 from typing import NamedTuple
 
 import diffrax
@@ -66,13 +65,13 @@ from ._flow import (
     FlowSolution,
     FlowSpec,
     SaveAt,
+    check_progress_meter,
     fixed_controller,
-    flow_spec as _flow_spec,
     options_checked_first,
     saved,
 )
 from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
-from ._measures import GaussianMeasure, as_measure
+from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure
 from ._paths import AbstractCFM
 from ._regime import notice_heavy_tail
 from ._validation import check_solved, compiled, finite, finite_params
@@ -93,10 +92,12 @@ def default_adjoint(
 
 
 class Prepared(NamedTuple):
-    """Validated inputs of a solve: the value-checked model, the context as the loop carries it, the
-    initial state (2-D tokens first), the options, the strategy, and whether ``x0`` was one token."""
+    """A solve's inputs, prepared once (:func:`prepare`): the model (value-checked), the context as a
+    measure (value-checked) and as the loop carries it, the initial state (2-D tokens first), the
+    options, the strategy, and whether ``x0`` was one token."""
 
     model: AbstractCFM
+    measure: EmpiricalMeasure | GaussianMeasure
     context: AbstractCarriedContext
     y0: tuple
     spec: FlowSpec
@@ -104,75 +105,82 @@ class Prepared(NamedTuple):
     single: bool
 
 
-def _option_defaults() -> dict:
-    """forward's options and their defaults: its signature is their one definition."""
-    params = inspect.signature(forward).parameters.values()
-    return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
-
-
-def prepare(model: AbstractCFM, x0, context, **options) -> Prepared:
-    """Check the arguments of :func:`forward` (its options in ``options``, defaults filled in) and bring
-    them to one dtype: the widest of the tokens, the context and the parameters.
+def prepare(
+    model: AbstractCFM, x0, context, *, adjoint: Adjoint | None = None, throw: bool = True, **options
+) -> Prepared:
+    """The one preparation of every entry point: the arguments of :func:`forward` (``options`` its
+    integration options, :meth:`FlowSpec.of`) checked, the context made a measure, value-checked and
+    given its carried form once, all in one dtype: the widest of the tokens, the context and the
+    parameters.
 
     Types, shapes and options raise ``ValueError`` naming the argument when traced; values are
     checked by the value check (``cfm_jax._validation.check``) unless ``throw`` is False.
     """
-    defaults = _option_defaults()
-    unknown = sorted(set(options) - set(defaults))
+    unknown = sorted(set(options) - set(FlowSpec.OPTIONS))
     if unknown:
-        raise TypeError(f"unexpected option(s) {unknown}; the options of cfm_jax.forward are {sorted(defaults)}.")
-    options = {**defaults, **options}
-    adjoint, throw = options.pop("adjoint"), options.pop("throw")
+        names = sorted((*FlowSpec.OPTIONS, "adjoint", "throw"))
+        raise TypeError(f"unexpected option(s) {unknown}; the options of cfm_jax.forward are {names}.")
     if not isinstance(model, AbstractCFM):
         raise ValueError(f"`model` must be a cfm_jax model (AbstractCFM), got {type(model).__name__}.")
-    if not isinstance(context, GaussianMeasure):
-        context = as_measure(context)
+    measure = context if isinstance(context, GaussianMeasure) else as_measure(context)
     x0 = as_array("x0", x0)
     d = model.dim
     if x0.ndim not in (1, 2):
         raise ValueError(f"`x0` must have shape (d,) or (B, d), got {x0.shape}.")
     if x0.shape[-1] != d:
         raise ValueError(f"`x0` has dimension {x0.shape[-1]} but the model has d = {d}.")
-    if context.dim != d:
-        raise ValueError(f"`context` has dimension {context.dim} but the model has d = {d}.")
+    if measure.dim != d:
+        raise ValueError(f"`context` has dimension {measure.dim} but the model has d = {d}.")
     if not jnp.issubdtype(x0.dtype, jnp.floating):
         raise ValueError(f"`x0` must be a floating array, got dtype {x0.dtype}.")
-    spec = _flow_spec(model, **options)
-    carried: AbstractCarriedContext
-    if isinstance(context, GaussianMeasure):
+    spec = FlowSpec.of(model, **options)
+    if isinstance(measure, GaussianMeasure):
         gaussian_field(model)  # TypeError naming the field if it has no Gaussian closed form
-        carried, strategy = GaussianContext(), Autodiff() if adjoint is None else as_strategy(adjoint)
+        strategy = Autodiff() if adjoint is None else as_strategy(adjoint)
     else:
-        carried = EmpiricalContext(context.weights)
         strategy = as_strategy(default_adjoint(spec.solver, spec.stepsize_controller) if adjoint is None else adjoint)
-    strategy.validate(model, carried, spec)
     if throw:
-        model, x0, context = checked_inputs(model, x0, context)
-    dtype = jnp.result_type(x0, *jax.tree.leaves(context), *jax.tree.leaves(model.stacked_params()))
+        model, x0, measure = finite_params(model), finite("x0", x0), measure.checked()
+    dtype = jnp.result_type(x0, *jax.tree.leaves(measure), *jax.tree.leaves(model.stacked_params()))
     x = jnp.atleast_2d(x0).astype(dtype)
-    if isinstance(context, GaussianMeasure):
-        y0 = gaussian_state(x, context, dtype)
+    carried: AbstractCarriedContext
+    if isinstance(measure, GaussianMeasure):
+        carried, y0 = GaussianContext(), gaussian_state(x, measure, dtype)
     else:
-        carried = EmpiricalContext(context.weights.astype(dtype))
-        y0 = (x, context.points.astype(dtype))
-    return Prepared(model, carried, y0, spec, strategy, x0.ndim == 1)
+        carried, y0 = EmpiricalContext(measure.weights.astype(dtype)), (x, measure.points.astype(dtype))
+    return Prepared(model, measure, carried, y0, spec, strategy, x0.ndim == 1)
 
 
-def checked_inputs(model, x0, context):
-    """``(model, x0, context)`` with the value checks :func:`forward` makes with ``throw=True``
-    (finite parameters and tokens, the context's rule), as measures (an array context as its
-    empirical measure)."""
-    if not isinstance(context, GaussianMeasure):
-        context = as_measure(context)
-    return finite_params(model), finite("x0", x0), context.checked()
+def solve(p: Prepared, saveat: SaveAt, throw: bool) -> FlowSolution:
+    """The solve of a prepared problem by its strategy (which refuses what it does not apply to, when
+    traced), shaped as :func:`forward` returns it; with ``throw``, a failed solve raises
+    (``check_solved``, once)."""
+    p.strategy.validate(p.model, p.context, p.spec)
+    # the exact limit is what sampled contexts are compared with: say when they approach it slowly
+    if isinstance(p.measure, GaussianMeasure):
+        notice_heavy_tail(p.model, p.measure, p.y0[0])
+    sol = p.strategy.solve(p.model, p.context, p.y0, p.spec)
+    x1 = sol.x1
+    if throw and p.spec.can_fail:
+        x1 = check_solved(x1, sol.result)
+    if p.single:
+        sol = dataclasses.replace(sol, x1=x1[0], xs=None if sol.xs is None else sol.xs[:, 0])
+    else:
+        sol = dataclasses.replace(sol, x1=x1)
+    return saved(sol, saveat, p.model.num_layers, p.spec.steps, p.spec.fixed)
 
 
-def _names_the_forward_mode_fix(fn):
-    """Forward-mode autodiff met a reverse-mode (custom_vjp) strategy: name the fix instead of JAX's
-    generic message. (The error is raised by JAX around the compiled call, so it is caught here.)"""
+def _entry(fn):
+    """:func:`forward`'s compiled call with what must happen around it: ``progress_meter`` checked
+    first (the options are static arguments, compared with earlier calls' before anything inside runs,
+    and an object that is not a progress meter may fail that comparison), and forward-mode autodiff
+    through a reverse-mode (custom_vjp) strategy named with its fix instead of JAX's generic message
+    (JAX raises it around the compiled call, so it is caught here)."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if "progress_meter" in kwargs:
+            check_progress_meter(kwargs["progress_meter"])
         try:
             return fn(*args, **kwargs)
         except TypeError as e:
@@ -202,8 +210,7 @@ def _names_the_forward_mode_fix(fn):
     return call
 
 
-@options_checked_first
-@_names_the_forward_mode_fix
+@_entry
 @compiled
 def forward(
     model: AbstractCFM,
@@ -256,7 +263,7 @@ def forward(
         context (the same kind of measure), ``xs``/``contexts`` the saved trajectories, ``result``
         and ``stats``.
     """
-    return _flow(
+    p = prepare(
         model,
         x0,
         context,
@@ -269,25 +276,7 @@ def forward(
         progress_meter=progress_meter,
         throw=throw,
     )
-
-
-def _flow(model: AbstractCFM, x0, context, **options) -> FlowSolution:
-    """:func:`forward`'s body, uncompiled: for the compiled functions that solve the flow as one step of
-    their own program (their checks are then that program's)."""
-    p = prepare(model, x0, context, **options)
-    # the exact limit is what sampled contexts are compared with: say when they approach it slowly
-    if isinstance(context, GaussianMeasure):
-        notice_heavy_tail(p.model, context, p.y0[0])
-    sol = p.strategy.solve(p.model, p.context, p.y0, p.spec)
-    x1 = sol.x1
-    if options.get("throw", True) and p.spec.can_fail:
-        x1 = check_solved(x1, sol.result)
-    if p.single:
-        sol = dataclasses.replace(sol, x1=x1[0], xs=None if sol.xs is None else sol.xs[:, 0])
-    else:
-        sol = dataclasses.replace(sol, x1=x1)
-    saveat = options.get("saveat", SaveAt())
-    return saved(sol, saveat, p.model.num_layers, p.spec.steps, p.spec.fixed)
+    return solve(p, saveat, throw)
 
 
 @options_checked_first
@@ -305,15 +294,16 @@ def gaussian_flow(
         raise ValueError(f"`mu` must be a GaussianMeasure, got {type(mu).__name__}.")
     if isinstance(model, AbstractCFM) and mu.dim != model.dim:
         raise ValueError(f"`mu` has dimension {mu.dim} but the model has d = {model.dim}.")
-    return _flow(model, x0, mu, **options)
+    throw = options.get("throw", True)
+    return solve(prepare(model, x0, mu, **options), options.get("saveat", SaveAt()), throw)
 
 
 __all__ = [
     "Adjoint",
     "Prepared",
     "check_solved",
-    "checked_inputs",
     "default_adjoint",
     "forward",
     "prepare",
+    "solve",
 ]

@@ -1,6 +1,8 @@
 """The options and the result of a solve: the one fixed-step / exact-Euler decision, option checks,
 FlowSolution's names (and the deprecated ones)."""
 
+import inspect
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 import cfm_jax
-from cfm_jax._flow import FlowSpec, SaveAt, fixed_controller, flow_spec
+from cfm_jax._flow import FlowSpec, SaveAt, fixed_controller
 
 
 @pytest.fixture(scope="module")
@@ -17,15 +19,18 @@ def model():
 
 
 def _spec(model, **options):
-    defaults = dict(
-        solver=None,
-        steps=None,
-        stepsize_controller=None,
-        saveat=SaveAt(),
-        max_steps=4096,
-        progress_meter=diffrax.NoProgressMeter(),
-    )
-    return flow_spec(model, **{**defaults, **options})
+    return FlowSpec.of(model, **options)
+
+
+def test_the_options_and_their_defaults_are_flow_specs(model):
+    """FlowSpec.of owns forward's integration options: its keywords are FlowSpec.OPTIONS, and forward's
+    signature (its documentation) shows the same defaults."""
+    of = inspect.signature(FlowSpec.of).parameters
+    assert tuple(n for n, p in of.items() if p.kind is p.KEYWORD_ONLY) == FlowSpec.OPTIONS
+    shown = inspect.signature(cfm_jax.forward).parameters
+    for name in FlowSpec.OPTIONS:
+        assert shown[name].default == of[name].default, name
+    assert FlowSpec.of(model) == FlowSpec(diffrax.Euler(), None, SaveAt(), model.num_layers, 4096)
 
 
 def test_fixed_steps_and_exact_euler_are_decided_once(model):

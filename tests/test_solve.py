@@ -268,6 +268,38 @@ def test_forward_is_compiled_once_and_steps_is_static(tiny, monkeypatch):
         jax.jit(forward)(tiny, x0, ctx, steps=8)
 
 
+@pytest.mark.parametrize("entry", ["forward", "loss_and_grad", "adjoint_trajectories", "token_adjoint"])
+def test_every_entry_point_prepares_the_context_once(tiny, monkeypatch, entry):
+    """forward, loss_and_grad, adjoint_trajectories and token_adjoint share one preparation: the
+    array context is made a measure once, value-checked once and given its carried form once."""
+    import cfm_jax._measures as measures_module
+    import cfm_jax._solve as solve_module
+
+    counts = {"as_measure": 0, "checked": 0, "carried": 0}
+
+    def counted(name, fn):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(solve_module, "as_measure", counted("as_measure", solve_module.as_measure))
+    monkeypatch.setattr(solve_module, "EmpiricalContext", counted("carried", solve_module.EmpiricalContext))
+    checked = measures_module.EmpiricalMeasure.checked
+    monkeypatch.setattr(measures_module.EmpiricalMeasure, "checked", lambda self: counted("checked", checked)(self))
+    x0, y = jnp.ones((3, 2)), jnp.zeros((3, 2))
+    ctx = jnp.arange(22.0).reshape(11, 2) / 22  # a shape no other test traces
+    calls = {
+        "forward": lambda: forward(tiny, x0, ctx),
+        "loss_and_grad": lambda: cfm_jax.loss_and_grad(tiny, x0, ctx, y),
+        "adjoint_trajectories": lambda: cfm_jax.adjoint_trajectories(tiny, x0, ctx, y),
+        "token_adjoint": lambda: cfm_jax.token_adjoint(tiny, x0, ctx, y),
+    }
+    calls[entry]()
+    assert counts == {"as_measure": 1, "checked": 1, "carried": 1}
+
+
 def test_forward_rejects_non_models():
     with pytest.raises(ValueError, match="model"):
         forward({"Q": 1}, np.zeros(2), np.zeros((3, 2)))  # pyright: ignore[reportArgumentType, reportCallIssue]  # bad on purpose

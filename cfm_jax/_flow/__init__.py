@@ -25,7 +25,6 @@ from .spec import (
     SaveAt,
     check_progress_meter,
     fixed_controller,
-    flow_spec,
     options_checked_first,
     saved,
 )
@@ -44,7 +43,6 @@ __all__ = [
     "check_progress_meter",
     "first_failure",
     "fixed_controller",
-    "flow_spec",
     "layer_ends",
     "loop",
     "merge_leading",

@@ -2,7 +2,7 @@
 one ``FlowSolution`` type (for an empirical and a Gaussian context alike).
 
 Whether the steps are fixed, and whether they are the exact residual network (explicit Euler with
-fixed steps), is decided once: :func:`flow_spec` brings the step-size controller to a normal form
+fixed steps), is decided once: :meth:`FlowSpec.of` brings the step-size controller to a normal form
 (None for fixed steps) and :attr:`FlowSpec.fixed` / :attr:`FlowSpec.can_fail` /
 :attr:`FlowSpec.exact_euler` are what every other part of the solve (the loop, the default adjoint,
 the hand adjoints, ``SaveAt(steps=True)``, the token adjoint) reads.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import diffrax
 import equinox as eqx
@@ -103,7 +103,7 @@ class SaveAt(eqx.Module):
     @property
     def emit(self) -> Emit:
         """What the loop must return per layer for these outputs (``ts`` is resolved by
-        ``flow_spec`` into ``layers`` or ``steps`` first)."""
+        ``FlowSpec.of`` into ``layers`` or ``steps`` first)."""
         return "steps" if self.steps else "ends" if self.layers else "none"
 
     def grid(self, num_layers: int, steps: int, fixed: bool) -> tuple[SaveAt, tuple[int, ...] | None]:
@@ -185,7 +185,7 @@ def fixed_controller(controller) -> diffrax.AbstractStepSizeController | None:
 
 class FlowSpec(eqx.Module):
     """How the forward is integrated: the options of :func:`cfm_jax.forward` after validation
-    (:func:`flow_spec`). ``steps`` is the total number of (initial) steps, a multiple of L.
+    (:meth:`FlowSpec.of`). ``steps`` is the total number of (initial) steps, a multiple of L.
 
     ``stepsize_controller`` is None for fixed steps (its normal form, :func:`fixed_controller`), so
     :attr:`fixed` and :attr:`exact_euler` are the one decision everything else reads.
@@ -215,50 +215,64 @@ class FlowSpec(eqx.Module):
         (discrete) adjoint and token covector exist."""
         return self.fixed and type(self.solver) is diffrax.Euler
 
+    #: the integration options of :func:`cfm_jax.forward`, which :meth:`of` takes
+    OPTIONS: ClassVar[tuple[str, ...]] = (
+        "solver",
+        "steps",
+        "stepsize_controller",
+        "saveat",
+        "max_steps",
+        "progress_meter",
+    )
 
-def flow_spec(
-    model: AbstractCFM,
-    *,
-    solver,
-    steps,
-    stepsize_controller,
-    saveat,
-    max_steps,
-    progress_meter,
-) -> FlowSpec:
-    """Validate the integration options of :func:`cfm_jax.forward` (its docstring): ``ValueError``
-    naming the argument, at trace time."""
-    L = model.num_layers
-    steps = L if steps is None else static_int("steps", steps)
-    if steps % L:
-        raise ValueError(
-            f"`steps`={steps} must be a multiple of the number of layers L={L} so that no step "
-            "straddles a parameter jump or kink."
-        )
-    max_steps = static_int("max_steps", max_steps)
-    if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
-        raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
-    solver = diffrax.Euler() if solver is None else solver
-    terms = solver.term_structure  # what the solver integrates: one ODE term, or several (an SDE's)
-    if not (isinstance(terms, type) and issubclass(diffrax.ODETerm, terms)):
-        raise ValueError(
-            f"`solver`={type(solver).__name__}() integrates several terms (an SDE solver); the flow is one "
-            "ODE dx/ds = V(x, μ_s): pass an ODE solver such as diffrax.Euler(), diffrax.Heun() or diffrax.Tsit5()."
-        )
-    controller = fixed_controller(stepsize_controller)
-    if controller is not None and not isinstance(solver, diffrax.AbstractAdaptiveSolver):
-        raise ValueError(
-            f"`stepsize_controller`={type(controller).__name__}(...) adapts the steps from the solver's error "
-            f"estimate, and `solver`={type(solver).__name__}() has none: pass an adaptive solver such as "
-            "diffrax.Tsit5() or diffrax.Heun(), or leave `stepsize_controller` out for fixed steps."
-        )
-    if not isinstance(saveat, SaveAt):
-        raise ValueError(f"`saveat` must be a cfm_jax.SaveAt, got {saveat!r}.")
-    saveat, _ = saveat.grid(L, steps, controller is None)  # the grid the loop saves; ts picked after
-    if saveat.steps and controller is not None:
-        raise ValueError("`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves.")
-    check_progress_meter(progress_meter)
-    return FlowSpec(solver, controller, saveat, steps, max_steps, progress_meter)
+    @classmethod
+    def of(
+        cls,
+        model: AbstractCFM,
+        *,
+        solver: diffrax.AbstractSolver | None = None,
+        steps: int | np.integer | None = None,
+        stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+        saveat: SaveAt = SaveAt(),
+        max_steps: int | np.integer = 4096,
+        progress_meter: diffrax.AbstractProgressMeter = diffrax.NoProgressMeter(),
+    ) -> FlowSpec:
+        """The integration options of :func:`cfm_jax.forward` (its docstring) validated, defaults filled
+        in: ``ValueError`` naming the argument, at trace time. These keyword defaults are the options'
+        one definition."""
+        L = model.num_layers
+        steps = L if steps is None else static_int("steps", steps)
+        if steps % L:
+            raise ValueError(
+                f"`steps`={steps} must be a multiple of the number of layers L={L} so that no step "
+                "straddles a parameter jump or kink."
+            )
+        max_steps = static_int("max_steps", max_steps)
+        if solver is not None and not isinstance(solver, diffrax.AbstractSolver):
+            raise ValueError(f"`solver` must be a diffrax solver, got {solver!r}.")
+        solver = diffrax.Euler() if solver is None else solver
+        terms = solver.term_structure  # what the solver integrates: one ODE term, or several (an SDE's)
+        if not (isinstance(terms, type) and issubclass(diffrax.ODETerm, terms)):
+            raise ValueError(
+                f"`solver`={type(solver).__name__}() integrates several terms (an SDE solver); the flow is one "
+                "ODE dx/ds = V(x, μ_s): pass an ODE solver such as diffrax.Euler(), diffrax.Heun() or diffrax.Tsit5()."
+            )
+        controller = fixed_controller(stepsize_controller)
+        if controller is not None and not isinstance(solver, diffrax.AbstractAdaptiveSolver):
+            raise ValueError(
+                f"`stepsize_controller`={type(controller).__name__}(...) adapts the steps from the solver's error "
+                f"estimate, and `solver`={type(solver).__name__}() has none: pass an adaptive solver such as "
+                "diffrax.Tsit5() or diffrax.Heun(), or leave `stepsize_controller` out for fixed steps."
+            )
+        if not isinstance(saveat, SaveAt):
+            raise ValueError(f"`saveat` must be a cfm_jax.SaveAt, got {saveat!r}.")
+        saveat, _ = saveat.grid(L, steps, controller is None)  # the grid the loop saves; ts picked after
+        if saveat.steps and controller is not None:
+            raise ValueError(
+                "`saveat`=SaveAt(steps=True) needs fixed steps; use SaveAt(layers=True) with adaptive solves."
+            )
+        check_progress_meter(progress_meter)
+        return cls(solver, controller, saveat, steps, max_steps, progress_meter)
 
 
 def check_progress_meter(progress_meter) -> None:
@@ -300,4 +314,4 @@ def saved(sol: FlowSolution, saveat: SaveAt, num_layers: int, steps: int, fixed:
     return sol
 
 
-__all__ = ["Ctx", "Emit", "FlowSolution", "FlowSpec", "SaveAt", "fixed_controller", "flow_spec", "saved"]
+__all__ = ["Ctx", "Emit", "FlowSolution", "FlowSpec", "SaveAt", "fixed_controller", "saved"]
