@@ -14,18 +14,18 @@ import os
 import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import diffrax
 import equinox as eqx
 import jax
-import jaxlib
 import pytest
 
 from cfm_jax import _validation
 
 ROOT = Path(__file__).parents[1]
-VERSIONS = f"JAX {jax.__version__} (jaxlib {jaxlib.__version__}), diffrax {diffrax.__version__}"
+VERSIONS = f"JAX {jax.__version__} (jaxlib {version('jaxlib')}), diffrax {diffrax.__version__}"
 
 
 def _relies(internal: str, use: str) -> str:

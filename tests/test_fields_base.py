@@ -67,7 +67,7 @@ class _PlainAttention(AttentionField):
 
 def test_a_field_without_closed_forms_gets_identical_gradients():
     model, x0, ctx, y = problem(7)
-    field = _PlainAttention() + MLPField(activation=model.activation)
+    field = _PlainAttention(kernel=cfm_jax.XLAAttention()) + MLPField(activation=model.activation)
     user = cfm_jax.PiecewiseConstantCFM(field, model.stacked_params(), model.dim)
     _, g_closed = cfm_jax.loss_and_grad(
         cfm_jax.PiecewiseConstantCFM(model.field, model.stacked_params(), model.dim), x0, ctx, y

@@ -355,7 +355,7 @@ def command_error(command: str) -> str | None:
     except SystemExit as e:
         return None if e.code == 0 else err.getvalue().strip()  # 0: --help
     try:
-        cli._prepare(args)  # every option value checked, as before a run; nothing runs
+        cli._prepare(args, cli._Run())  # every option value checked, as before a run; nothing runs
     except ValueError as e:
         return str(e)
     return None

@@ -13,7 +13,7 @@ from cfm_experiments.verdicts import slopes as SL
 NS = [10, 32, 100, 316, 1000, 3162]
 
 
-def _row(qk, scale, values, sweep="qk", law="gaussian", ns=NS):
+def _row(qk, scale, values, sweep="qk", law="gaussian", ns=NS) -> dict:
     config = dict(part="scales", law=law, dim=4, heads=1, width=0, layers=4, scale=scale, qk=qk, v=1.0, seed=0,
                   ns=list(ns), seeds=len(values), sweep=sweep)  # fmt: skip
     return {"config": config, "values": np.asarray(values).tolist(), "floor": [0.0] * len(values)}
@@ -66,12 +66,13 @@ def test_the_rate_line_of_a_redrawn_run_is_the_pooled_one():
     from cfm_experiments.protocol import Settings
 
     rng = np.random.default_rng(3)
-    values = dict(seeds=32, ns=NS, betas=(0.25, 1.0, 2.0, 4.0), ball_ns=NS, ball_betas=(), n_ref=64)
+    betas = (0.25, 1.0, 2.0, 4.0)
+    values = dict(seeds=32, ns=NS, betas=betas, ball_ns=NS, ball_betas=(), n_ref=64)
     settings = Settings(False, {"seed": 0, **values})
     rows = [
         {**_row(b, 1.0, _law(b, 0.0, rng)), "config": {**_row(b, 1.0, [[1.0]])["config"], "seed": k}}
         for k in (0, 1)
-        for b in values["betas"]
+        for b in betas
     ]
     for r in rows:
         r["values"] = _law(r["config"]["qk"], 0.0, rng).tolist()
