@@ -33,8 +33,6 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
 
-from cfm_jax.stats import Interval, RateFit
-
 
 class Verdict(enum.StrEnum):
     """The verdict of a claim line; its value is the text printed."""
@@ -123,6 +121,8 @@ def edges(interval) -> tuple[float, float]:
     """``(ci_low, ci_high)`` of what a rule reads as an interval: an :class:`~cfm_jax.stats.Interval`
     or :class:`~cfm_jax.stats.RateFit`, a mapping as a JSON row stores one (``null`` or a missing key
     is NaN), a pair ``(low, high)``, or None (NaN, NaN)."""
+    from cfm_jax.stats import Interval, RateFit  # here: `cfm-jax --help` imports the vocabulary, not JAX
+
     if isinstance(interval, (Interval, RateFit)):
         return real(interval.ci_low), real(interval.ci_high)
     if isinstance(interval, Mapping):
