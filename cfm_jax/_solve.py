@@ -146,6 +146,9 @@ def prepare(
     carried: AbstractCarriedContext
     if isinstance(measure, GaussianMeasure):
         carried, y0 = GaussianContext(), gaussian_state(x, measure, dtype)
+        # the exact limit is what sampled contexts are compared with: say when they approach it
+        # slowly (here, outside any gradient a caller takes of the solve: its values are the model's)
+        notice_heavy_tail(model, measure, y0[0])
     else:
         carried, y0 = EmpiricalContext(measure.weights.astype(dtype)), (x, measure.points.astype(dtype))
     return Prepared(model, measure, carried, y0, spec, strategy, x0.ndim == 1)
@@ -156,9 +159,6 @@ def solve(p: Prepared, saveat: SaveAt, throw: bool) -> FlowSolution:
     traced), shaped as :func:`forward` returns it; with ``throw``, a failed solve raises
     (``check_solved``, once)."""
     p.strategy.validate(p.model, p.context, p.spec)
-    # the exact limit is what sampled contexts are compared with: say when they approach it slowly
-    if isinstance(p.measure, GaussianMeasure):
-        notice_heavy_tail(p.model, p.measure, p.y0[0])
     sol = p.strategy.solve(p.model, p.context, p.y0, p.spec)
     x1 = sol.x1
     if throw and p.spec.can_fail:

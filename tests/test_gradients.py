@@ -439,3 +439,19 @@ def test_weight_gradients_at_zero_weights_are_the_one_sided_derivative(strategy,
         np.testing.assert_allclose(grads.weights, fd, rtol=1e-6, atol=1e-8 * np.abs(fd).max(), err_msg=name)
         if name == "padded":
             assert not np.any(np.asarray(grads.points)[3:])  # a massless atom moves nothing
+
+
+def test_loss_and_grad_at_a_gaussian_context_warns_once_and_leaks_no_tracer(monkeypatch):
+    """The exact limit's heavy-tail notice is given from the prepared problem, outside the gradient
+    taken of the solve: loss_and_grad on a GaussianMeasure returns finite gradients and warns (no
+    tracer of the linearisation escapes into the notice)."""
+    import cfm_jax._regime as regime_module
+
+    d = 6
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(d), jnp.eye(d))
+    heavy = cfm_jax.Transformer.init(jax.random.key(0), d, layers=2)
+    x0 = jax.random.normal(jax.random.key(1), (3, d))
+    monkeypatch.setattr(regime_module, "_WARNED", False)
+    with pytest.warns(cfm_jax.HeavyTailWarning):
+        loss, grads = cfm_jax.loss_and_grad(heavy, x0, mu, jnp.zeros((3, d)))
+    assert np.isfinite(float(loss)) and all(np.isfinite(g).all() for g in jax.tree.leaves(grads))
