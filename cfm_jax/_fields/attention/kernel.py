@@ -65,7 +65,7 @@ class AbstractAttentionKernel(eqx.Module):
     ) -> tuple[Float[Array, "H q d"], Float[Array, "n d"], Float[Array, " n"]]:
         """``(g, dkeys, dlog_weights)``: $g$ the gradient of cot·m in the rows $u_h$ (centred), and
         the gradients in the keys and log-weights for ``key_cot``; computed from the ``means`` and
-        ``lse`` given (:func:`zero_weight_terms` relies on it)."""
+        ``lse`` given (``zero_weight_terms`` relies on it)."""
 
     def unsupported(self) -> str | None:
         """Why this kernel cannot run on this backend and JAX (one sentence naming the alternative), or
@@ -107,7 +107,7 @@ class AbstractAttentionKernel(eqx.Module):
 
     def weighted_local_products(self, q, c, act, z, w, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
         """:meth:`local_products` from the weights ``w (n,)``, with ∂/∂w in place of ∂/∂log w: the finite
-        one-sided derivative at a zero weight, completed there by :func:`zero_weight_terms`."""
+        one-sided derivative at a zero weight, completed there by ``zero_weight_terms``."""
         (velocity, dx), (dz, dlogw, dA, dV, dtar, phi) = self.local_products(q, c, act, z, jnp.log(w), A, Vh, targets)
         pos = w > 0
         vk = jnp.einsum("re,hed->hrd", c if act is None else c * act[:, None], Vh)

@@ -57,7 +57,7 @@ AUTO_CHUNK_BOUNDS_ACCELERATOR = (32, 4096)
 
 def _dense_means(u, keys, ell, f):
     """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,)), weights
-    w_j = f_j e^{ℓ_j} (:func:`split_weights`)."""
+    w_j = f_j e^{ℓ_j} (``split_weights``)."""
     logits = u @ keys.T + ell[None, :]
     # the stabiliser is the largest logit of a positive weight: a zero-weight atom gets the finite
     # mask, so that a large logit of a massless atom cannot underflow every positive one
@@ -113,7 +113,7 @@ def _map_rows(fn, rows, chunk):
 
 def _row_means(u, keys, ell, f, rows: int | None, key_chunk_size: int | None):
     """Means and log-sum-exp of rows u (r, d): dense, or in blocks of ``rows`` rows, keys streamed
-    in blocks of ``key_chunk_size`` when set; weights f e^ℓ (:func:`split_weights`)."""
+    in blocks of ``key_chunk_size`` when set; weights f e^ℓ (``split_weights``)."""
     if key_chunk_size is None:
         block = lambda ub: _dense_means(ub, keys, ell, f)  # noqa: E731
     else:
@@ -206,7 +206,7 @@ def _local_block(q, c, act, z, ell, f, A, Vh, targets):
     """Closed-form local products of multi-head attention for one block of query rows.
 
     Shapes: q, c (r, d), act (r,) or None (all active), z (n, d), weights w = f e^ℓ as ``ell, f (n,)``
-    (:func:`split_weights`), A, Vh (H, d, d), targets (T, d) or None. Returns ((velocity, dx) per row,
+    (``split_weights``), A, Vh (H, d, d), targets (T, d) or None. Returns ((velocity, dx) per row,
     (dz, D, dA, dV, dtargets, phi) summed over the active rows), where
     $D_j = Σ_r e^{u_r·z_j + ℓ_j − lse_r} s_{rj}$: $∂/∂log w_j$ at a positive weight
     ($ℓ_j = log w_j$), $∂/∂w_j$ at a zero weight ($ℓ_j = 0$; the first variation at the atom).
@@ -286,15 +286,15 @@ class XLAAttention(AbstractAttentionKernel):
         return _means_lse(queries, keys, split_weights(log_weights=log_weights), A, chunk, self.key_chunk_size)
 
     def weighted_means(self, queries, keys, weights, A):
-        """:meth:`means` from the weights themselves, never their log: its autodiff in ``weights`` is the
-        finite one-sided derivative at a zero weight (:func:`split_weights`), not 0·∞."""
+        """``means`` from the weights themselves, never their log: its autodiff in ``weights`` is the
+        finite one-sided derivative at a zero weight (``split_weights``), not 0·∞."""
         chunk = self._chunk(A.shape[0], queries.shape[0], keys.shape[0])
         return _means_lse(queries, keys, split_weights(weights=weights), A, chunk, self.key_chunk_size)[0]
 
     def means_vjp(self, queries, keys, log_weights, A, means, lse, cot, key_cot):
         """Autodiff of the blockwise means (its own code path: no closed form), the reference other
         kernels' VJPs are tested against. It recomputes the means from ``log_weights`` (``means`` and
-        ``lse`` unused), so it cannot serve :func:`zero_weight_terms`' swapped log-weights: the field
+        ``lse`` unused), so it cannot serve ``zero_weight_terms``' swapped log-weights: the field
         uses the closed forms of :meth:`weighted_local_products` and :meth:`weighted_means` instead."""
         H, q, d = A.shape[0], queries.shape[0], queries.shape[1]
         chunk = self._chunk(H, q, keys.shape[0])
@@ -317,7 +317,7 @@ class XLAAttention(AbstractAttentionKernel):
         return per_row, (dz, D * f, *rest)  # ∂/∂log w: 0 at a zero weight
 
     def weighted_local_products(self, q, c, act, z, w, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
-        """The closed forms computed with the weights w = f·e^ℓ (:func:`split_weights`): ∂/∂w at a zero
+        """The closed forms computed with the weights w = f·e^ℓ (``split_weights``): ∂/∂w at a zero
         weight from the same pass, no completion needed."""
         ell, f = split_weights(weights=w)
         per_row, (dz, D, *rest) = self.split_local_products(q, c, act, z, ell, f, A, Vh, targets)
@@ -325,8 +325,8 @@ class XLAAttention(AbstractAttentionKernel):
         return per_row, (dz, dw, *rest)
 
     def split_local_products(self, q, c, act, z, ell, f, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
-        """:meth:`local_products` for weights f e^ℓ (:func:`split_weights`), with $D$ of
-        :func:`_local_block` (∂/∂log w at a positive weight, ∂/∂w at a zero one) in place of ∂/∂log w."""
+        """:meth:`local_products` for weights f e^ℓ (``split_weights``), with $D$ of
+        ``_local_block`` (∂/∂log w at a positive weight, ∂/∂w at a zero one) in place of ∂/∂log w."""
         nq = q.shape[0]
         # The forward's switch: the adjoint holds ~4 (H, rows, n) buffers where the forward holds
         # one, but dense stays faster up to that size (2-core CPU, n = 1024, d = 16: one backward
