@@ -70,7 +70,7 @@ class AttentionField(AbstractGaussianField):
         return jnp.einsum("hed,hqd->qe", params["V"], means)
 
     def local_vjp(self, queries, measure, params, cot, *, active=None, targets=None) -> LocalVJP:
-        """Closed-form local products (xla.py's docstring) from the kernel; the weight term ∂/∂w_j is
+        """Closed-form local products (xla.py's docstring) from the kernel; the weight term $∂/∂w_j$ is
         the finite one-sided derivative at a zero weight too."""
         Qm, Km, Vh = params["Q"], params["K"], params["V"]
         A = attention_matrix(Qm, Km)

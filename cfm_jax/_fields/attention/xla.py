@@ -113,7 +113,7 @@ def _map_rows(fn, rows, chunk):
 
 def _row_means(u, keys, ell, f, rows: int | None, key_chunk_size: int | None):
     """Means and log-sum-exp of rows u (r, d): dense, or in blocks of ``rows`` rows, keys streamed
-    in blocks of ``key_chunk_size`` when set; weights f e^ℓ (``split_weights``)."""
+    in blocks of ``key_chunk_size`` when set; weights $f e^{ℓ}$ (``split_weights``)."""
     if key_chunk_size is None:
         block = lambda ub: _dense_means(ub, keys, ell, f)  # noqa: E731
     else:
@@ -317,7 +317,7 @@ class XLAAttention(AbstractAttentionKernel):
         return per_row, (dz, D * f, *rest)  # ∂/∂log w: 0 at a zero weight
 
     def weighted_local_products(self, q, c, act, z, w, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
-        """The closed forms computed with the weights w = f·e^ℓ (``split_weights``): ∂/∂w at a zero
+        """The closed forms computed with the weights $w = f e^{ℓ}$ (``split_weights``): $∂/∂w$ at a zero
         weight from the same pass, no completion needed."""
         ell, f = split_weights(weights=w)
         per_row, (dz, D, *rest) = self.split_local_products(q, c, act, z, ell, f, A, Vh, targets)
@@ -325,7 +325,7 @@ class XLAAttention(AbstractAttentionKernel):
         return per_row, (dz, dw, *rest)
 
     def split_local_products(self, q, c, act, z, ell, f, A, Vh, targets) -> tuple[tuple[Array, Array], tuple]:
-        """:meth:`local_products` for weights f e^ℓ (``split_weights``), with $D$ of
+        """:meth:`local_products` for weights $f e^{ℓ}$ (``split_weights``), with $D$ of
         ``_local_block`` (∂/∂log w at a positive weight, ∂/∂w at a zero one) in place of ∂/∂log w."""
         nq = q.shape[0]
         # The forward's switch: the adjoint holds ~4 (H, rows, n) buffers where the forward holds
