@@ -307,10 +307,35 @@ def _d_rows(rows, law, energy="1"):
     return sorted(sel, key=lambda r: r["config"]["dim"])
 
 
+def _heads_panel(a1, rows) -> None:
+    """The middle panel of :func:`suprema_figure`: the supremum in the ball vs H per norm."""
+    at = next((r["config"]["dim"] for r in rows if r["config"]["sweep"] == "heads"), None)
+    for vnorm, color in zip(("concat", "sum"), COLORS[2:]):
+        sel = heads_scan(rows, at, vnorm)
+        if len(sel) < 2:
+            continue
+        hs = [r["config"]["heads"] for r in sel]
+        v = np.array([supremum(r)["interval"].value for r in sel])
+        norm = r"$\|[V_1\ldots V_H]\| \leq 1$" if vnorm == "concat" else r"$\sum_h\|V_h\| \leq 1$"
+        a1.plot(hs, v, "o-", color=color, label=f"sup found in $B_1$, {norm}")
+        bound = [ball_bound(r["config"]["sup_n"], r["config"]["layers"], RADIUS, value_norm(r["config"])) for r in sel]
+        a1.plot(hs, bound, ":", color=color, lw=1.0, label="its a-priori bound")
+    if at is not None:
+        hs = sorted({r["config"]["heads"] for r in heads_scan(rows, at, "concat") + heads_scan(rows, at, "sum")})
+        log_ticks(a1, hs, "x")
+    a1.set_yscale("log")
+    a1.set_xlabel("heads $H$")
+    a1.set_ylabel(r"$\sqrt{n}\,\sup_s\|x_s-\hat x_s\|$ (held-out mean)")
+    a1.set_title("supremum in the ball vs the number of heads")
+    a1.legend(fontsize=7)
+
+
 def suprema_figure(rows):
     """Left: sup found in the ball, its a-priori bound, the best trivial model and the random mean vs d,
     with the Gaussian contrast; middle: in the ball vs H per norm; right: the worst cases vs n."""
-    fig, (a0, a1, a2) = figure(3, ncols=3, width=4.4, height=3.9)
+    heads = any(r["config"]["sweep"] == "heads" for r in rows)  # no heads panel without --heads-sweeps
+    fig, axes = figure(3 if heads else 2, ncols=3, width=4.4, height=3.9)
+    a0, a2 = axes[0], axes[-1]
     ball = _d_rows(rows, "ball")
     if ball:
         ds = [r["config"]["dim"] for r in ball]
@@ -333,25 +358,8 @@ def suprema_figure(rows):
     a0.set_ylabel(r"$\sqrt{n}\,\sup_s\|x_s-\hat x_s\|$ (held-out mean)")
     a0.set_title("supremum searched vs d")
     a0.legend(fontsize=6)
-    at = next((r["config"]["dim"] for r in rows if r["config"]["sweep"] == "heads"), None)
-    for vnorm, color in zip(("concat", "sum"), COLORS[2:]):
-        sel = heads_scan(rows, at, vnorm)
-        if len(sel) < 2:
-            continue
-        hs = [r["config"]["heads"] for r in sel]
-        v = np.array([supremum(r)["interval"].value for r in sel])
-        norm = r"$\|[V_1\ldots V_H]\| \leq 1$" if vnorm == "concat" else r"$\sum_h\|V_h\| \leq 1$"
-        a1.plot(hs, v, "o-", color=color, label=f"sup found in $B_1$, {norm}")
-        bound = [ball_bound(r["config"]["sup_n"], r["config"]["layers"], RADIUS, value_norm(r["config"])) for r in sel]
-        a1.plot(hs, bound, ":", color=color, lw=1.0, label="its a-priori bound")
-    if at is not None:
-        hs = sorted({r["config"]["heads"] for r in heads_scan(rows, at, "concat") + heads_scan(rows, at, "sum")})
-        log_ticks(a1, hs, "x")
-    a1.set_yscale("log")
-    a1.set_xlabel("heads $H$")
-    a1.set_ylabel(r"$\sqrt{n}\,\sup_s\|x_s-\hat x_s\|$ (held-out mean)")
-    a1.set_title("supremum in the ball vs the number of heads")
-    a1.legend(fontsize=7)
+    if heads:
+        _heads_panel(axes[1], rows)
     d_rows = [r for r in rows if r["config"]["sweep"] == "d"]
     first_gauss = next((r for r in d_rows if r["config"]["law"] == "gaussian"), None)
     for i, r in enumerate(d_rows):

@@ -391,18 +391,18 @@ def _panel(ax, sel, key, color, what, symbol, contrast=False) -> bool:
 
 
 def uniform_figure(rows):
-    """Left: E sup, the best fixed start, the trivial model, the ball's lower and a-priori bounds vs d on the cross law,
-    with the Gaussian contrast; middle: in the ball vs H; right: E sup in the ball vs n per d."""
-    fig, (a0, a1, a2) = figure(3, ncols=3, width=4.4, height=3.9)
+    """E sup and the ball's bounds vs d; in the ball vs H (with --heads-sweeps); E sup vs n per d."""
     ball = [r for r in rows if r["config"]["law"] == "ball"]
+    fig, axes = figure(3 if (heads := any(r["config"]["sweep"] == "heads" for r in ball)) else 2, width=4.4, height=3.9)
+    a0, a1, a2 = axes[0], axes[1] if heads else None, axes[-1]
     dims = sorted((r for r in ball if r["config"]["sweep"] == "d"), key=lambda r: r["config"]["dim"])
     drawn = _panel(a0, dims, "dim", COLORS[0], "cross law in $B_1$", "d")
     for energy, color in zip(ENERGIES, COLORS[1:]):
         name = f"contrast {'$N(0, I/d)$' if energy == '1' else '$N(0, I)$'}"
         drawn |= _panel(a0, gaussian_rows(rows, energy), "dim", color, name, "d", contrast=True)
     at = next((r["config"]["dim"] for r in ball if r["config"]["sweep"] == "heads"), -1)
-    shown = (drawn, _panel(a1, heads_scan(ball, at), "heads", COLORS[3], "cross law in $B_1$", "H"))
-    for ax, show, what in zip((a0, a1), shown, ("d", "H")):
+    shown = (drawn, a1 is not None and _panel(a1, heads_scan(ball, at), "heads", COLORS[3], "cross law in $B_1$", "H"))
+    for ax, show, what in [(a, s, w) for a, s, w in zip((a0, a1), shown, ("d", "H")) if a is not None]:
         ax.set_visible(show)
         log_values(ax, "y")
         ax.set_xlabel("dimension $d$" if what == "d" else "heads $H$")
