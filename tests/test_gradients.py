@@ -193,6 +193,7 @@ def test_zero_weight_padding_atoms_change_nothing():
     b = cfm_jax.adjoint_trajectories(model, x0, padded, y, probes=probes)
     assert _rel(b.grads, a.grads) <= 1e-12 and _rel(b.probe_values, a.probe_values) <= 1e-12
     assert _rel(b.a[:, :7], a.a) <= 1e-12 and _rel(b.weight_grads[:7], a.weight_grads) <= 1e-12
+    assert a.probe_values is not None
     at_origin = a.probe_values[int(jnp.argmin(jnp.abs(a.ts))), -1]  # φ_0 at the pad point
     np.testing.assert_allclose(b.weight_grads[7:], jnp.full(4, at_origin), rtol=1e-10)
     for adjoint in (cfm_jax.ContinuousAdjoint(), AUTODIFF):
