@@ -362,11 +362,26 @@ def test_unequal_blocks_match_xla(block_q, block_k):
         _close(a, b, TOL[jnp.float64], name)
 
 
-SHARDED = textwrap.dedent(
+#: the start of the sharded scripts: ``same_means_and_gradient`` holds one device's kernel and the
+#: mesh's to the same means (1e-13) and the same gradient of a loss of them (1e-12)
+KERNELS_AGREE = textwrap.dedent(
     """
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update("jax_enable_x64", True)
     import cfm_jax
+
+
+    def same_means_and_gradient(one, many, x, z, logw, A):
+        for a, b in zip(jax.jit(many.means)(x, z, logw, A), one.means(x, z, logw, A)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+        grad = lambda kern: jax.grad(lambda x, z, lw: jnp.sum(jnp.sin(kern.means(x, z, lw, A)[0])), (0, 1, 2))
+        for a, b in zip(jax.jit(grad(many))(x, z, logw), grad(one)(x, z, logw)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    """
+)
+
+SHARDED = KERNELS_AGREE + textwrap.dedent(
+    """
     from cfm_jax import PallasAttention, Transformer
     for ndev in (2, 4):
         mesh = cfm_jax.context_mesh(jax.devices()[:ndev])
@@ -374,11 +389,7 @@ SHARDED = textwrap.dedent(
         k = jax.random.split(jax.random.key(ndev), 4)
         x, z = jax.random.normal(k[0], (11, 3)), jax.random.normal(k[1], (20, 3))
         A, logw = jax.random.normal(k[2], (2, 3, 3)), jnp.log(jax.random.uniform(k[3], (20,), minval=0.5))
-        for a, b in zip(jax.jit(many.means)(x, z, logw, A), one.means(x, z, logw, A)):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
-        grad = lambda kern: jax.grad(lambda x, z, lw: jnp.sum(jnp.sin(kern.means(x, z, lw, A)[0])), (0, 1, 2))
-        for a, b in zip(jax.jit(grad(many))(x, z, logw), grad(one)(x, z, logw)):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+        same_means_and_gradient(one, many, x, z, logw, A)
         # the hand-adjoint gradient of a sharded solve
         model = Transformer.init(jax.random.key(0), 3, heads=2, layers=2, dtype=jnp.float64)
         ctx = cfm_jax.EmpiricalMeasure(z, jnp.full(20, 0.05))
@@ -405,11 +416,8 @@ def test_sharded_kernel_matches_one_device():
     assert "SHARDED_OK" in out.stdout
 
 
-UNEVEN = textwrap.dedent(
+UNEVEN = KERNELS_AGREE + textwrap.dedent(
     """
-    import jax, jax.numpy as jnp, numpy as np
-    jax.config.update("jax_enable_x64", True)
-    import cfm_jax
     from cfm_jax import PallasAttention
     for ndev in (3, 4):
         mesh = cfm_jax.context_mesh(jax.devices()[:ndev])
@@ -418,11 +426,7 @@ UNEVEN = textwrap.dedent(
         k = jax.random.split(jax.random.key(ndev), 4)
         x, z = jax.random.normal(k[0], (13, 3)), jax.random.normal(k[1], (21, 3))
         A, logw = jax.random.normal(k[2], (2, 3, 3)), jnp.log(jax.random.uniform(k[3], (21,), minval=0.5))
-        for a, b in zip(jax.jit(many.means)(x, z, logw, A), one.means(x, z, logw, A)):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
-        grad = lambda kern: jax.grad(lambda x, z, lw: jnp.sum(jnp.sin(kern.means(x, z, lw, A)[0])), (0, 1, 2))
-        for a, b in zip(jax.jit(grad(many))(x, z, logw), grad(one)(x, z, logw)):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+        same_means_and_gradient(one, many, x, z, logw, A)
     print("UNEVEN_OK")
     """
 )
