@@ -58,13 +58,16 @@ AUTO_CHUNK_BOUNDS_ACCELERATOR = (32, 4096)
 def _dense_means(u, keys, ell, f):
     """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,)), weights
     w_j = f_j e^{ℓ_j} (``split_weights``)."""
-    logits = u @ keys.T + ell[None, :]
+    scores = u @ keys.T
     # the stabiliser is the largest logit of a positive weight: a zero-weight atom gets the finite
-    # mask, so that a large logit of a massless atom cannot underflow every positive one
-    top = jax.lax.stop_gradient(jnp.max(jnp.where(f[None, :] > 0, logits, MASK_VALUE), axis=-1, keepdims=True))
-    p = jnp.exp(jnp.minimum(logits - top, clip_exponent(u.dtype)))  # w_j e^{u·z_j − top} / f_j
-    total = p @ f[:, None]
-    return (p @ (keys * f[:, None])) / total, (top + jnp.log(total))[:, 0]
+    # mask, so that a large logit of a massless atom cannot underflow every positive one (the mask
+    # is added as a vector: no second (r, n) pass)
+    top = jax.lax.stop_gradient(jnp.max(scores + jnp.where(f > 0, ell, MASK_VALUE)[None, :], axis=-1, keepdims=True))
+    p = jnp.exp(jnp.minimum(scores + ell[None, :] - top, clip_exponent(u.dtype)))  # w_j e^{u·z_j − top} / f_j
+    # the weighted sums Σ_j p_j f_j z_j and Σ_j p_j f_j in one product over p
+    both = p @ jnp.concatenate([keys * f[:, None], f[:, None]], axis=1)
+    total = both[:, -1:]
+    return both[:, :-1] / total, (top + jnp.log(total))[:, 0]
 
 
 def _blocks(rows, chunk: int):
@@ -91,13 +94,14 @@ def _streamed_means(u, keys, ell, f, key_chunk):
     def step(carry, blk):
         run_max, run_sum, run_acc = carry
         kb, lb, fb = blk
-        logits = u @ kb.T + lb[None, :]
+        scores = u @ kb.T
         # zero weights (and padded keys) get the finite mask in the maximum (see _dense_means)
-        masked = jnp.where(fb[None, :] > 0, logits, MASK_VALUE)
+        masked = scores + jnp.where(fb > 0, lb, MASK_VALUE)[None, :]
         new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(masked, axis=-1)))
         scale = jnp.exp(run_max - new_max)
-        p = jnp.exp(jnp.minimum(logits - new_max[:, None], clip))
-        return (new_max, run_sum * scale + p @ fb, run_acc * scale[:, None] + p @ (kb * fb[:, None])), None
+        p = jnp.exp(jnp.minimum(scores + lb[None, :] - new_max[:, None], clip))
+        both = p @ jnp.concatenate([kb * fb[:, None], fb[:, None]], axis=1)
+        return (new_max, run_sum * scale + both[:, -1], run_acc * scale[:, None] + both[:, :-1]), None
 
     init = (start, jnp.zeros((r,), u.dtype), jnp.zeros((r, d), u.dtype))
     (top, total, acc), _ = jax.lax.scan(step, init, (keys_p, ell_p, f_p))
@@ -212,20 +216,23 @@ def _local_block(q, c, act, z, ell, f, A, Vh, targets):
     ($ℓ_j = log w_j$), $∂/∂w_j$ at a zero weight ($ℓ_j = 0$; the first variation at the atom).
     """
     u = jnp.einsum("rd,hdf->hrf", q, A)  # u_h(q) = A_hᵀ q
-    logits = jnp.einsum("hrf,nf->hrn", u, z) + ell[None, None, :]
+    scores = jnp.einsum("hrf,nf->hrn", u, z)
     # the maximum over positive weights (_dense_means); P̃ = e^{logit − top} is finite at zero weights too
-    top = jnp.max(jnp.where(f[None, None, :] > 0, logits, MASK_VALUE), axis=-1, keepdims=True)
-    P = jnp.exp(jnp.minimum(logits - top, clip_exponent(q.dtype)))  # α Z e^{−top} / f; 1/Z folded into (r, d) arrays
-    zf = z * f[:, None]  # the zero weights' atoms out of the sums over μ
-    iZ = 1.0 / jnp.einsum("hrn,n->hr", P, f)[..., None]
-    m = jnp.einsum("hrn,nd->hrd", P, zf) * iZ
+    top = jnp.max(scores + jnp.where(f > 0, ell, MASK_VALUE)[None, None, :], axis=-1, keepdims=True)
+    P = jnp.exp(jnp.minimum(scores + ell[None, None, :] - top, clip_exponent(q.dtype)))  # α Z e^{−top} / f; 1/Z folded in later
+    # [f_j z_j, f_j]: sums over μ (the zero weights' atoms out) and their normaliser in one product
+    zf = jnp.concatenate([z * f[:, None], f[:, None]], axis=1)
+    Pz = jnp.einsum("hrn,nd->hrd", P, zf)
+    iZ = 1.0 / Pz[..., -1:]
+    m = Pz[..., :-1] * iZ
     velocity = jnp.einsum("hrd,hed->re", m, Vh)
     v = jnp.einsum("re,hed->hrd", c, Vh)  # V_hᵀ c
     mv = jnp.sum(m * v, axis=-1, keepdims=True)
     S = jnp.einsum("hrd,nd->hrn", v, z) - mv  # s_j = (z_j − m)·v
     R = P * S
     # Σ_j α_j s_j = 0 exactly; subtracting its round-off keeps g = Cov_α v centred when Cov is tiny.
-    g = (jnp.einsum("hrn,nd->hrd", R, zf) - jnp.einsum("hrn,n->hr", R, f)[..., None] * m) * iZ
+    Rz = jnp.einsum("hrn,nd->hrd", R, zf)
+    g = (Rz[..., :-1] - Rz[..., -1:] * m) * iZ
     dx = jnp.einsum("hrf,hdf->rd", g, A)  # Σ_h A_h g_h
     # measure and parameter terms use the active rows only (act None: all rows active)
     mask = 1.0 if act is None else act[None, :, None]  # (H, r, 1)
