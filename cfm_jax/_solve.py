@@ -50,13 +50,14 @@ import functools
 from typing import NamedTuple
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, AbstractStrategy, Autodiff, DiscreteAdjoint, as_strategy
-from ._arguments import as_array
+from ._arguments import as_array, check_solved, finite, finite_params
 from ._fields import attention_kernels
 from ._flow import (
     AbstractCarriedContext,
@@ -74,7 +75,7 @@ from ._gaussian_limit import GaussianContext, gaussian_field, gaussian_state
 from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure
 from ._paths import AbstractCFM
 from ._regime import notice_heavy_tail
-from ._validation import check_solved, compiled, finite, finite_params
+from ._validation import compiled
 
 Adjoint = AbstractHandAdjoint | diffrax.AbstractAdjoint
 """What ``forward(..., adjoint=...)`` accepts: a hand adjoint strategy or any diffrax adjoint."""
@@ -89,6 +90,14 @@ def default_adjoint(
         raise ValueError(f"`solver` must be a diffrax solver or None, got {solver!r}.")
     spec = FlowSpec(diffrax.Euler() if solver is None else solver, fixed_controller(stepsize_controller))
     return DiscreteAdjoint() if spec.exact_euler else diffrax.RecursiveCheckpointAdjoint()
+
+
+def _strategy(context, adjoint, solver, stepsize_controller) -> AbstractStrategy:
+    """The strategy a solve uses: ``adjoint``'s, or by default autodiff for a Gaussian context and
+    :func:`default_adjoint` for atoms."""
+    if adjoint is None and isinstance(context, GaussianMeasure):
+        return Autodiff()
+    return as_strategy(default_adjoint(solver, stepsize_controller) if adjoint is None else adjoint)
 
 
 class Prepared(NamedTuple):
@@ -136,9 +145,7 @@ def prepare(
     spec = FlowSpec.of(model, **options)
     if isinstance(measure, GaussianMeasure):
         gaussian_field(model)  # TypeError naming the field if it has no Gaussian closed form
-        strategy = Autodiff() if adjoint is None else as_strategy(adjoint)
-    else:
-        strategy = as_strategy(default_adjoint(spec.solver, spec.stepsize_controller) if adjoint is None else adjoint)
+    strategy = _strategy(measure, adjoint, spec.solver, spec.stepsize_controller)
     if throw:
         model, x0, measure = finite_params(model), finite("x0", x0), measure.checked()
     dtype = jnp.result_type(x0, *jax.tree.leaves(measure), *jax.tree.leaves(model.stacked_params()))
@@ -170,12 +177,24 @@ def solve(p: Prepared, saveat: SaveAt, throw: bool) -> FlowSolution:
     return saved(sol, saveat, p.model.num_layers, p.spec.steps, p.spec.fixed)
 
 
+def _traces_alone(fn, args, kwargs) -> bool:
+    """Whether ``fn(*args, **kwargs)`` traces on abstract copies of its arrays, outside the caller's
+    transformations: then an error the call raised came from those transformations, not the call."""
+    try:
+        eqx.filter_eval_shape(fn, *args, **kwargs)
+    except Exception:  # noqa: BLE001 - any failure of the call itself: the caller's error stands
+        return False
+    return True
+
+
 def _entry(fn):
     """:func:`forward`'s compiled call with what must happen around it: ``progress_meter`` checked
     first (the options are static arguments, compared with earlier calls' before anything inside runs,
     and an object that is not a progress meter may fail that comparison), and forward-mode autodiff
-    through a reverse-mode (custom_vjp) strategy named with its fix instead of JAX's generic message
-    (JAX raises it around the compiled call, so it is caught here)."""
+    through a reverse-mode (custom_vjp) kernel or strategy named with its fix instead of JAX's generic
+    ``TypeError``. The strategies and kernels say whether forward mode runs through them; a
+    ``TypeError`` that the same call does not raise when traced alone came from the caller's
+    transformation, and with a reverse-only strategy or kernel the one that fails is forward mode."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
@@ -183,23 +202,24 @@ def _entry(fn):
             check_progress_meter(kwargs["progress_meter"])
         try:
             return fn(*args, **kwargs)
-        except TypeError as e:
+        except TypeError:
             model = args[0] if args else kwargs.get("model")
-            forward_mode = "forward-mode" in str(e) or "jvp" in str(e)
-            # the model's kernels say whether forward mode runs through them
             kernels = attention_kernels(model.field) if isinstance(model, AbstractCFM) else ()
-            reverse_only = sorted({type(k).__name__ for k in kernels if not k.forward_mode})
-            if forward_mode and reverse_only:
-                raise TypeError(
-                    f"the model's attention kernel ({', '.join(reverse_only)}) is reverse-mode only (a custom_vjp), "
-                    "so forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian) cannot run through it whatever the "
-                    "adjoint. Use the XLA path for forward mode: model.with_kernel(cfm_jax.XLAAttention())."
-                ) from None
+            reverse_kernels = sorted({type(k).__name__ for k in kernels if not k.forward_mode})
             adjoint = kwargs.get("adjoint")
-            if isinstance(adjoint, (diffrax.DirectAdjoint, diffrax.ForwardMode)) or (
-                "forward-mode" not in str(e) and "jvp" not in str(e)
-            ):
+            context = args[2] if len(args) > 2 else kwargs.get("context")
+            if not _traces_alone(fn, args, kwargs):
                 raise
+            strategy = _strategy(context, adjoint, kwargs.get("solver"), kwargs.get("stepsize_controller"))
+            if strategy.forward_mode and not reverse_kernels:
+                raise
+            if reverse_kernels:
+                raise TypeError(
+                    f"the model's attention kernel ({', '.join(reverse_kernels)}) is reverse-mode only (a "
+                    "custom_vjp), so forward-mode autodiff (jax.jvp, jax.jacfwd, jax.hessian) cannot run through "
+                    "it whatever the adjoint. Use the XLA path for forward mode: "
+                    "model.with_kernel(cfm_jax.XLAAttention())."
+                ) from None
             used = "the default adjoint" if adjoint is None else f"{type(adjoint).__name__}()"
             raise TypeError(
                 f"{used} is a reverse-mode (custom_vjp) strategy, so forward-mode autodiff (jax.jvp, jax.jacfwd) "

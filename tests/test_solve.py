@@ -1,6 +1,8 @@
 """forward(adjoint=...): jax.grad of any function of the outputs runs the hand adjoint, and equals
 autodiff through diffrax (float64, ≤ 1e-10 relative) for every output and every input."""
 
+import re
+
 import diffrax
 import equinox as eqx
 import jax
@@ -139,6 +141,32 @@ def test_single_token_and_optax_loop_use_the_hand_adjoint():
         )
         <= 1e-10
     )
+
+
+@pytest.mark.parametrize(
+    "adjoint, named",
+    [
+        (None, "the default adjoint"),
+        (ContinuousAdjoint(), "ContinuousAdjoint()"),
+        (diffrax.RecursiveCheckpointAdjoint(), "RecursiveCheckpointAdjoint()"),
+    ],
+)
+def test_forward_mode_through_a_reverse_only_strategy_names_it_and_the_fix(adjoint, named):
+    """The strategy says it is reverse-only (``forward_mode``); the error names it and DirectAdjoint."""
+    model, x0, ctx, _ = problem(5)
+    assert not DiscreteAdjoint().forward_mode and not ContinuousAdjoint().forward_mode
+    with pytest.raises(TypeError, match=rf"^{re.escape(named)} is a reverse-mode .*DirectAdjoint"):
+        jax.jvp(lambda x: cfm_jax.forward(model, x, ctx, adjoint=adjoint).x1, (x0,), (jnp.ones_like(x0),))
+
+
+def test_forward_mode_keeps_an_error_the_call_raises_itself():
+    """A TypeError the call raises without any transformation (a field with no Gaussian closed form on a
+    Gaussian context) is not rewritten as a forward-mode one, even with a reverse-only adjoint."""
+    model = cfm_jax.Transformer.init(jax.random.key(0), 2, heads=1, mlp_width=2, layers=1, activation=jnp.tanh)
+    mu = cfm_jax.GaussianMeasure(jnp.zeros(2), jnp.eye(2))
+    f = lambda x: cfm_jax.forward(model, x, mu, adjoint=diffrax.RecursiveCheckpointAdjoint()).x1  # noqa: E731
+    with pytest.raises(TypeError, match="no Gaussian closed form"):
+        jax.jvp(f, (jnp.ones(2),), (jnp.ones(2),))
 
 
 def test_forward_mode_raises_a_clear_error_naming_the_fix():

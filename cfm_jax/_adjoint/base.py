@@ -33,11 +33,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._arguments import check_solved
 from .._fields import LocalVJP
 from .._flow import AbstractCarriedContext, EmpiricalContext, FlowSolution, FlowSpec, loop, solution, with_progress
 from .._measures import EmpiricalMeasure
 from .._paths import AbstractCFM
-from .._validation import check_solved
 from .memory import AbstractMemory
 
 
@@ -64,7 +64,13 @@ def cotangents_of(ct: FlowSolution[EmpiricalMeasure]) -> Cotangents:
 
 
 class AbstractStrategy(eqx.Module):
-    """How :func:`cfm_jax.forward` differentiates its one loop: the hook every strategy implements."""
+    """How :func:`cfm_jax.forward` differentiates its one loop: the hook every strategy implements,
+    and whether forward-mode autodiff (``jax.jvp``, ``jax.jacfwd``) runs through it."""
+
+    @property
+    @abc.abstractmethod
+    def forward_mode(self) -> bool:
+        """Whether forward-mode autodiff runs through the solve (a custom_vjp does not)."""
 
     @abc.abstractmethod
     def validate(self, model: AbstractCFM, context: AbstractCarriedContext, spec: FlowSpec) -> None:
@@ -82,6 +88,10 @@ class Autodiff(AbstractStrategy):
     ``diffrax.RecursiveCheckpointAdjoint()``)."""
 
     adjoint: diffrax.AbstractAdjoint | None = None
+
+    @property
+    def forward_mode(self) -> bool:
+        return self.adjoint is None or isinstance(self.adjoint, (diffrax.DirectAdjoint, diffrax.ForwardMode))
 
     def validate(self, model, context, spec):
         if isinstance(self.adjoint, diffrax.BacksolveAdjoint):
@@ -129,6 +139,10 @@ class AbstractHandAdjoint(AbstractStrategy):
     forward of the one loop, keeping what its backward sweep needs, attached as a custom VJP."""
 
     memory: eqx.AbstractVar[AbstractMemory]
+
+    @property
+    def forward_mode(self) -> bool:
+        return False  # a custom VJP
 
     @abc.abstractmethod
     def check_spec(self, model: AbstractCFM, spec: FlowSpec) -> None:
