@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numbers
 
+import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,3 +75,37 @@ def real_number(name: str, value, *, positive: bool = False):
     ok = xp.isfinite(a) & (a > 0) if positive else xp.isfinite(a)
     message = f"`{name}` must be finite and > 0." if positive else f"`{name}` must be finite, got a non-finite value."
     return check(value, ~ok, message)
+
+
+#: the ways a solve fails that diffrax names from 0.6.2 on (diffrax's own message raised for each);
+#: any other unsuccessful result (an implicit solver's, a later diffrax's) has one message of its own
+_SOLVE_FAILURES = (diffrax.RESULTS.max_steps_reached, diffrax.RESULTS.dt_min_reached, diffrax.RESULTS.event_occurred)
+
+
+def check_solved(x, result, prefix: str = ""):
+    """``x`` with a check (:func:`check`) that the solve reporting ``result`` (``diffrax.RESULTS``)
+    succeeded: one check per way diffrax names a failure, raising diffrax's message after ``prefix``."""
+    result = jax.lax.stop_gradient(result)  # an integer code, not differentiated
+    other = result != diffrax.RESULTS.successful
+    for item in _SOLVE_FAILURES:
+        x = check(x, result == item, prefix + str(diffrax.RESULTS[item]))
+        other = other & (result != item)
+    return check(x, other, prefix + "The solve did not succeed: `throw=False` returns its `result`, which says why.")
+
+
+def check_finite(name: str, x) -> None:
+    """:func:`finite` now on a concrete array (a constructor given values); a traced one is left to its entry point."""
+    if is_concrete(x):
+        check(x, ~np.isfinite(np.asarray(x)).all(), f"`{name}` contains non-finite values (nan/inf).")
+
+
+def finite(name: str, x):
+    """``x`` with a check (:func:`check`) that its entries are finite, the error naming ``name``."""
+    return check(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains non-finite values (nan/inf).")
+
+
+def finite_params(model):
+    """``model`` with a check, inside compiled code (:func:`check`), that its floating parameters are finite."""
+    leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves])) if leaves else jnp.array(True)
+    return check(model, ~ok, "`model` parameters contain non-finite values (nan/inf).")

@@ -26,13 +26,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ._adjoint import AbstractHandAdjoint, Cotangents, DiscreteAdjoint, probe_rows
-from ._arguments import as_array
+from ._arguments import as_array, finite
 from ._deprecations import warn_renamed
 from ._flow import EmpiricalContext, FlowSolution, FlowSpec, SaveAt, options_checked_first
 from ._measures import EmpiricalMeasure, GaussianMeasure
 from ._paths import AbstractCFM
 from ._solve import check_solved, prepare, solve
-from ._validation import compiled, finite
+from ._validation import compiled
 
 
 class AdjointSolution(eqx.Module):

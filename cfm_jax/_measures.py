@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._arguments import as_array
+from ._arguments import as_array, check_finite
 from ._qmc import sobol_normal
 from ._random import as_key
-from ._validation import check, check_finite, is_concrete
+from ._validation import check, is_concrete
 
 
 def weight_sum_tolerance(dtype) -> float:

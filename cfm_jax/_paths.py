@@ -29,10 +29,9 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from . import _random
-from ._arguments import real_number, static_int
+from ._arguments import check_finite, real_number, static_int
 from ._fields import AbstractAttentionKernel, AbstractField, AttentionField, mlp_field
 from ._measures import EmpiricalMeasure
-from ._validation import check_finite
 
 
 class AbstractCFM(eqx.Module):

@@ -56,10 +56,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
+from ._arguments import finite, finite_params
 from ._fields import AbstractSumField, AttentionField
 from ._measures import EmpiricalMeasure, GaussianMeasure, as_measure
 from ._paths import AbstractCFM
-from ._validation import compiled, finite, finite_params, is_concrete, notice
+from ._validation import compiled, is_concrete, notice
 
 
 class AttentionRegime(eqx.Module):

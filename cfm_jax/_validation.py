@@ -1,10 +1,9 @@
 """Input checks shared by the public API: clear errors at the boundary, never a silent NaN.
 
 Types, shapes and options are checked in Python when a function is traced (``ValueError`` or
-``TypeError`` naming the argument). Values — finite tokens and parameters, weights that sum to one,
-a positive definite covariance, a solve that did not fail — are checked by :func:`check`, and a
-failed one raises ``equinox.EquinoxRuntimeError`` naming the argument. Where the check is traced,
-and nothing else, decides how it is made:
+``TypeError`` naming the argument). Values (finite tokens and parameters, weights that sum to one,
+a positive definite covariance, a solve that did not fail) are checked by :func:`check`; a failed
+one raises ``equinox.EquinoxRuntimeError`` naming the argument. Where it is traced decides how:
 
 - on known values (an eager call, a constructor given arrays): raised at once;
 - in a program :func:`compiled` traces (an entry point at top level — no argument and no new array
@@ -33,7 +32,6 @@ import os
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -46,20 +44,20 @@ _R = TypeVar("_R")
 _T = TypeVar("_T")
 
 
-class _RepeatedCheckLog(logging.Filter):
-    """JAX's log of a callback failed by an ``eqx.error_if`` check, made the check's sentence alone:
-    under a plain ``jax.jit`` the error raised next opens with JAX's line and a traceback."""
+class _CheckSentence(logging.Filter):
+    """JAX's log of a callback an ``eqx.error_if`` check failed, made the check's sentence alone
+    (under a plain ``jax.jit`` the error raised next opens with JAX's line and a traceback)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if record.getMessage() == "jax.pure_callback failed" and type(error).__module__.startswith("equinox"):
+        if type(error).__module__.startswith("equinox"):  # the record of a failed check's callback
             record.msg, record.args = "%s", (str(error).split("\n\n\n")[0],)  # equinox's advice follows
             record.exc_info = record.exc_text = None
         return True
 
 
 # the logger of the module that runs a pure callback (tests/test_environment.py names it)
-logging.getLogger(jax.pure_callback.__module__).addFilter(_RepeatedCheckLog())
+logging.getLogger(jax.pure_callback.__module__).addFilter(_CheckSentence())
 
 #: True while :func:`compiled` traces a program under checkify: a check there is functional
 _FUNCTIONAL: contextvars.ContextVar[bool] = contextvars.ContextVar("functional", default=False)
@@ -151,7 +149,7 @@ def _advise(values, advise: Callable) -> None:
 
 def _tracing(fn, functional: bool):
     """``fn`` traced with its checks functional, returning ``(out, (values, advice))`` (its notices
-    beside it), or as host callbacks, returning ``out``: its own jit cache entry either way."""
+    beside it), or as host callbacks, returning ``out``."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
@@ -199,23 +197,18 @@ def _traced(tree) -> bool:
 
 def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]:
     """``eqx.filter_jit(fn)`` whose value checks are data: arrays traced, everything else static, one
-    program per structure; a failed value check raised as ``equinox.EquinoxRuntimeError`` naming the
-    argument after the call, and the library's warnings that depend on values given after that.
+    program per structure; a failed check raised as ``equinox.EquinoxRuntimeError`` naming the
+    argument after the call, then the library's advice that depends on values.
 
-    The decorator of every entry point of the library, public for a user's own step: the checks of
-    the library's functions called inside (through ``scan``, ``vmap`` and ``grad`` too) become the
-    step's own data, with no host callback, so the persistent compilation cache stores the step.
-    Inside another ``compiled`` function its checks join the enclosing ones; inside a caller's own
-    ``jit``/``vmap``/``grad``/``checkify`` they are host callbacks tied to the result and its gradient.
-
-    ``checkify=False`` declares a function ``checkify`` cannot rewrite (a ``vmap`` of a while loop,
-    e.g. an adaptive solve under ``vmap``, which checkify refuses): its checks are host callbacks at
-    top level too (the persistent cache does not store it), and calling it inside another compiled
-    function is a ``ValueError``.
-
-    Numpy integer and bool scalars among the top-level arguments are turned into Python values
-    first, so that ``steps=np.int64(4)`` is static like ``steps=4`` (``eqx.filter_jit`` traces every
-    numpy value). ``step.lower(*args, **kwargs)`` lowers the program a top-level call runs.
+    The decorator of every entry point, public for a user's own step: the checks of the library's
+    functions called inside (through ``scan``, ``vmap``, ``grad``) become the step's data, with no
+    host callback, so the persistent compilation cache stores it. Inside another ``compiled``
+    function its checks join the enclosing ones; inside a caller's own transformation they are host
+    callbacks tied to the result and its gradient. ``checkify=False`` declares a function checkify
+    cannot rewrite (a ``vmap`` of a while loop): host callbacks at top level too, and a
+    ``ValueError`` inside another compiled function. NumPy integer and bool scalars become Python
+    values (``steps=np.int64(4)`` is static like ``steps=4``); ``step.lower(*args, **kwargs)``
+    lowers the program a top-level call runs.
 
     Example: ``step = cfm_jax.compiled(lambda model, x0, context, y: cfm_jax.loss_and_grad(model, x0,
     context, y))``.
@@ -240,7 +233,7 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
         error, out, notices = top(*args, **kwargs)  # pyright: ignore[reportCallIssue]
         text = error.get()
         if text is not None:
-            out = _fail(out, text[: -len(_CHECKIFY_SUFFIX)] if text.endswith(_CHECKIFY_SUFFIX) else text)
+            out = _fail(out, text.removesuffix(_CHECKIFY_SUFFIX))
         for values, advise in zip(*notices, strict=True):
             _advise(values, advise)
         return out
@@ -251,39 +244,5 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
     return cast(Callable[_P, _R], call)
 
 
-#: the ways a solve fails that diffrax names from 0.6.2 on (diffrax's own message raised for each);
-#: any other unsuccessful result (an implicit solver's, a later diffrax's) has one message of its own
-_SOLVE_FAILURES = (diffrax.RESULTS.max_steps_reached, diffrax.RESULTS.dt_min_reached, diffrax.RESULTS.event_occurred)
-
-
-def check_solved(x, result, prefix: str = ""):
-    """``x`` with a check (:func:`check`) that the solve reporting ``result`` (``diffrax.RESULTS``)
-    succeeded: one check per way diffrax names a failure, raising diffrax's message after ``prefix``."""
-    result = jax.lax.stop_gradient(result)  # an integer code, not differentiated
-    other = result != diffrax.RESULTS.successful
-    for item in _SOLVE_FAILURES:
-        x = check(x, result == item, prefix + str(diffrax.RESULTS[item]))
-        other = other & (result != item)
-    return check(x, other, prefix + "The solve did not succeed: `throw=False` returns its `result`, which says why.")
-
-
 def is_concrete(x) -> bool:
     return not isinstance(x, Tracer)  # actual values, not a tracer inside jit/vmap/grad
-
-
-def check_finite(name: str, x) -> None:
-    """:func:`finite` now on a concrete array (a constructor given values); a traced one is left to its entry point."""
-    if is_concrete(x):
-        check(x, ~np.isfinite(np.asarray(x)).all(), f"`{name}` contains non-finite values (nan/inf).")
-
-
-def finite(name: str, x):
-    """``x`` with a check (:func:`check`) that its entries are finite, the error naming ``name``."""
-    return check(x, ~jnp.all(jnp.isfinite(x)), f"`{name}` contains non-finite values (nan/inf).")
-
-
-def finite_params(model):
-    """``model`` with a check, inside compiled code (:func:`check`), that its floating parameters are finite."""
-    leaves = jax.tree.leaves(eqx.filter(model, eqx.is_inexact_array))
-    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in leaves])) if leaves else jnp.array(True)
-    return check(model, ~ok, "`model` parameters contain non-finite values (nan/inf).")

@@ -17,7 +17,6 @@ import sys
 import textwrap
 import traceback
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -414,18 +413,3 @@ def test_coupled_deviations_with_sinkhorn_still_checks():
     assert _finite(out)
     with pytest.raises(eqx.EquinoxRuntimeError, match="`x0`"):
         chaos.coupled_deviations(model, x0.at[0, 0].set(jnp.nan), ref[:5], ref, w1_size=4, adjoint=False)
-
-
-def test_check_solved_raises_diffraxs_message_or_one_of_its_own():
-    """A failure diffrax names raises its message after the prefix; any other unsuccessful result
-    (here an implicit solver's) the library's own; a successful one nothing: at top level, inside a
-    compiled program and under a caller's jit alike."""
-    R = diffrax.RESULTS
-    solved = lambda r, x: _validation.check_solved(x, r, "forward: ")  # noqa: E731
-    x = jnp.ones(2)
-    for way in (lambda f: f, cfm_jax.compiled, jax.jit):
-        np.testing.assert_array_equal(way(solved)(R.successful, x), x)
-        with pytest.raises(Exception, match=re.escape("forward: " + R[R.max_steps_reached])):
-            jax.block_until_ready(way(solved)(R.max_steps_reached, x))
-        with pytest.raises(Exception, match="forward: The solve did not succeed: `throw=False` returns its `result`"):
-            jax.block_until_ready(way(solved)(R.nonlinear_divergence, x))

@@ -20,13 +20,14 @@ import numpy as np
 from jax.scipy.special import ndtr, ndtri
 from jaxtyping import Array, ArrayLike, Float
 
+from .._arguments import finite
 from .._deprecations import warn_renamed_key
 from .._flow import SaveAt
 from .._gradients import adjoint_trajectories, token_covectors
 from .._measures import EmpiricalMeasure, as_measure, weight_sum_tolerance
 from .._paths import AbstractCFM, Transformer
 from .._solve import forward
-from .._validation import check, compiled, finite, is_concrete
+from .._validation import check, compiled, is_concrete
 from .._wasserstein import sinkhorn_w1, sorted_w1
 
 

@@ -39,8 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._arguments import finite
 from .._measures import EmpiricalMeasure, GaussianMeasure, as_measure
-from .._validation import check, compiled, finite
+from .._validation import check, compiled
 from .attention import AttentionField
 
 Context = EmpiricalMeasure | GaussianMeasure

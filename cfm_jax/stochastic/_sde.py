@@ -32,9 +32,9 @@ import lineax as lx
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .. import _random
-from .._arguments import check_save_every
+from .._arguments import check_save_every, finite
 from .._random import as_key
-from .._validation import compiled, finite
+from .._validation import compiled
 from ._kernels import NoiseKernel
 from ._model import (
     AbstractSphereModel,
