@@ -195,6 +195,21 @@ def _traced(tree) -> bool:
     return any(isinstance(leaf, Tracer) for leaf in jax.tree.leaves(tree)) or isinstance(jnp.zeros(()), Tracer)
 
 
+class AbstractRewritable(eqx.Module):
+    """A strategy module (an attention kernel) that says whether ``checkify`` can rewrite what it
+    computes: one run inside ``shard_map`` cannot be. A :func:`compiled` call given one that cannot,
+    anywhere in its arguments, is as ``compiled(..., checkify=False)``: host callbacks at top level."""
+
+    def checkify_rewrites(self) -> bool:
+        return True
+
+
+def _rewritable(tree) -> bool:
+    """Whether checkify can rewrite a program of these arguments (:class:`AbstractRewritable`)."""
+    found = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, AbstractRewritable))
+    return all(m.checkify_rewrites() for m in found if isinstance(m, AbstractRewritable))
+
+
 def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]:
     """``eqx.filter_jit(fn)`` whose value checks are data: arrays traced, everything else static, one
     program per structure; a failed check raised as ``equinox.EquinoxRuntimeError`` naming the
@@ -206,7 +221,8 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
     function its checks join the enclosing ones; inside a caller's own transformation they are host
     callbacks tied to the result and its gradient. ``checkify=False`` declares a function checkify
     cannot rewrite (a ``vmap`` of a while loop): host callbacks at top level too, and a
-    ``ValueError`` inside another compiled function. NumPy integer and bool scalars become Python
+    ``ValueError`` inside another compiled function; so does an argument that says checkify cannot
+    rewrite it (:class:`AbstractRewritable`, a kernel on a mesh). NumPy integer and bool scalars become Python
     values (``steps=np.int64(4)`` is static like ``steps=4``); ``step.lower(*args, **kwargs)``
     lowers the program a top-level call runs.
 
@@ -220,15 +236,16 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
     @functools.wraps(fn)
     def call(*args, **kwargs):
         args, kwargs = tuple(map(_static, args)), {k: _static(v) for k, v in kwargs.items()}
+        rewritable = checkify and _rewritable((args, kwargs))
         if _FUNCTIONAL.get():  # inside another compiled program: the checks join its own
-            if not checkify:
+            if not rewritable:
                 raise ValueError(
-                    f"`{call.__qualname__}` runs a program checkify cannot rewrite (a vmap of a "
-                    "while loop): call it outside `cfm_jax.compiled`, or declare the enclosing function "
-                    "`cfm_jax.compiled(..., checkify=False)`."
+                    f"`{call.__qualname__}` runs a program checkify cannot rewrite (a vmap of a while loop, "
+                    "a kernel inside shard_map): call it outside `cfm_jax.compiled`, pass the model to the "
+                    "enclosing function as an argument, or declare it `cfm_jax.compiled(..., checkify=False)`."
                 )
             return inner(*args, **kwargs)[0]  # pyright: ignore[reportCallIssue, reportIndexIssue]
-        if not checkify or _traced((args, kwargs)):
+        if not rewritable or _traced((args, kwargs)):
             return hosted(*args, **kwargs)  # pyright: ignore[reportCallIssue]
         error, out, notices = top(*args, **kwargs)  # pyright: ignore[reportCallIssue]
         text = error.get()
@@ -238,8 +255,10 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
             _advise(values, advise)
         return out
 
-    program = top if checkify else hosted
-    lower = lambda *a, **kw: program.lower(*map(_static, a), **{k: _static(v) for k, v in kw.items()})  # noqa: E731
+    def lower(*args, **kwargs):
+        args, kwargs = tuple(map(_static, args)), {k: _static(v) for k, v in kwargs.items()}
+        return (top if checkify and _rewritable((args, kwargs)) else hosted).lower(*args, **kwargs)
+
     call.lower = lower  # pyright: ignore[reportAttributeAccessIssue]
     return cast(Callable[_P, _R], call)
 

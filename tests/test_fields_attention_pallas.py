@@ -397,10 +397,15 @@ SHARDED = KERNELS_AGREE + textwrap.dedent(
         loss0, g0 = cfm_jax.loss_and_grad(model.with_kernel(one), x, ctx, y)
         xs, cs = cfm_jax.shard_inputs(x, ctx, mesh)
         ms, ys = cfm_jax.replicate((model.with_kernel(many), y), mesh)
-        loss, g = cfm_jax.gather(jax.jit(cfm_jax.loss_and_grad)(ms, xs, cs, ys))
-        np.testing.assert_allclose(loss, loss0, rtol=1e-13)
-        for a, b in zip(g.stacked_params().values(), g0.stacked_params().values()):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+        # under a caller's jit, at top level (checks as data) and inside a user's compiled step
+        step = cfm_jax.compiled(lambda m, x, c, y: cfm_jax.loss_and_grad(m, x, c, y))
+        for how in (jax.jit(cfm_jax.loss_and_grad), cfm_jax.loss_and_grad, step):
+            loss, g = cfm_jax.gather(how(ms, xs, cs, ys))
+            np.testing.assert_allclose(loss, loss0, rtol=1e-13)
+            for a, b in zip(g.stacked_params().values(), g0.stacked_params().values()):
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+        x1 = cfm_jax.forward(model.with_kernel(one), x, ctx).x1
+        np.testing.assert_allclose(cfm_jax.gather(cfm_jax.forward(ms, xs, cs).x1), x1, rtol=0, atol=1e-12)
     print("SHARDED_OK")
     """
 )
@@ -409,7 +414,8 @@ SHARDED = KERNELS_AGREE + textwrap.dedent(
 @pytest.mark.slow  # a second process and its programs on 2 and 4 devices
 def test_sharded_kernel_matches_one_device():
     """Inside shard_map over query rows (context gathered, key-side gradients summed) on 2 and 4 fake
-    CPU devices: the means, their gradient and a hand-adjoint loss gradient equal one device's."""
+    CPU devices: the means, their gradient and a hand-adjoint loss gradient (under a caller's jit, at
+    top level and in a ``cfm_jax.compiled`` step) and the forward at top level equal one device's."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", SHARDED], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

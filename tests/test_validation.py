@@ -402,6 +402,40 @@ def test_a_program_checkify_cannot_rewrite_is_declared_where_it_is_defined():
     assert "callback" not in _double.lower(jnp.ones(2)).as_text()  # pyright: ignore[reportFunctionMemberAccess]
 
 
+class _Opaque(_validation.AbstractRewritable):
+    """A strategy whose computation checkify cannot rewrite (as a kernel on a mesh)."""
+
+    rewrites: bool = eqx.field(static=True)
+
+    def checkify_rewrites(self) -> bool:
+        return self.rewrites
+
+
+@cfm_jax.compiled
+def _with_strategy(strategy, x):
+    return check(x, ~jnp.all(jnp.isfinite(x)), MESSAGE) * 2
+
+
+def test_an_argument_checkify_cannot_rewrite_makes_the_call_host_checked():
+    """A strategy among the arguments that says checkify cannot rewrite it (a Pallas kernel on a mesh,
+    run inside shard_map) gives the call host-callback checks at top level, still raising; inside
+    another compiled program it is refused naming the fix. One that can keeps the checks as data."""
+    opaque, plain = _Opaque(False), _Opaque(True)
+    np.testing.assert_array_equal(_with_strategy(opaque, jnp.ones(2)), [2.0, 2.0])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="non-finite"):
+        _with_strategy(opaque, jnp.array([1.0, jnp.nan]))
+    lower = _with_strategy.lower  # pyright: ignore[reportFunctionMemberAccess]
+    assert "callback" in lower(opaque, jnp.ones(2)).as_text()
+    assert "callback" not in lower(plain, jnp.ones(2)).as_text()
+    with pytest.raises(ValueError, match="_with_strategy.*pass the model.* checkify=False"):
+        cfm_jax.compiled(lambda x: _with_strategy(opaque, x) + 1)(jnp.ones(2))
+    # given as an argument of the enclosing step, the step itself is host-checked and runs
+    step = cfm_jax.compiled(lambda s, x: _with_strategy(s, x) + 1)
+    np.testing.assert_array_equal(step(opaque, jnp.ones(2)), [3.0, 3.0])
+    with pytest.raises(eqx.EquinoxRuntimeError, match="non-finite"):
+        step(opaque, jnp.array([1.0, jnp.nan]))
+
+
 def test_coupled_deviations_with_sinkhorn_still_checks():
     """``chaos.coupled_deviations`` with Sinkhorn's W1 (batched over depths: declared
     ``checkify=False``): its clean run gives finite values and a bad value still raises naming it."""

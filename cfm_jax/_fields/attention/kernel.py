@@ -27,10 +27,10 @@ The kernels: :class:`~cfm_jax.XLAAttention` (xla.py, the blockwise XLA reference
 import abc
 from typing import TYPE_CHECKING
 
-import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..._validation import AbstractRewritable
 from .weights import kernel_means, zero_weight_terms
 
 if TYPE_CHECKING:  # type checkers read equinox's AbstractClassVar as the ClassVar it becomes (as diffrax does)
@@ -39,7 +39,7 @@ else:
     from equinox import AbstractClassVar
 
 
-class AbstractAttentionKernel(eqx.Module):
+class AbstractAttentionKernel(AbstractRewritable):
     """How attention means and their VJP are computed (module docstring).
 
     Subclasses implement :meth:`means` and :meth:`means_vjp` and set ``forward_mode``;

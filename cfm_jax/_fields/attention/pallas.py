@@ -384,6 +384,11 @@ class PallasAttention(AbstractAttentionKernel):
             )
         return None
 
+    def checkify_rewrites(self) -> bool:
+        """On a mesh the kernels run inside ``shard_map``, which checkify cannot rewrite: a compiled
+        entry point given this kernel keeps its checks as host callbacks (``cfm_jax.compiled``)."""
+        return self.mesh is None
+
     def _config(self) -> _Config:
         reason = self.unsupported()
         if reason is not None:

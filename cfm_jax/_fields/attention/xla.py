@@ -219,7 +219,9 @@ def _local_block(q, c, act, z, ell, f, A, Vh, targets):
     scores = jnp.einsum("hrf,nf->hrn", u, z)
     # the maximum over positive weights (_dense_means); P̃ = e^{logit − top} is finite at zero weights too
     top = jnp.max(scores + jnp.where(f > 0, ell, MASK_VALUE)[None, None, :], axis=-1, keepdims=True)
-    P = jnp.exp(jnp.minimum(scores + ell[None, None, :] - top, clip_exponent(q.dtype)))  # α Z e^{−top} / f; 1/Z folded in later
+    P = jnp.exp(
+        jnp.minimum(scores + ell[None, None, :] - top, clip_exponent(q.dtype))
+    )  # α Z e^{−top} / f; 1/Z folded in later
     # [f_j z_j, f_j]: sums over μ (the zero weights' atoms out) and their normaliser in one product
     zf = jnp.concatenate([z * f[:, None], f[:, None]], axis=1)
     Pz = jnp.einsum("hrn,nd->hrd", P, zf)
