@@ -2,8 +2,10 @@
 
 A zero weight carries no mass, but the loss still depends on it to first order: for one softmax head
 ∂(c·V)/∂w_j = e^{u·z_j − lse} s_j (s_j = (z_j − m)·V_hᵀc), the limit of α_j s_j / w_j and the first
-variation of the field at the atom. Autodiff through log w would form 0·(1/0). The XLA path computes
-with w = f·e^ℓ (:func:`split_weights`), which autodiff differentiates in w without dividing; a kernel
+variation of the field at the atom. Autodiff through log w would form 0·(1/0). The XLA path's means
+take their values from the log-weights (masked) and their derivative in w from that closed form (a
+custom JVP, so every autodiff mode runs through it); its local products compute with w = f·e^ℓ
+(:func:`split_weights`), which gives the weight term at a zero weight in the same pass; a kernel
 whose VJP gives ∂/∂log w only (0 at a zero weight, e.g. the fused Pallas kernel) is completed at the zero
 weights by :func:`zero_weight_terms`, in the field's local products and, through :func:`kernel_means`,
 under autodiff.

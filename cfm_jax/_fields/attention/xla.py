@@ -31,12 +31,14 @@ That blockwise code is :class:`XLAAttention`, one attention kernel (kernel.py): 
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 from jaxtyping import Array, Float
 
 from ..._arguments import python_scalar
@@ -55,19 +57,15 @@ AUTO_BLOCK_ENTRIES_ACCELERATOR = 1 << 27
 AUTO_CHUNK_BOUNDS_ACCELERATOR = (32, 4096)
 
 
-def _dense_means(u, keys, ell, f):
-    """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,)), weights
-    w_j = f_j e^{ℓ_j} (``split_weights``)."""
-    scores = u @ keys.T
-    # the stabiliser is the largest logit of a positive weight: a zero-weight atom gets the finite
-    # mask, so that a large logit of a massless atom cannot underflow every positive one (the mask
-    # is added as a vector: no second (r, n) pass)
-    top = jax.lax.stop_gradient(jnp.max(scores + jnp.where(f > 0, ell, MASK_VALUE)[None, :], axis=-1, keepdims=True))
-    p = jnp.exp(jnp.minimum(scores + ell[None, :] - top, clip_exponent(u.dtype)))  # w_j e^{u·z_j − top} / f_j
-    # the weighted sums Σ_j p_j f_j z_j and Σ_j p_j f_j in one product over p
-    both = p @ jnp.concatenate([keys * f[:, None], f[:, None]], axis=1)
-    total = both[:, -1:]
-    return both[:, :-1] / total, (top + jnp.log(total))[:, 0]
+def _dense_means(u, keys, lw):
+    """Attention means Σ_j α_j z_j and log-sum-exp for rows u: (r, d) → ((r, d), (r,)); ``lw`` the
+    log-weights with the finite mask at a zero weight (:func:`_masked`), so the largest logit is a
+    positive weight's and no exponent is positive."""
+    logits = u @ keys.T + lw[None, :]
+    top = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    p = jnp.exp(logits - top)
+    total = jnp.sum(p, axis=-1, keepdims=True)
+    return (p @ keys) / total, (top + jnp.log(total))[:, 0]
 
 
 def _blocks(rows, chunk: int):
@@ -78,51 +76,107 @@ def _blocks(rows, chunk: int):
     return padded.reshape((blocks, chunk) + rows.shape[1:])
 
 
-def _streamed_means(u, keys, ell, f, key_chunk):
+def _streamed_means(u, keys, lw, key_chunk):
     """Same as `_dense_means`, keys streamed in blocks with a running log-sum-exp."""
     d = keys.shape[1]
-    # padded keys get f = 0: atoms of weight zero
-    keys_p, ell_p, f_p = _blocks(keys, key_chunk), _blocks(ell, key_chunk), _blocks(f, key_chunk)
+    n = keys.shape[0]
+    # padded keys get the mask: atoms of weight zero
+    keys_p, lw_p = (
+        _blocks(keys, key_chunk),
+        jnp.pad(lw, (0, -(-n // key_chunk) * key_chunk - n), constant_values=MASK_VALUE),
+    )
+    lw_p = lw_p.reshape(keys_p.shape[:2])
     r = u.shape[0]
     # the running maximum starts at the logit of the heaviest atom: a real logit of a positive weight
-    # (a start at the mask would carry a leading block of zero weights at e^{mask}, whose derivatives
-    # in w are then wiped by the rescaling exp(mask − max) = 0)
-    heaviest = jnp.argmax(jnp.where(f > 0, ell, -jnp.inf))
-    start = jax.lax.stop_gradient(u @ keys[heaviest] + ell[heaviest])
-    clip = clip_exponent(u.dtype)
+    # (a start at the mask would count a leading block of zero weights at e^0)
+    heaviest = jnp.argmax(lw)
+    start = jax.lax.stop_gradient(u @ keys[heaviest] + lw[heaviest])
 
     def step(carry, blk):
         run_max, run_sum, run_acc = carry
-        kb, lb, fb = blk
-        scores = u @ kb.T
-        # zero weights (and padded keys) get the finite mask in the maximum (see _dense_means)
-        masked = scores + jnp.where(fb > 0, lb, MASK_VALUE)[None, :]
-        new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(masked, axis=-1)))
+        kb, lb = blk
+        logits = u @ kb.T + lb[None, :]
+        new_max = jnp.maximum(run_max, jax.lax.stop_gradient(jnp.max(logits, axis=-1)))
         scale = jnp.exp(run_max - new_max)
-        p = jnp.exp(jnp.minimum(scores + lb[None, :] - new_max[:, None], clip))
-        both = p @ jnp.concatenate([kb * fb[:, None], fb[:, None]], axis=1)
-        return (new_max, run_sum * scale + both[:, -1], run_acc * scale[:, None] + both[:, :-1]), None
+        p = jnp.exp(logits - new_max[:, None])
+        return (new_max, run_sum * scale + p.sum(-1), run_acc * scale[:, None] + p @ kb), None
 
     init = (start, jnp.zeros((r,), u.dtype), jnp.zeros((r, d), u.dtype))
-    (top, total, acc), _ = jax.lax.scan(step, init, (keys_p, ell_p, f_p))
+    (top, total, acc), _ = jax.lax.scan(step, init, (keys_p, lw_p))
     return acc / total[:, None], top + jnp.log(total)
 
 
 def _map_rows(fn, rows, chunk):
-    """Apply `fn: (chunk, ...) -> pytree of (chunk, ...)` to row blocks (zero-padded), return (r, ...)."""
-    r = rows.shape[0]
-    out = jax.lax.map(fn, _blocks(rows, chunk))
+    """Apply `fn: (chunk, ...) -> pytree of (chunk, ...)` to row blocks (zero-padded), return (r, ...).
+    ``rows`` is an array or a tuple of arrays with the same leading size."""
+    first = rows[0] if isinstance(rows, tuple) else rows
+    r = first.shape[0]
+    out = jax.lax.map(fn, jax.tree.map(lambda a: _blocks(a, chunk), rows))
     return jax.tree.map(lambda a: a.reshape((a.shape[0] * chunk,) + a.shape[2:])[:r], out)
 
 
-def _row_means(u, keys, ell, f, rows: int | None, key_chunk_size: int | None):
+def _masked(log_weights):
+    """Log-weights with the finite mask for a zero weight (−inf, or anything below the mask)."""
+    return jnp.maximum(log_weights, MASK_VALUE)
+
+
+def _row_means(u, keys, lw, rows: int | None, key_chunk_size: int | None):
     """Means and log-sum-exp of rows u (r, d): dense, or in blocks of ``rows`` rows, keys streamed
-    in blocks of ``key_chunk_size`` when set; weights $f e^{ℓ}$ (``split_weights``)."""
+    in blocks of ``key_chunk_size`` when set; ``lw`` masked log-weights (:func:`_masked`)."""
     if key_chunk_size is None:
-        block = lambda ub: _dense_means(ub, keys, ell, f)  # noqa: E731
+        block = lambda ub: _dense_means(ub, keys, lw)  # noqa: E731
     else:
-        block = lambda ub: _streamed_means(ub, keys, ell, f, key_chunk_size)  # noqa: E731
+        block = lambda ub: _streamed_means(ub, keys, lw, key_chunk_size)  # noqa: E731
     return block(u) if rows is None else _map_rows(block, u, rows)
+
+
+def _weight_tangent(u, keys, lse, m, dw, rows: int | None, key_chunk_size: int | None):
+    """The means' and log-sum-exp's tangents for a tangent ``dw (n,)`` of the weights:
+    $Σ_j dw_j e^{u·z_j − lse}(z_j − m)$ and $Σ_j dw_j e^{u·z_j − lse}$ per row, the same formula at a
+    positive weight (α_j / w_j) and at a zero one (the one-sided derivative), no log of a weight
+    taken. The exponent is clipped (:func:`clip_exponent`) so a zero weight's stays finite."""
+    clip = clip_exponent(u.dtype)
+    both = jnp.concatenate([keys * dw[:, None], dw[:, None]], axis=1)  # (n, d + 1): Σ dw E z and Σ dw E
+
+    def block(args):
+        ub, lb, mb = args
+        if key_chunk_size is None:
+            t = jnp.exp(jnp.minimum(ub @ keys.T - lb[:, None], clip)) @ both
+        else:  # keys in blocks: no (rows, n) array
+            kp, bp = _blocks(keys, key_chunk_size), _blocks(both, key_chunk_size)
+            t = jax.lax.scan(
+                lambda acc, kb: (acc + jnp.exp(jnp.minimum(ub @ kb[0].T - lb[:, None], clip)) @ kb[1], None),
+                jnp.zeros((ub.shape[0], both.shape[1]), u.dtype),
+                (kp, bp),
+            )[0]
+        return t[:, :-1] - t[:, -1:] * mb, t[:, -1]
+
+    args = (u, lse, m)
+    return block(args) if rows is None else _map_rows(block, args, rows)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4))
+def _weighted_row_means(u, keys, w, rows, key_chunk_size):
+    """:func:`_row_means` of the weights ``w (n,)`` themselves, differentiable in ``w`` without its log
+    (:func:`_weight_tangent`): the finite one-sided derivative at a zero weight, never 0·∞."""
+    return _row_means(u, keys, _masked(jnp.log(w)), rows, key_chunk_size)
+
+
+@functools.partial(_weighted_row_means.defjvp, symbolic_zeros=True)
+def _weighted_row_means_jvp(rows, key_chunk_size, primals, tangents):
+    u, keys, w = primals
+    du, dkeys, dw = tangents
+    lw = _masked(jnp.log(w))  # the rows and keys differentiated at fixed weights
+    means = lambda u, keys: _row_means(u, keys, lw, rows, key_chunk_size)  # noqa: E731
+    if isinstance(du, SymbolicZero) and isinstance(dkeys, SymbolicZero):
+        (m, lse), (dm, dlse) = means(u, keys), (jnp.zeros(u.shape, u.dtype), jnp.zeros(u.shape[:1], u.dtype))
+    else:
+        zero = lambda t, x: jnp.zeros(x.shape, x.dtype) if isinstance(t, SymbolicZero) else t  # noqa: E731
+        (m, lse), (dm, dlse) = jax.jvp(means, (u, keys), (zero(du, u), zero(dkeys, keys)))
+    if not isinstance(dw, SymbolicZero):
+        tm, tl = _weight_tangent(u, keys, lse, m, dw.astype(u.dtype), rows, key_chunk_size)
+        dm, dlse = dm + tm, dlse + tl
+    return (m, lse), (dm, dlse)
 
 
 def _folded(queries, A):
@@ -131,13 +185,17 @@ def _folded(queries, A):
     return jnp.einsum("qd,hdf->qhf", queries, A).reshape(q * A.shape[0], d)
 
 
-def _means_lse(queries, keys, split, A, chunk_size, key_chunk_size):
-    """``(means (H, q, d), lse (H, q))`` of :func:`attention_means`; ``split = (ell, f)``."""
+def _means_lse(queries, keys, A, chunk_size, key_chunk_size, *, log_weights=None, weights=None):
+    """``(means (H, q, d), lse (H, q))`` of :func:`attention_means`, from the log-weights or from the
+    weights themselves (then differentiable in them at a zero weight too)."""
     H = A.shape[0]
     q, d = queries.shape
     rows = None if chunk_size is None else max(1, chunk_size) * H
-    ell, f = split
-    means, lse = _row_means(_folded(queries, A), keys, ell, f, rows, key_chunk_size)
+    u = _folded(queries, A)
+    if weights is None:
+        means, lse = _row_means(u, keys, _masked(log_weights), rows, key_chunk_size)
+    else:
+        means, lse = _weighted_row_means(u, keys, weights, rows, key_chunk_size)
     return means.reshape(q, H, d).transpose(1, 0, 2), lse.reshape(q, H).T
 
 
@@ -155,7 +213,7 @@ def attention_means(
     ``chunk_size=None`` is the dense path; an int processes query rows in blocks of that size
     (and ``key_chunk_size`` additionally streams the keys). Results agree to round-off.
     """
-    return _means_lse(queries, keys, split_weights(log_weights=log_weights), A, chunk_size, key_chunk_size)[0]
+    return _means_lse(queries, keys, A, chunk_size, key_chunk_size, log_weights=log_weights)[0]
 
 
 def resolve_chunk_size(chunk_size, heads: int, queries: int, keys: int) -> int | None:
@@ -292,13 +350,13 @@ class XLAAttention(AbstractAttentionKernel):
 
     def means(self, queries, keys, log_weights, A):
         chunk = self._chunk(A.shape[0], queries.shape[0], keys.shape[0])
-        return _means_lse(queries, keys, split_weights(log_weights=log_weights), A, chunk, self.key_chunk_size)
+        return _means_lse(queries, keys, A, chunk, self.key_chunk_size, log_weights=log_weights)
 
     def weighted_means(self, queries, keys, weights, A):
-        """``means`` from the weights themselves, never their log: its autodiff in ``weights`` is the
-        finite one-sided derivative at a zero weight (``split_weights``), not 0·∞."""
+        """``means`` from the weights themselves: the values by the log-weights' formula, the derivative
+        in ``weights`` by its own closed form (``_weighted_row_means``), finite at a zero weight."""
         chunk = self._chunk(A.shape[0], queries.shape[0], keys.shape[0])
-        return _means_lse(queries, keys, split_weights(weights=weights), A, chunk, self.key_chunk_size)[0]
+        return _means_lse(queries, keys, A, chunk, self.key_chunk_size, weights=weights)[0]
 
     def means_vjp(self, queries, keys, log_weights, A, means, lse, cot, key_cot):
         """Autodiff of the blockwise means (its own code path: no closed form), the reference other
@@ -310,8 +368,7 @@ class XLAAttention(AbstractAttentionKernel):
         rows = None if chunk is None else max(1, chunk) * H
 
         def fn(u, z, lw):
-            ell, f = split_weights(log_weights=lw)
-            return _row_means(u, z, ell, f, rows, self.key_chunk_size)[0]
+            return _row_means(u, z, _masked(lw), rows, self.key_chunk_size)[0]
 
         _, pull = jax.vjp(fn, _folded(queries, A), keys, log_weights)
         fold = lambda a: a.transpose(1, 0, 2).reshape(q * H, d)  # noqa: E731
