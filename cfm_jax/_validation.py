@@ -205,7 +205,7 @@ class AbstractRewritable(eqx.Module):
 
 
 def _rewritable(tree) -> bool:
-    """Whether checkify can rewrite a program of these arguments (:class:`AbstractRewritable`)."""
+    """Whether checkify can rewrite a program of these arguments (``AbstractRewritable``)."""
     found = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, AbstractRewritable))
     return all(m.checkify_rewrites() for m in found if isinstance(m, AbstractRewritable))
 
@@ -222,9 +222,9 @@ def compiled(fn: Callable[_P, _R], *, checkify: bool = True) -> Callable[_P, _R]
     callbacks tied to the result and its gradient. ``checkify=False`` declares a function checkify
     cannot rewrite (a ``vmap`` of a while loop): host callbacks at top level too, and a
     ``ValueError`` inside another compiled function; so does an argument that says checkify cannot
-    rewrite it (:class:`AbstractRewritable`, a kernel on a mesh). NumPy integer and bool scalars become Python
-    values (``steps=np.int64(4)`` is static like ``steps=4``); ``step.lower(*args, **kwargs)``
-    lowers the program a top-level call runs.
+    rewrite it (an :class:`~cfm_jax.AbstractAttentionKernel` on a mesh). NumPy integer and bool
+    scalars become Python values (``steps=np.int64(4)`` is static like ``steps=4``);
+    ``step.lower(*args, **kwargs)`` lowers the program a top-level call runs.
 
     Example: ``step = cfm_jax.compiled(lambda model, x0, context, y: cfm_jax.loss_and_grad(model, x0,
     context, y))``.
