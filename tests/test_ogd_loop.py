@@ -115,14 +115,20 @@ def test_sup_deviation_rate_in_n(regimes):
     assert fit.contains(-0.5), fit
 
 
-def test_coupled_run_with_the_whole_reference_is_the_reference_bit_for_bit(setup):
-    """n = n_ref: the n-context trajectory sees exactly the reference context, so it is the reference."""
+def test_coupled_run_with_the_whole_reference_is_the_reference_to_round_off(setup):
+    """n = n_ref: the n-context trajectory sees exactly the reference context, so it is the reference.
+
+    Both are copies of one computation in one program, which XLA may fuse differently (on JAX 0.10.0
+    they differ in the last bit of some entries, on 0.10.2 not at all): equal to a few ulps of the
+    parameters' scale, which no wrong context (one point fewer, another order) comes near."""
     _, student, stream = setup
     res = ogd.coupled_run(student, stream, (N_REF,), ogd.ridge_sgd(ETA, CK_LAM), 4, record_params=True)
-    assert float(jnp.max(res.deviations)) == 0.0
-    for a, b in zip(jax.tree.leaves(res.state.params[0]), jax.tree.leaves(res.state.params[-1])):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(res.losses[:, 0], res.losses[:, -1])
+    ulps = lambda ref: 8 * np.finfo(np.asarray(ref).dtype).eps * float(np.max(np.abs(ref)))  # noqa: E731
+    leaves = list(zip(jax.tree.leaves(res.state.params[0]), jax.tree.leaves(res.state.params[-1])))
+    assert float(jnp.max(res.deviations)) <= max(ulps(b) for _, b in leaves)
+    for a, b in leaves:
+        np.testing.assert_allclose(a, b, rtol=0, atol=ulps(b))
+    np.testing.assert_allclose(res.losses[:, 0], res.losses[:, -1], rtol=0, atol=ulps(res.losses[:, -1]))
 
 
 # --- the exact population reference ----------------------------------------------------------------------
