@@ -32,6 +32,7 @@ option set (``eqx.filter_jit``). Values — the measures' points and weights, ``
 
 from __future__ import annotations
 
+import types
 import typing
 from typing import Literal
 
@@ -132,37 +133,27 @@ def cost_scale(x, a, y, b):
 
 
 def _ott_batching_shim():
-    """Let ott-jax 0.6's ``batch_size`` path run on a JAX without ``batching.is_vmappable``.
+    """Let ott-jax 0.6's ``batch_size`` path run on the JAX releases this package admits.
 
     ott-jax 0.6 (``ott.utils``) flattens its batched arguments with
-    ``is_leaf=jax.interpreters.batching.is_vmappable``, a JAX internal that recent JAX removed; for
-    the plain arrays ott passes it always returned False. Only ``ott.utils``'s own reference is
-    replaced (by a view of JAX's module that adds that one function), only on ott-jax 0.6.x and
-    only when JAX lacks the function: JAX itself is never modified.
+    ``is_leaf=jax.interpreters.batching.is_vmappable``, a JAX internal that JAX 0.10 (the lowest
+    admitted) removed; for the plain arrays ott passes it always returned False. Only ``ott.utils``'s
+    own reference is replaced (by a namespace of JAX's module's names plus that one function), only on
+    ott-jax 0.6.x: JAX itself is never modified.
     """
     from importlib.metadata import version
 
     from jax.interpreters import batching
     from ott import utils
 
-    if not version("ott-jax").startswith("0.6.") or hasattr(batching, "is_vmappable"):
-        return
-    if utils.batching is batching:  # pyright: ignore[reportPrivateImportUsage]
-        utils.batching = _BatchingView(batching)  # pyright: ignore[reportPrivateImportUsage]
+    if version("ott-jax").startswith("0.6.") and utils.batching is batching:  # pyright: ignore[reportPrivateImportUsage]
+        view = types.SimpleNamespace(**vars(batching), is_vmappable=_never_vmappable)
+        utils.batching = view  # pyright: ignore[reportPrivateImportUsage]
 
 
-class _BatchingView:
-    """``jax.interpreters.batching`` plus ``is_vmappable`` (always False), for ott.utils only."""
-
-    def __init__(self, module):
-        self._module = module
-
-    @staticmethod
-    def is_vmappable(x) -> bool:
-        return False
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
+def _never_vmappable(x) -> bool:
+    """JAX's removed ``batching.is_vmappable`` on what ott-jax 0.6 passes it: never a vmappable leaf."""
+    return False
 
 
 def sinkhorn_w1(

@@ -279,8 +279,6 @@ def test_no_attribute_probing():
                 target = node.args[0] if node.args else None
                 if isinstance(target, ast.Name) and target.id == "args":
                     continue
-                if path.name == "_wasserstein.py":  # the version-guarded ott-jax shim detects a JAX internal
-                    continue
                 if path.name == "_deprecations.py":  # a deprecated name's value, looked up by its name (as the root's)
                     continue
                 bad.append(f"{path.relative_to(PKG)}:{node.lineno}")
