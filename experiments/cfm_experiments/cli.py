@@ -16,6 +16,7 @@ needs no ``--resume``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -270,23 +271,43 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError:  # the installed commands are what failed
                 chosen = None
             return _error(chosen, e)
-        if vars(args).get("no_progress"):
-            os.environ["TQDM_DISABLE"] = "1"  # also for bars an experiment builds itself
-        try:
-            go = _prepare(args, run)  # every option checked, before any work
-        except ValueError as e:  # a bad option value is a usage error, like argparse's own (exit 2)
-            return _error(args.command, e) + 1
-        except ImportError as e:  # the command's parts need what is not installed
-            return _error(args.command, e)
-        try:
-            apply_global_options(args)
-            return int(go() or 0)
-        except KeyboardInterrupt:  # a signal that arrived before the handlers were installed
-            text = run.interrupted()
-            print(f"\ninterrupted: {text}" if text else "\ninterrupted", file=sys.stderr)
-            return 130
-        except Exception as e:
-            return _error(args.command, e)
+        with _quiet(bool(vars(args).get("no_progress"))):
+            return _execute(args, run)
+
+
+@contextlib.contextmanager
+def _quiet(quiet: bool):
+    """``--no-progress``: no progress bar, the bars an experiment builds itself included
+    (``TQDM_DISABLE``), for this call only (``main`` may be called from Python)."""
+    before = os.environ.get("TQDM_DISABLE")
+    if quiet:
+        os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = before
+
+
+def _execute(args: argparse.Namespace, run: _Run) -> int:
+    """Check every option, then run the parsed command (the exit codes of :func:`main`)."""
+    try:
+        go = _prepare(args, run)  # every option checked, before any work
+    except ValueError as e:  # a bad option value is a usage error, like argparse's own (exit 2)
+        return _error(args.command, e) + 1
+    except ImportError as e:  # the command's parts need what is not installed
+        return _error(args.command, e)
+    try:
+        apply_global_options(args)
+        return int(go() or 0)
+    except KeyboardInterrupt:  # a signal that arrived before the handlers were installed
+        text = run.interrupted()
+        print(f"\ninterrupted: {text}" if text else "\ninterrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        return _error(args.command, e)
 
 
 if __name__ == "__main__":

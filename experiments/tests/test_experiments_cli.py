@@ -462,3 +462,24 @@ def test_ctrl_c_before_the_first_row_says_no_row_was_finished(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and err.strip() == "SIGINT: " + cli.NOTHING_FINISHED, (proc.returncode, err)
     assert not (out / "rows.jsonl").exists()
+
+
+@pytest.mark.parametrize("before", [None, "0"])
+def test_no_progress_holds_for_the_call_only(tmp_path, planted, monkeypatch, before):
+    """``--no-progress`` silences the bars an experiment builds itself (``TQDM_DISABLE`` while it
+    runs) and leaves the caller's environment as it was: ``main`` may be called from Python."""
+    if before is None:
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    else:
+        monkeypatch.setenv("TQDM_DISABLE", before)
+    seen = []
+    run = planted.Planted.run
+    monkeypatch.setattr(
+        planted.Planted, "run", lambda self, c: (seen.append(os.environ.get("TQDM_DISABLE")), run(self, c))[1]
+    )
+    assert cli.main(["planted", "--sizes", "2", "3", "--no-progress", "--out", str(tmp_path / "o")]) == 0
+    assert seen == ["1", "1"]
+    assert os.environ.get("TQDM_DISABLE") == before
+    seen.clear()
+    assert cli.main(["planted", "--sizes", "2", "3", "--out", str(tmp_path / "p")]) == 0
+    assert seen == [before, before]
