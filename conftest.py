@@ -31,12 +31,12 @@ SPEED_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false",)
 _DECIDED = "CFM_JAX_TEST_XLA_FLAGS_DECIDED"
 
 
-def known_xla_flags(flags, env=None) -> tuple[list[str], list[str]]:
+def known_xla_flags(flags) -> tuple[list[str], list[str]]:
     """``(known, unknown)``: the ``flags`` that the installed jaxlib accepts in ``XLA_FLAGS`` and those
     it does not, each tried in a fresh interpreter (one for all of them when all are known)."""
 
     def accepted(trial) -> bool:
-        probe_env = dict(os.environ if env is None else env, JAX_PLATFORMS="cpu")
+        probe_env = dict(os.environ, JAX_PLATFORMS="cpu")
         probe_env["XLA_FLAGS"] = " ".join(trial)
         probe = "import jax; jax.devices()"
         return subprocess.run([sys.executable, "-c", probe], env=probe_env, capture_output=True).returncode == 0
