@@ -28,9 +28,10 @@ MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 
 
 def clip_exponent(dtype) -> float:
-    """The largest exponent taken for an atom of weight zero: half the overflow threshold, so that
-    its ``exp`` times an O(1) factor stays finite (its derivative is e^{u·z − top}; past e^{clip} it
-    is unrepresentable anyway)."""
+    """The largest exponent taken for an atom of weight zero: half the overflow threshold, so that its
+    ``exp`` times the factors the local products multiply it by stays finite. Past it the derivative
+    in that weight, $e^{u·z − top}(…)$, is clipped to $e^{clip}(…)$: exact only while a zero-weight
+    atom's logit exceeds the positive ones' by less than the clip (44 in float32, 354 in float64)."""
     return 0.5 * float(np.log(np.finfo(dtype).max))
 
 
