@@ -277,8 +277,11 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _quiet(quiet: bool):
-    """``--no-progress``: no progress bar, the bars an experiment builds itself included
-    (``TQDM_DISABLE``), for this call only (``main`` may be called from Python)."""
+    """``--no-progress`` for the bars an experiment builds itself: ``TQDM_DISABLE`` set while the
+    command runs, the caller's value put back after (``main`` may be called from Python, whose later
+    subprocesses inherit the environment). tqdm reads the variable once, when first imported: in the
+    command's own process that is during the run; a tqdm imported earlier keeps its defaults. The
+    driver's own bar follows ``--no-progress`` directly."""
     before = os.environ.get("TQDM_DISABLE")
     if quiet:
         os.environ["TQDM_DISABLE"] = "1"
