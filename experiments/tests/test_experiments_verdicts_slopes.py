@@ -119,6 +119,26 @@ def test_pooling_reads_each_row_and_the_rows_together():
     assert math.isinf(SL.band([1, 10], c=2.0)[1])
 
 
+def test_pooling_a_very_narrow_row_is_finite_and_unchanged_in_scale():
+    """Rows of width ~1e-160 (1/se² overflows) pool to their common slope with a finite interval, no
+    warning; the same rows scaled up by 2^600 pool to the same numbers scaled by 2^600, bit for bit."""
+    import warnings
+
+    tiny = [Interval(0.5e-160, 0.0, 1e-160), Interval(1.5e-160, 0.5e-160, 2.5e-160)]
+    big = [Interval(*(math.ldexp(x, 600) for x in (r.value, r.ci_low, r.ci_high))) for r in tiny]
+    for correlated in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            p, q = SL.pooled(tiny, correlated), SL.pooled(big, correlated)
+        assert p is not None and q is not None
+        assert 0.5e-160 < p.interval.value < 1.5e-160 and p.interval.ci_low < p.interval.ci_high
+        for a, b in zip(
+            (p.interval.value, p.interval.ci_low, p.interval.ci_high),
+            (q.interval.value, q.interval.ci_low, q.interval.ci_high),
+        ):
+            assert math.ldexp(a, 600) == b
+
+
 def test_the_known_case_is_the_exact_slope_of_the_aligned_model_on_the_skewed_two_atom_law():
     """KNOWN_SLOPE is computed, not chosen: √n·E dev of the aligned model (d = 2, L = 4) on the
     skewed two-atom law ±e₁ (the uniform part's lower bound), exact over the binomial counts at

@@ -132,9 +132,12 @@ def pooled(slopes: Sequence, correlated: bool = False, level: float = LEVEL) -> 
     if exact.any():  # exact slopes alone fix the estimate
         value, error = float(est[exact].mean()), 0.0
     else:
-        w = 1.0 / se**2
+        # 1/se² overflows once a width is below ~1e-154: the weights relative to the narrowest row,
+        # scaled by a power of two so that every weight, hence the result, is the same to the bit
+        scale = float(np.ldexp(1.0, -int(np.frexp(se.min())[1])))
+        w = 1.0 / (se * scale) ** 2
         value = float((w * est).sum() / w.sum())
-        error = float((w * se).sum() / w.sum()) if correlated else float(1.0 / math.sqrt(w.sum()))
+        error = float((w * se).sum() / w.sum()) if correlated else float(1.0 / (scale * math.sqrt(w.sum())))
     if len(slopes) == 1:  # one row: its own interval, not one rebuilt from it (round-off at its edges)
         interval = Interval(value, *edges(slopes[0]), level)
     else:
