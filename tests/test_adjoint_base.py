@@ -33,3 +33,26 @@ def test_weight_gradient_adds_the_direct_cotangent():
     dw = jnp.array([0.2, -0.4, 1.5])
     assert jnp.array_equal(weight_gradient(dw, None), dw)
     assert jnp.allclose(weight_gradient(dw, jnp.ones(3)), dw + 1)
+
+
+def test_a_sweep_from_the_final_state_keeps_the_context_moving_when_the_solution_drops_it():
+    """``ContinuousAdjoint(memory=Backsolve())`` integrates back from the final state: under
+    ``SaveAt(context=False)`` its forward still moves the context at the last step (``carried``), so
+    its gradient is the one of the solve that keeps the context."""
+    import equinox as eqx
+
+    import cfm_jax
+    from cfm_jax._flow import FlowSpec
+
+    model, x0, ctx, _ = problem(4)
+    adjoint = cfm_jax.ContinuousAdjoint(memory=cfm_jax.Backsolve())
+    assert adjoint.carried(ctx.weights, FlowSpec.of(model, saveat=cfm_jax.SaveAt(context=False))).last is None
+
+    def loss(params, kept):
+        sol = cfm_jax.forward(
+            eqx.combine(params, static), x0, ctx, saveat=cfm_jax.SaveAt(context=kept), adjoint=adjoint
+        )
+        return jnp.sum(sol.x1**2)
+
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+    assert rel(jax.grad(loss)(params, False), jax.grad(loss)(params, True)) <= 1e-12

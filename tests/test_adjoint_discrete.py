@@ -119,3 +119,33 @@ def test_float32_large_logits_stay_finite():
     ctx = cfm_jax.EmpiricalMeasure(ctx.points.astype(jnp.float32), ctx.weights.astype(jnp.float32))
     _, g = cfm_jax.loss_and_grad(model, x0, ctx, y)
     assert g.Q.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(_flat(eqx.filter(g, eqx.is_array)))))
+
+
+@pytest.mark.parametrize("memory", [cfm_jax.StoreAll(), cfm_jax.StoreEvery(2), cfm_jax.Recompute()])
+@pytest.mark.parametrize("steps", [None, 8])
+def test_without_the_context_the_sweep_skips_its_rows_at_the_last_step_and_the_gradient_is_the_same(memory, steps):
+    """``SaveAt(context=False)``: the forward's last step moves the tokens alone and the sweep reads the
+    token rows alone there (a second branch in the program), and every gradient (θ, tokens, atoms,
+    weights) of a loss on the saved token path is the one of the solve that keeps the context."""
+    model, x0, ctx, _ = _problem(3)
+    adjoint = cfm_jax.DiscreteAdjoint(memory=memory)
+
+    def loss(model, x0, points, weights, kept):
+        sol = cfm_jax.forward(
+            model,
+            x0,
+            cfm_jax.EmpiricalMeasure(points, weights),
+            saveat=cfm_jax.SaveAt(layers=True, context=kept),
+            adjoint=adjoint,
+            steps=steps,
+        )
+        assert sol.xs is not None
+        return jnp.sum(jnp.sin(sol.xs)) + jnp.sum(sol.x1**2)
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)), static_argnums=4)
+    args = (model, x0, ctx.points, ctx.weights)
+    want, got = grad(*args, True), grad(*args, False)
+    assert _rel(got, want) <= 1e-12
+    assert _rel(got[2], want[2]) <= 1e-12 and _rel(got[3], want[3]) <= 1e-12  # the atoms and weights apart
+    conds = [str(jax.make_jaxpr(grad, static_argnums=4)(*args, kept)).count("cond[") for kept in (True, False)]
+    assert conds[1] >= conds[0] + 2  # the forward's last step and the sweep's, each a branch of its own

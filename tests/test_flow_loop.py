@@ -1,5 +1,7 @@
 """The flow: Euler is the residual network, invariances of the context, solver orders, jit and vmap."""
 
+from typing import Any
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -280,3 +282,33 @@ def test_the_first_failed_layer_is_the_solves_result():
     ):
         stacked = jax.tree.map(lambda *v: jnp.stack(v), *items)
         assert bool(first_failure(stacked) == want), (items, want)
+
+
+def test_without_the_context_the_last_step_moves_the_tokens_alone(small_problem):
+    """``SaveAt(context=False)``: the carried context's last step (and that one only) leaves the context
+    where it was, the tokens at every step are the written-out residual network's, and the solution
+    holds no context; a solver that is not the residual network keeps every step (the same tokens)."""
+    from cfm_jax._flow import EmpiricalContext, loop
+
+    model, x0, ctx = small_problem
+    for per_layer in (1, 2):
+        states = _euler_states(model, x0, ctx, per_layer)
+        spec = _spec(model, per_layer, SaveAt(steps=True, context=False))
+        carried = EmpiricalContext(ctx.weights).ending(spec)
+        assert carried.last == per_layer * model.num_layers - 1
+        out = jax.jit(lambda: loop(model, carried, (x0, ctx.points), spec, emit="steps"))()
+        xs, zs = (a.reshape((-1,) + a.shape[2:]) for a in out.ys)
+        for i, (x, z) in enumerate(states[1:]):
+            np.testing.assert_allclose(xs[i], x, rtol=0, atol=1e-12, err_msg=f"{per_layer} a layer, step {i}")
+            z_want = states[-2][1] if i == len(states) - 2 else z  # the last step: the context stays
+            np.testing.assert_allclose(zs[i], z_want, rtol=0, atol=1e-12, err_msg=f"{per_layer} a layer, step {i}")
+        assert EmpiricalContext(ctx.weights).ending(_spec(model, per_layer)).last is None  # context kept
+    kept = forward(model, x0, ctx, saveat=SaveAt(layers=True))
+    options: dict[str, Any]
+    for options in ({}, {"steps": 2 * model.num_layers}, {"solver": diffrax.Heun()}):
+        want = kept if not options else forward(model, x0, ctx, saveat=SaveAt(layers=True), **options)
+        sol = forward(model, x0, ctx, saveat=SaveAt(layers=True, context=False), **options)
+        assert sol.context is None and sol.contexts is None
+        assert sol.xs is not None and want.xs is not None
+        np.testing.assert_allclose(sol.xs, want.xs, rtol=0, atol=1e-13, err_msg=str(options))
+        np.testing.assert_allclose(sol.x1, want.x1, rtol=0, atol=1e-13, err_msg=str(options))

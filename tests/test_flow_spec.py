@@ -267,9 +267,24 @@ def test_saving_the_tokens_path_does_not_store_the_context_trajectory():
         (dict(ts=(0.5,), layers=True), "`ts` replaces"),
         (dict(fn=lambda s, x, c: x), "pass the depths too"),
         (dict(fn=3, layers=True), "`fn` must be a function"),
+        (dict(layers=True, fn=lambda s, x, c: x, context=False), "`context`=False drops the context"),
+        (dict(context="no"), "`context` must be True or False"),
     ],
 )
 def test_saveat_ts_and_fn_are_checked_naming_them(kwargs, match):
     model, x0, z = _problem()
     with pytest.raises(ValueError, match=match):
         cfm_jax.forward(model, x0, z, saveat=SaveAt(**kwargs))
+
+
+def test_the_last_step_moves_the_tokens_alone_only_for_the_residual_network_without_the_context(model):
+    """``FlowSpec.tokens_last``: ``SaveAt(context=False)`` with explicit Euler on fixed steps, and no
+    other option; ``ts`` keeps the choice when it is resolved to the grid."""
+    drop = SaveAt(context=False)
+    assert _spec(model, saveat=drop).tokens_last and _spec(model, saveat=drop, steps=4).tokens_last
+    assert not _spec(model).tokens_last
+    assert not _spec(model, saveat=drop, solver=diffrax.Heun()).tokens_last
+    adaptive = dict(solver=diffrax.Tsit5(), stepsize_controller=diffrax.PIDController(rtol=1e-3, atol=1e-3))
+    assert not _spec(model, saveat=drop, **adaptive).tokens_last
+    assert _spec(model, saveat=SaveAt(ts=(0.5, 1.0), context=False)).tokens_last
+    assert not _spec(model, saveat=SaveAt(ts=(0.5, 1.0))).tokens_last

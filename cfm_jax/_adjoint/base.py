@@ -104,6 +104,7 @@ class Autodiff(AbstractStrategy):
 
     def solve(self, model, context, y0, spec):
         emit = spec.saveat.emit
+        context = context.ending(spec)  # autodiff differentiates whatever the loop takes
         out = with_progress(
             spec, lambda meter: loop(model, context, y0, spec, emit=emit, adjoint=self.adjoint, meter=meter)
         )
@@ -147,6 +148,12 @@ class AbstractHandAdjoint(AbstractStrategy):
     @abc.abstractmethod
     def check_spec(self, model: AbstractCFM, spec: FlowSpec) -> None:
         """Raise a ``ValueError`` naming the argument if the strategy does not apply to these options."""
+
+    def carried(self, weights: Array, spec: FlowSpec) -> EmpiricalContext:
+        """The context its forward and backward carry: by default moved at every step (a backward that
+        integrates back from the final state needs the final context, whatever the caller keeps)."""
+        del spec
+        return EmpiricalContext(weights)
 
     def validate(self, model, context, spec):
         if not isinstance(context, EmpiricalContext):
@@ -282,7 +289,7 @@ def _state(x, z):
 @eqx.filter_custom_vjp
 def _solve(inputs, adjoint, spec):
     model, x, z, w = inputs
-    sol, _ = adjoint.run_forward(model, EmpiricalContext(w), _state(x, z), spec, store=False)
+    sol, _ = adjoint.run_forward(model, adjoint.carried(w, spec), _state(x, z), spec, store=False)
     return sol
 
 
@@ -290,7 +297,7 @@ def _solve(inputs, adjoint, spec):
 def _solve_fwd(perturbed, inputs, adjoint, spec):
     del perturbed
     model, x, z, w = inputs
-    return adjoint.run_forward(model, EmpiricalContext(w), _state(x, z), spec, store=True)
+    return adjoint.run_forward(model, adjoint.carried(w, spec), _state(x, z), spec, store=True)
 
 
 @_solve.def_bwd
@@ -298,7 +305,7 @@ def _solve_bwd(residuals, cotangents, perturbed, inputs, adjoint, spec):
     model, x, z, w = inputs
     _check_only_theta_is_perturbed(model, perturbed[0])
     ct = cotangents_of(cotangents)
-    res = adjoint.run_backward(model, EmpiricalContext(w), _state(x, z), spec, residuals, ct)
+    res = adjoint.run_backward(model, adjoint.carried(w, spec), _state(x, z), spec, residuals, ct)
     grads = _inexact_like(res.grads, eqx.filter(model, eqx.is_inexact_array))
     out = grads, res.x0, res.z0, res.weights
     # a backward solve that failed (max_steps reached…) is raised with the gradients it would return

@@ -32,7 +32,18 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from .._flow import Loop, advance, loop, merge_leading, solution, state_before, vary_alike, with_progress
+from .._flow import (
+    EmpiricalContext,
+    Loop,
+    advance,
+    loop,
+    merge_leading,
+    solution,
+    state_before,
+    vary_alike,
+    with_progress,
+)
+from .._measures import EmpiricalMeasure
 from .base import AbstractHandAdjoint, AdjointResult, cotangent_or_zero, finish, model_grads, step_params, system_vjp
 from .memory import AbstractMemory, Recompute, StoreAll, StoreEvery, check_memory, store_every_layers
 
@@ -101,6 +112,12 @@ class DiscreteAdjoint(AbstractHandAdjoint):
     def probe_stride(self, model, spec):
         return 1
 
+    def carried(self, weights, spec):
+        """Its sweep reads the states at the steps' starts only: the last step may move the tokens
+        alone (``SaveAt(context=False)``, :meth:`EmpiricalContext.ending`), and its backward then reads
+        the token rows alone."""
+        return EmpiricalContext(weights).ending(spec)
+
     # ---------------------------------------------------------------------------------- forward
 
     def run_forward(self, model, context, y0, spec, *, store):
@@ -167,6 +184,8 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((zeta0.shape[0],), dtype), jnp.zeros_like(context.weights))
         step = _token_step if token_only else _system_step
         backward_step = step(model, context, k, N, h, B, inj_x, inj_z, trajectories)
+        if not token_only and isinstance(context, EmpiricalContext) and context.last is not None:
+            backward_step = _tokens_last(backward_step, model, context, k, N, h, inj_x, trajectories)
 
         def backward_segment(adj, inputs):
             seg_start, iseg = inputs
@@ -249,6 +268,31 @@ def _system_step(model, context, k, N, h, B, inj_x, inj_z, trajectories):
         return (p_new, b_new, bz, phi, dw + h * res.dw), out
 
     return backward_step
+
+
+def _tokens_last(backward_step, model, context, k, N, h, inj_x, trajectories):
+    """``backward_step`` whose step ``context.last`` (the forward's last) reads the token rows alone.
+    Nothing differentiates the final context there (the solution has none: b_N = 0, no probe rows),
+    and a row of zero cotangent adds exactly zero to every product, so this is the same sweep without
+    the context's n rows at that step."""
+    field, w = model.field, context.weights
+
+    def tokens_step(adj, inputs):
+        (xs, zs, _), i = inputs
+        p, b, bz, phi, dw = adj
+        res = field.local_vjp(xs, EmpiricalMeasure.unchecked(zs, w), step_params(model, i, k, N, h.dtype), p)
+        p_new = p + h * res.dx
+        if inj_x is not None:
+            p_new = p_new + inj_x[i]
+        b_new = b + h * res.dz
+        gtheta = jax.tree.map(lambda g: h * g, res.dparams)
+        out = (gtheta, (xs, zs, p_new, b_new) if trajectories else None)
+        return (p_new, b_new, bz, phi, dw + h * res.dw), out
+
+    def step(adj, inputs):
+        return jax.lax.cond(inputs[1] == context.last, tokens_step, backward_step, adj, inputs)
+
+    return step
 
 
 def _token_step(model, context, k, N, h, B, inj_x, inj_z, trajectories):

@@ -57,22 +57,47 @@ class AbstractCarriedContext(eqx.Module):
     def token_vjp(self, model: AbstractCFM, state: tuple, params, p) -> Array:
         """D_xV(x, μ)ᵀ p row by row for the tokens ``x = state[0]`` (the context held fixed)."""
 
+    def ending(self, spec: FlowSpec) -> AbstractCarriedContext:
+        """This context as a loop under ``spec`` carries it: by default as it is, moved at every step."""
+        del spec
+        return self
+
 
 class EmpiricalContext(AbstractCarriedContext):
     """A context of atoms: state ``(x, z)`` or ``(x, z, ζ)`` with probe rows ζ moving from step
-    ``start[r]`` on (all of them when ``start`` is None); the weights ride along unchanged."""
+    ``start[r]`` on (all of them when ``start`` is None); the weights ride along unchanged. At step
+    ``last`` (None: none) the tokens alone move (:meth:`ending`)."""
 
     weights: Float[Array, " n"]
     start: Array | None = None
+    last: int | None = eqx.field(static=True, default=None)
 
     def velocity(self, model, state, params, step):
         """V at the stacked rows of ``state``, one call of the field, split back like the state."""
-        sizes = [a.shape[0] for a in state]
-        v = model.velocity(jnp.concatenate(state, 0), EmpiricalMeasure.unchecked(state[1], self.weights), params)
-        parts = list(jnp.split(v, [sizes[0], sizes[0] + sizes[1]])[: len(state)])
-        if self.start is not None and step is not None:
-            parts[2] = jnp.where((self.start <= step.astype(self.start.dtype))[:, None], parts[2], 0.0)
-        return tuple(parts)
+
+        def every_row():
+            sizes = [a.shape[0] for a in state]
+            v = model.velocity(jnp.concatenate(state, 0), EmpiricalMeasure.unchecked(state[1], self.weights), params)
+            parts = list(jnp.split(v, [sizes[0], sizes[0] + sizes[1]])[: len(state)])
+            if self.start is not None and step is not None:
+                parts[2] = jnp.where((self.start <= step.astype(self.start.dtype))[:, None], parts[2], 0.0)
+            return tuple(parts)
+
+        def tokens():  # the rows after the tokens stay put: the solve's end reads none of them
+            v = model.velocity(state[0], EmpiricalMeasure.unchecked(state[1], self.weights), params)
+            return (v, *(jnp.zeros_like(a) for a in state[1:]))
+
+        if self.last is None or step is None or sum(a.shape[0] for a in state[2:]):  # probes move on
+            return every_row()
+        return jax.lax.cond(step == self.last, tokens, every_row)
+
+    def ending(self, spec):
+        """Without probe rows, and where nothing reads the final context (:attr:`FlowSpec.tokens_last`),
+        the context whose last step moves the tokens alone: the context's own last step only produces
+        the final context (explicit Euler evaluates the field at the step's start)."""
+        if self.start is not None or not spec.tokens_last:
+            return self
+        return EmpiricalContext(self.weights, None, spec.steps - 1)
 
     def measure(self, state):
         z = state[1]
@@ -382,8 +407,10 @@ def solution(
         "num_rejected_steps": result.rejected,
         "max_steps": jnp.asarray(spec.max_steps if not spec.fixed else spec.steps // L),
     }
+    kept = spec.saveat.context  # SaveAt(context=False): no context (its last step may not be taken)
     fields: dict[str, Any] = dict(  # the context's kind of measure, at the end and along the trajectory
-        context=context.measure(result.final), contexts=None if traj is None else context.measure(traj)
+        context=context.measure(result.final) if kept else None,
+        contexts=None if traj is None or not kept else context.measure(traj),
     )
     return FlowSolution(
         x1=result.final[0], ts=ss, xs=None if traj is None else traj[0], result=result.result, stats=stats, **fields
