@@ -113,9 +113,8 @@ class DiscreteAdjoint(AbstractHandAdjoint):
         return 1
 
     def carried(self, weights, spec):
-        """Its sweep reads the states at the steps' starts only: the last step may move the tokens
-        alone (``SaveAt(context=False)``, :meth:`EmpiricalContext.ending`), and its backward then reads
-        the token rows alone."""
+        """Its sweep reads the states at the steps' starts only: under ``SaveAt(context=False)`` the
+        last step may move the tokens alone, and its backward then reads the token rows alone."""
         return EmpiricalContext(weights).ending(spec)
 
     # ---------------------------------------------------------------------------------- forward
