@@ -28,6 +28,8 @@ of the token adjoint.
 
 from __future__ import annotations
 
+import functools
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -183,8 +185,6 @@ class DiscreteAdjoint(AbstractHandAdjoint):
             adj1 = (p1, b1, jnp.zeros_like(zeta0), jnp.zeros((zeta0.shape[0],), dtype), jnp.zeros_like(context.weights))
         step = _token_step if token_only else _system_step
         backward_step = step(model, context, k, N, h, B, inj_x, inj_z, trajectories)
-        if not token_only and isinstance(context, EmpiricalContext) and context.last is not None:
-            backward_step = _tokens_last(backward_step, model, context, k, N, h, inj_x, trajectories)
 
         def backward_segment(adj, inputs):
             seg_start, iseg = inputs
@@ -241,18 +241,27 @@ class DiscreteAdjoint(AbstractHandAdjoint):
 
 
 def _system_step(model, context, k, N, h, B, inj_x, inj_z, trajectories):
-    """One backward Euler step of every row: tokens, context atoms (b), probes (bz, φ), weights, θ."""
+    """One backward Euler step of every row: tokens, context atoms (b), probes (bz, φ), weights, θ.
+
+    At step ``context.last`` (the forward's last, where it moved the tokens alone) the token rows
+    alone: nothing differentiates the final context there (the solution has none: b_N = 0, no probe
+    rows), and a row of zero cotangent adds exactly zero to every product, so it is the same step
+    without the context's n rows."""
     field, w, start = model.field, context.weights, context.start
     start = jnp.zeros((0,), jnp.int32) if start is None else start
     dtype = h.dtype
 
-    def backward_step(adj, inputs):
+    def rows_step(adj, inputs, tokens_alone: bool):
         (xs, zs, zeta), i = inputs
         p, b, bz, phi, dw = adj
         n, R = zs.shape[0], zeta.shape[0]
-        res = system_vjp(field, step_params(model, i, k, N, dtype), xs, zs, w, zeta, p, b, bz)
-        p_new = p + h * res.dx[:B]
-        b_new = b + h * (res.dx[B : B + n] + res.dz)
+        params = step_params(model, i, k, N, dtype)
+        if tokens_alone:
+            res = field.local_vjp(xs, EmpiricalMeasure.unchecked(zs, w), params, p)
+            p_new, b_new = p + h * res.dx, b + h * res.dz
+        else:
+            res = system_vjp(field, params, xs, zs, w, zeta, p, b, bz)
+            p_new, b_new = p + h * res.dx[:B], b + h * (res.dx[B : B + n] + res.dz)
         if inj_x is not None:
             p_new = p_new + inj_x[i]
         if inj_z is not None:
@@ -266,32 +275,14 @@ def _system_step(model, context, k, N, h, B, inj_x, inj_z, trajectories):
         out = (gtheta, (xs, zs, p_new, b_new) if trajectories else None)
         return (p_new, b_new, bz, phi, dw + h * res.dw), out
 
+    def backward_step(adj, inputs):
+        every_row = functools.partial(rows_step, tokens_alone=False)
+        if context.last is None or inputs[0][2].shape[0]:  # probes move on
+            return every_row(adj, inputs)
+        tokens = functools.partial(rows_step, tokens_alone=True)
+        return jax.lax.cond(inputs[1] == context.last, tokens, every_row, adj, inputs)
+
     return backward_step
-
-
-def _tokens_last(backward_step, model, context, k, N, h, inj_x, trajectories):
-    """``backward_step`` whose step ``context.last`` (the forward's last) reads the token rows alone.
-    Nothing differentiates the final context there (the solution has none: b_N = 0, no probe rows),
-    and a row of zero cotangent adds exactly zero to every product, so this is the same sweep without
-    the context's n rows at that step."""
-    field, w = model.field, context.weights
-
-    def tokens_step(adj, inputs):
-        (xs, zs, _), i = inputs
-        p, b, bz, phi, dw = adj
-        res = field.local_vjp(xs, EmpiricalMeasure.unchecked(zs, w), step_params(model, i, k, N, h.dtype), p)
-        p_new = p + h * res.dx
-        if inj_x is not None:
-            p_new = p_new + inj_x[i]
-        b_new = b + h * res.dz
-        gtheta = jax.tree.map(lambda g: h * g, res.dparams)
-        out = (gtheta, (xs, zs, p_new, b_new) if trajectories else None)
-        return (p_new, b_new, bz, phi, dw + h * res.dw), out
-
-    def step(adj, inputs):
-        return jax.lax.cond(inputs[1] == context.last, tokens_step, backward_step, adj, inputs)
-
-    return step
 
 
 def _token_step(model, context, k, N, h, B, inj_x, inj_z, trajectories):
