@@ -87,6 +87,16 @@ def test_configs_cover_the_ball_its_heads_and_the_gaussian_contrast():
     assert heads == {(h, v, "ball") for h in settings["sup_heads"] if h > 1 for v in ("concat", "sum")}
 
 
+def test_embedding_shares_programs_among_small_dimensions_only():
+    """Up to SHARED_UP_TO a d-sweep problem is embedded in the largest of its group (a factor 4 at
+    most); above it, in its own dimension."""
+    dims = [2, 4, 8, 16, 32]
+    assert S.SHARED_UP_TO == 8
+    assert [S.embed_dim(d, dims) for d in dims] == [8, 8, 8, 16, 32]
+    assert [S.embed_dim(d, [1, 2, 4, 8]) for d in (1, 2, 4, 8)] == [4, 4, 4, 8]
+    assert [S.embed_dim(d, [3, 12, 48]) for d in (3, 12, 48)] == [3, 12, 48]
+
+
 def test_option_rules_state_their_bounds():
     parts = cfm_experiments.COMMANDS["claims"].select(["suprema"])
     with pytest.raises(ValueError, match=r"--sup-heads must include 1"):

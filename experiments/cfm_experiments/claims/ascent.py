@@ -130,19 +130,22 @@ def _clip(a, c):
     return jnp.einsum("...ij,...j,...jk->...ik", u, jnp.minimum(s, c), vt)
 
 
-def project(theta: dict, qk, v, v_sum, mask_d, mask_h) -> dict:
+def project(theta: dict, qk, v, v_sum: bool, mask_d, mask_h) -> dict:
     """θ onto Θ (module docstring): zero outside the problem's block and heads, then every layer's
-    Q_lh, K_lh clipped at √qk, and its values [V_l1 … V_lH] clipped at v or (``v_sum``) rescaled
-    so that Σ_h ‖V_lh‖ ≤ v."""
+    Q_lh, K_lh clipped at √qk, and its values [V_l1 … V_lH] clipped at v or (``v_sum``, static: which
+    norm, decided before tracing so that only its projection is computed) rescaled so that
+    Σ_h ‖V_lh‖ ≤ v."""
     block = mask_h[:, None, None] * mask_d[:, None] * mask_d[None, :]
     Qm, Km, Vh = (theta[k] * block for k in ("Q", "K", "V"))
-    L, H, d, _ = Vh.shape
-    concat = jnp.moveaxis(Vh, 1, 2).reshape(L, d, H * d)
-    clipped = jnp.moveaxis(_clip(concat, v).reshape(L, d, H, d), 2, 1)
-    total = jnp.linalg.norm(Vh, ord=2, axis=(-2, -1)).sum(axis=1)[:, None, None, None]
-    rescaled = Vh * jnp.minimum(1.0, v / jnp.maximum(total, 1e-30))
+    if v_sum:
+        total = jnp.linalg.norm(Vh, ord=2, axis=(-2, -1)).sum(axis=1)[:, None, None, None]
+        V = Vh * jnp.minimum(1.0, v / jnp.maximum(total, 1e-30))
+    else:
+        L, H, d, _ = Vh.shape
+        concat = jnp.moveaxis(Vh, 1, 2).reshape(L, d, H * d)
+        V = jnp.moveaxis(_clip(concat, v).reshape(L, d, H, d), 2, 1)
     root = jnp.sqrt(qk)
-    return {"Q": _clip(Qm, root), "K": _clip(Km, root), "V": jnp.where(v_sum, rescaled, clipped)}
+    return {"Q": _clip(Qm, root), "K": _clip(Km, root), "V": V}
 
 
 def project_law(law: dict, energy, mask_d) -> dict:
@@ -257,12 +260,13 @@ def _ascend_each(theta0, law0, x0, eps, energy, qk, v, v_sum, lr, mask_d, mask_h
 
 #: ``ascend(theta0 (S, …), law0 (S, …), x0, eps (M, n, D), energy, qk, v, v_sum, lr, mask_d, mask_h, *,
 #: learn_law, steps)``: the ascent from each of S starts on the same M draws (common random numbers):
-#: best θ, best law, best J ``(S,)``, J at every step ``(S, steps)`` (the first: the start's).
-ascend = jax.jit(_ascend_shared, static_argnames=("learn_law", "steps"))
+#: best θ, best law, best J ``(S,)``, J at every step ``(S, steps)`` (the first: the start's). ``v_sum``
+#: (a Python bool: which value norm, :func:`project`), ``learn_law`` and ``steps`` are static.
+ascend = jax.jit(_ascend_shared, static_argnames=("v_sum", "learn_law", "steps"))
 
 #: ``ascend_each(theta0 (P, …), law0 (P, …), x0, eps (P, 1, n, D), …, *, steps)``: one ascent per
 #: draw (each its own θ, and law when learnt): the supremum of each context's own deviation.
-ascend_each = jax.jit(_ascend_each, static_argnames=("learn_law", "steps"))
+ascend_each = jax.jit(_ascend_each, static_argnames=("v_sum", "learn_law", "steps"))
 
 
 def _evaluate(theta, law, x0, eps, energy, mask_d, ns):

@@ -165,8 +165,9 @@ def _ascend_ball_all(
 #: and of the atoms (in B_R, the weights fixed; ``learn_law`` False: the atoms fixed too, only θ moves) from
 #: each of S starts on its M contexts: best θ, best atoms, best J ``(S,)``, J at every step ``(S, steps)``.
 #: The starts, and each start's contexts, are mapped in blocks of ``batch_size`` (:data:`BATCH`: all
-#: vmapped; 1: one after another, the same values to round-off).
-ascend_ball = jax.jit(_ascend_ball_all, static_argnames=("steps", "learn_law", "batch_size"))
+#: vmapped; 1: one after another, the same values to round-off). ``v_sum`` (a Python bool: which value
+#: norm, :func:`~.ascent.project`) is static.
+ascend_ball = jax.jit(_ascend_ball_all, static_argnames=("v_sum", "steps", "learn_law", "batch_size"))
 
 
 def _evaluate_ball(thetas, a, w, shares, x0, ns, batch_size=BATCH):

@@ -169,10 +169,19 @@ def _have(settings: Settings) -> dict:
     }
 
 
+#: the largest dimension that shares a program with smaller ones: a search's cost grows steeply with
+#: the dimension it is embedded in (a d = 16 row ran 2.6× as long embedded in 32 as in 16, more than
+#: compiling a program of its own costs), so each larger d is embedded in itself.
+SHARED_UP_TO = 8
+
+
 def embed_dim(d: int, dims) -> int:
-    """The dimension a d-sweep problem is embedded in: the largest of its group of ``dims``
-    (:func:`cfm_jax.chaos.size_buckets`: a group spans at most a factor 4)."""
-    return next(group[-1] for group in size_buckets(dims) if d in group)
+    """The dimension a d-sweep problem is embedded in: d itself above :data:`SHARED_UP_TO`, else the
+    largest of its group of ``dims`` up to it (:func:`cfm_jax.chaos.size_buckets`: a group spans at
+    most a factor 4)."""
+    if d > SHARED_UP_TO:
+        return d
+    return next(group[-1] for group in size_buckets([m for m in dims if m <= SHARED_UP_TO]) if d in group)
 
 
 def heads_scan(rows, at, vnorm: str | None = None) -> list[dict]:
@@ -389,6 +398,7 @@ def suprema_figure(rows):
 __all__ = [
     "BALL_SLOPE_SIZES",
     "CLASSES",
+    "SHARED_UP_TO",
     "SUP_AT_DIM",
     "SUP_CONTEXTS",
     "SUP_N",
