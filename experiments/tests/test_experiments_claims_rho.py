@@ -1,4 +1,4 @@
-"""claims.rho: the candidate law, the ρ a row reports, the option's refusals, the size buckets, the
+"""claims.rho: the candidate law, the ρ a row reports, the option's refusals, the
 regression verdict on synthetic slopes pooled over draws, bins that agree across two independent
 draws, and the pooled verdict the same for four base seeds at its stated sizes (slow)."""
 
@@ -58,10 +58,6 @@ def test_a_bad_beta_range_is_refused_at_option_checking(values, tmp_path, capsys
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "--rho-beta-range" in lines[0], lines
     assert not out.exists()
-
-
-def test_buckets_keep_large_sizes_alone():
-    assert R.buckets([10, 40, 160, 640, 2560, 10240]) == [[10, 40], [160, 640], [2560], [10240]]
 
 
 def _models(rhos, slope_of, rng, ns=(640, 2560, 10240), draws=1):

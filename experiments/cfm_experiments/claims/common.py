@@ -1,4 +1,5 @@
-"""What the claims parts share: their common options, the configuration of one row, row selection."""
+"""What the claims parts share: their common options, the configuration of one row, row selection, and
+the sizes grouped into compiled programs."""
 
 from __future__ import annotations
 
@@ -8,8 +9,19 @@ import numbers
 import jax.numpy as jnp
 
 from cfm_jax import compiled
+from cfm_jax.chaos import size_buckets
 
 from ..declarations.claims import LAYERS, NS, SEEDS
+
+
+def buckets(sizes, shared_up_to: int) -> list[list[int]]:
+    """The sizes grouped for one compiled program each: :func:`cfm_jax.chaos.size_buckets` (a group
+    spans at most a factor 4), every size of a group reaching above ``shared_up_to`` alone (there a
+    size's own cost dominates what sharing a padded program saves)."""
+    out: list[list[int]] = []
+    for b in size_buckets(sizes):
+        out += [b] if b[-1] <= shared_up_to else [[n] for n in b]
+    return out
 
 
 def checked_jit(fn, static_argnames: tuple[str, ...] = ()):
@@ -58,4 +70,4 @@ def dim_of(row) -> int:
     return int(row["config"]["dim"])
 
 
-__all__ = ["LAYERS", "NS", "SEEDS", "base_config", "checked_jit", "dim_of", "select"]
+__all__ = ["LAYERS", "NS", "SEEDS", "base_config", "buckets", "checked_jit", "dim_of", "select"]

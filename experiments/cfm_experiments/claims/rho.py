@@ -37,13 +37,13 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from cfm_jax.chaos import size_buckets
 from cfm_jax.stats import Interval, bootstrap
 
 from ..declarations.claims import RHO
 from ..plotting import COLORS, figure, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import claims as V
+from .common import buckets
 from .deviation import deviations_program, references
 from .rho_models import RHO_BINS, SCALE, check_beta_range, inputs, label, rho_of, select
 from .statistics import ci, local_slopes
@@ -56,14 +56,6 @@ def predicted_slope(rho):
     """The candidate law's local slope, max(−1/2, −2/ρ²)."""
     rho = np.asarray(rho, np.float64)
     return np.maximum(-0.5, -2.0 / np.maximum(rho, 1e-12) ** 2)
-
-
-def buckets(ns) -> list[list[int]]:
-    """:func:`cfm_jax.chaos.size_buckets`, with every n above :data:`OWN_BUCKET` alone."""
-    out: list[list[int]] = []
-    for b in size_buckets(ns):
-        out += [b] if b[-1] <= OWN_BUCKET else [[n] for n in b]
-    return out
 
 
 class Rho(Part):
@@ -93,7 +85,7 @@ class Rho(Part):
         rep = lambda a: np.repeat(np.asarray(a), M, axis=0)  # noqa: E731
         P, X, R = jax.tree.map(rep, params), rep(x0), rep(ref_xs)
         dev = np.zeros((S * M, len(ns)))
-        for bucket in buckets(ns):
+        for bucket in buckets(ns, OWN_BUCKET):
             out = deviations_program(P, X, z[:, : bucket[-1]], R, np.asarray(bucket))
             for j, n in enumerate(bucket):
                 dev[:, ns.index(n)] = np.asarray(out[:, j], np.float64)
@@ -276,7 +268,6 @@ def rho_figure(models):
 __all__ = [
     "Rho",
     "binned",
-    "buckets",
     "law_bins",
     "per_model",
     "predicted_slope",

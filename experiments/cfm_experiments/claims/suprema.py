@@ -40,14 +40,13 @@ from pathlib import Path
 
 import numpy as np
 
-from cfm_jax.chaos import size_buckets
-
 from ..declarations.claims import SUP_AT_DIM, SUP_CONTEXTS, SUP_N, SUP_STEPS, SUPREMA
 from ..draws import redrawn
 from ..plotting import COLORS, figure, log_ticks, save
 from ..protocol import Claim, Part, Settings, Summary
 from ..verdicts import NOT_TESTED, claims as V, slopes
 from .ball import RADIUS, ball_bound
+from .common import buckets
 from .searches import ENERGIES, Energy, run_ball, run_suprema, value_norm
 from .statistics import ci
 from .supremum import log_mean_slope, random_mean, search_verdict, supremum, worst_ns, worst_slope
@@ -94,9 +93,10 @@ class Suprema(Part):
             "sup_eval_contexts", "layers",
         )  # fmt: skip
         base = {k: settings[k] for k in keys} | {"eval_ns": list(settings["sup_eval_ns"]), "seed": settings.seed}
-        # one program per group of dims (each embedded in its group's largest, at most 4× its own
-        # d: chaos.size_buckets; the energy is an argument) and one per head count (an attention
-        # layer costs H times one head: padding heads would cost more than the programs it saves)
+        # one program per group of dims (embed_dim: each embedded in its group's largest, at most 4×
+        # its own d, above SHARED_UP_TO each d alone; the energy is an argument) and one per head count
+        # (an attention layer costs H times one head: padding heads would cost more than the programs
+        # it saves)
         dims = dict(base, sweep="d", heads=1, vnorm="concat", embed_heads=1)
         embed = lambda d: embed_dim(d, settings["sup_dims"])  # noqa: E731
         # the ball's worst case measured from the ascent's n up (its shares cost nothing in n)
@@ -176,12 +176,10 @@ SHARED_UP_TO = 8
 
 
 def embed_dim(d: int, dims) -> int:
-    """The dimension a d-sweep problem is embedded in: d itself above :data:`SHARED_UP_TO`, else the
-    largest of its group of ``dims`` up to it (:func:`cfm_jax.chaos.size_buckets`: a group spans at
-    most a factor 4)."""
-    if d > SHARED_UP_TO:
-        return d
-    return next(group[-1] for group in size_buckets([m for m in dims if m <= SHARED_UP_TO]) if d in group)
+    """The dimension a d-sweep problem is embedded in: the largest of its group of ``dims``
+    (:func:`~.common.buckets`: a group spans at most a factor 4, and a group reaching above
+    :data:`SHARED_UP_TO` is split into its dimensions)."""
+    return next(group[-1] for group in buckets(dims, SHARED_UP_TO) if d in group)
 
 
 def heads_scan(rows, at, vnorm: str | None = None) -> list[dict]:
